@@ -1,0 +1,108 @@
+"""Errors raised by the event log.
+
+Every error the stores raise is an :class:`EventLogError`; driver errors are wrapped at one
+choke point per backend so callers never need to import ``sqlite3`` or ``psycopg``::
+
+    EventLogError
+    ├── ConcurrencyError        an append lost an optimistic-concurrency race
+    ├── ChainIntegrityError     a hash chain does not verify (tampering or corruption)
+    ├── SchemaVersionError      the database or a record was written by a newer chatledger
+    ├── StoreClosedError        the store was used after close()
+    └── PersistenceError        the database failed (locked for too long, unreachable, disk full, ...)
+
+Errors carry the facts as attributes (``stream_id``, ``expected``, ``actual``, ...) so code can
+react without parsing messages, and their messages name the operation, the values and a remedy.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChainIntegrityError",
+    "ConcurrencyError",
+    "EventLogError",
+    "PersistenceError",
+    "SchemaVersionError",
+    "StoreClosedError",
+]
+
+
+class EventLogError(Exception):
+    """Base class of every error raised by the event log."""
+
+
+class ConcurrencyError(EventLogError):
+    """An append expected the stream's head at one seq, but another writer moved it.
+
+    Attributes:
+        stream_id: Canonical key of the stream (memory id).
+        expected: The seq the caller expected the head to be at.
+        actual: The head seq found in the store (None when unknown).
+    """
+
+    def __init__(self, stream_id: str, expected: int, actual: int | None) -> None:
+        self.stream_id = stream_id
+        self.expected = expected
+        self.actual = actual
+        found = "unknown" if actual is None else str(actual)
+        msg = (
+            f"append to {stream_id} expected head seq {expected}, but head is {found}; "
+            "another writer appended first: read the new events (catch up) and retry"
+        )
+        super().__init__(msg)
+
+
+class ChainIntegrityError(EventLogError):
+    """A record's hash does not match its content or its predecessor.
+
+    Attributes:
+        stream_id: Canonical key of the stream.
+        seq: The first seq whose hash does not verify.
+        reason: What did not match.
+    """
+
+    def __init__(self, stream_id: str, seq: int, reason: str) -> None:
+        self.stream_id = stream_id
+        self.seq = seq
+        self.reason = reason
+        msg = f"hash chain of {stream_id} breaks at seq {seq}: {reason}"
+        super().__init__(msg)
+
+
+class SchemaVersionError(EventLogError):
+    """Data was written by a newer version of chatledger than the one reading it.
+
+    Attributes:
+        found: The schema version found.
+        supported: The newest version this code understands.
+    """
+
+    def __init__(self, what: str, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        msg = (
+            f"{what} has schema version {found}, but this chatledger reads up to {supported}; "
+            "upgrade chatledger to read it"
+        )
+        super().__init__(msg)
+
+
+class StoreClosedError(EventLogError):
+    """The store was used after :meth:`EventStore.close`."""
+
+    def __init__(self, operation: str, store: str) -> None:
+        self.operation = operation
+        msg = f"{operation} on a closed {store}; open a new store object"
+        super().__init__(msg)
+
+
+class PersistenceError(EventLogError):
+    """The database failed; the original driver error is the ``__cause__``.
+
+    Attributes:
+        operation: What the store was doing (``"append"``, ``"read"``, ...).
+    """
+
+    def __init__(self, operation: str, detail: str) -> None:
+        self.operation = operation
+        msg = f"{operation} failed: {detail}"
+        super().__init__(msg)

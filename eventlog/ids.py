@@ -1,0 +1,109 @@
+"""Memory ids and the canonical stream key they are stored under.
+
+A memory id may be a ``str`` (any, including empty), an ``int``, a ``uuid.UUID`` or a tuple of
+those, e.g. ``(user_id, session_id)``. Each id maps to exactly one stored key and different ids
+never share one. A string is its own key - what ``sqlite3`` users see in the ``stream_id`` column
+is the id they chose - unless it starts with ``~``, the tag character, which is then doubled.
+Other types are tagged: ``~i:42``, ``~u:<uuid>``, ``~t:<compact JSON of the tagged parts>``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TypeAlias
+
+__all__ = ["SYSTEM_PREFIX", "MemoryId", "StreamKey", "memory_id_from_key", "memory_key"]
+
+MemoryId: TypeAlias = "str | int | uuid.UUID | tuple[MemoryId, ...]"
+
+_TAG = "~"
+SYSTEM_PREFIX = "~sys:"
+"""Keys of chatledger's own streams (e.g. the compaction run log); no memory id maps to one."""
+
+
+class StreamKey(str):
+    """A stored key used as is, without encoding: for chatledger's own ``~sys:`` streams and for
+    tools that already hold a key read from the store."""
+
+    __slots__ = ()
+
+
+def _tagged(part: object, whole: object) -> object:
+    # bool is an int subclass; True would silently become 1, so it is refused like any other type.
+    if isinstance(part, str) or (isinstance(part, int) and not isinstance(part, bool)):
+        return part
+    if isinstance(part, uuid.UUID):
+        return {"uuid": str(part)}
+    if isinstance(part, tuple):
+        return [_tagged(p, whole) for p in part]
+    msg = (
+        f"memory id {whole!r} contains a {type(part).__name__}; a memory id must be a str, "
+        "an int, a uuid.UUID or a tuple of those"
+    )
+    raise TypeError(msg)
+
+
+def memory_key(memory_id: object) -> str:
+    """Return the canonical stored key of a memory id.
+
+    Args:
+        memory_id: A str, int, uuid.UUID or tuple of those.
+
+    Returns:
+        The key: the string itself for most string ids, a tagged form otherwise.
+
+    Raises:
+        TypeError: If the id (or a part of a tuple id) has any other type.
+    """
+    if type(memory_id) is str:
+        return memory_id if not memory_id.startswith(_TAG) else _TAG + memory_id
+    if isinstance(memory_id, StreamKey):
+        return str(memory_id)
+    if isinstance(memory_id, str):  # a str subclass: store its plain value
+        return memory_key(str(memory_id))
+    if isinstance(memory_id, int) and not isinstance(memory_id, bool):
+        return f"~i:{int(memory_id)}"
+    if isinstance(memory_id, uuid.UUID):
+        return f"~u:{memory_id}"
+    tagged = _tagged(memory_id, memory_id)
+    return "~t:" + json.dumps(tagged, ensure_ascii=False, separators=(",", ":"))
+
+
+def _untagged(value: object, key: str) -> MemoryId:
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, list):
+        return tuple(_untagged(part, key) for part in value)
+    if isinstance(value, dict) and set(value) == {"uuid"} and isinstance(value["uuid"], str):
+        return uuid.UUID(value["uuid"])
+    msg = f"stored memory key {key!r} is not a chatledger key"
+    raise ValueError(msg)
+
+
+def memory_id_from_key(key: str) -> MemoryId:
+    """Return the memory id a stored key was made from (inverse of :func:`memory_key`).
+
+    Raises:
+        ValueError: If ``key`` was not produced by :func:`memory_key`.
+    """
+    if not key.startswith(_TAG):
+        return key
+    if key.startswith(SYSTEM_PREFIX):
+        return StreamKey(key)
+    try:
+        if key.startswith("~~"):
+            return key[1:]
+        if key.startswith("~i:"):
+            return int(key[3:])
+        if key.startswith("~u:"):
+            return uuid.UUID(key[3:])
+        if key.startswith("~t:"):
+            value = json.loads(key[3:])
+            if isinstance(value, list):
+                return _untagged(value, key)
+    except ValueError as e:
+        msg = f"stored memory key {key!r} is not a chatledger key: {e}"
+        raise ValueError(msg) from e
+    msg = f"stored memory key {key!r} is not a chatledger key (unknown tag)"
+    raise ValueError(msg)

@@ -1,0 +1,178 @@
+"""InMemoryEventStore: the contract on Python lists, for tests and ephemeral apps."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+
+from eventlog.errors import ConcurrencyError, StoreClosedError
+from eventlog.ids import MemoryId, memory_key
+from eventlog.models import NewRecord, Record, Snapshot, StreamHead, format_time
+from eventlog.store import EventStore
+
+__all__ = ["InMemoryEventStore"]
+
+
+class InMemoryEventStore(EventStore):
+    """Keeps records in per-stream lists plus one global list, under one lock.
+
+    The lock plays the role of the SQL stores' unique (stream, seq) key: the head check and
+    the insert happen under it, so a conflicting append can never slip in between.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._streams: dict[str, list[Record]] = {}
+        self._all: list[Record] = []
+        self._snapshots: dict[tuple[str, str], dict[int, Snapshot]] = {}
+        self._position = 0
+        self._closed = False
+
+    def _open(self, operation: str) -> None:
+        if self._closed:
+            raise StoreClosedError(operation, "InMemoryEventStore")
+
+    def append(
+        self,
+        memory_id: MemoryId,
+        items: Sequence[NewRecord],
+        *,
+        expected_seq: int | None = None,
+    ) -> list[Record]:
+        key = memory_key(memory_id)
+        self._check_items(items)
+        with self._lock:
+            self._open("append")
+            if not items:
+                return []
+            stream = self._streams.get(key, [])
+            head = _head_of(stream)
+            actual = 0 if head is None else head.seq
+            if expected_seq is not None and expected_seq != actual:
+                raise ConcurrencyError(key, expected_seq, actual)
+            rows = self._build(key, head, items, self._now())  # validates before any write
+            records = []
+            for row in rows:
+                self._position += 1
+                records.append(Record(self._position, *row))
+            self._streams.setdefault(key, []).extend(records)
+            self._all.extend(records)
+            return records
+
+    def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
+        key = memory_key(memory_id)
+        with self._lock:
+            self._open("purge")
+            stream = self._streams.get(key, [])
+            head = _head_of(stream)
+            if head is None:
+                msg = f"purge of {key}: the stream is empty; nothing to erase"
+                raise ValueError(msg)
+            if head.seq != expected_seq:
+                raise ConcurrencyError(key, expected_seq, head.seq)
+            now = self._now()
+            tomb = self._tombstone(head, len(stream), reason, now)
+            erased = {id(r) for r in stream}
+            self._all = [r for r in self._all if id(r) not in erased]
+            for snap_key in [k for k in self._snapshots if k[0] == key]:
+                del self._snapshots[snap_key]
+            self._streams[key] = []
+            (row,) = self._build(key, head, [tomb], now)
+            self._position += 1
+            record = Record(self._position, *row)
+            self._streams[key].append(record)
+            self._all.append(record)
+            return record
+
+    def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
+        key = memory_key(memory_id)
+        with self._lock:
+            self._open("save_snapshot")
+            self._snapshots.setdefault((key, name), {})[seq] = Snapshot(
+                key, name, seq, state, self._now()
+            )
+
+    def read(
+        self,
+        memory_id: MemoryId,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        limit: int | None = None,
+        desc: bool = False,
+    ) -> list[Record]:
+        key = memory_key(memory_id)
+        with self._lock:
+            self._open("read")
+            stream = self._streams.get(key, [])
+            lo = 0 if gt is None else bisect.bisect_right(stream, gt, key=_seq)
+            hi = len(stream) if lte is None else bisect.bisect_right(stream, lte, key=_seq)
+            selected = stream[lo:hi]
+        if desc:
+            selected.reverse()
+        return selected if limit is None else selected[: max(limit, 0)]
+
+    def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
+        with self._lock:
+            self._open("read_all")
+            lo = bisect.bisect_right(self._all, gt, key=_position)
+            hi = len(self._all) if limit is None else lo + max(limit, 0)
+            return self._all[lo:hi]
+
+    def head(self, memory_id: MemoryId) -> StreamHead | None:
+        key = memory_key(memory_id)
+        with self._lock:
+            self._open("head")
+            return _head_of(self._streams.get(key, []))
+
+    def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
+        key, when = memory_key(memory_id), format_time(at)
+        with self._lock:
+            self._open("seq_at")
+            stream = self._streams.get(key, [])
+            i = bisect.bisect_right(stream, when, key=_time)
+            return stream[i - 1].seq if i else None
+
+    def load_snapshot(
+        self, memory_id: MemoryId, name: str, *, lte: int | None = None
+    ) -> Snapshot | None:
+        key = memory_key(memory_id)
+        with self._lock:
+            self._open("load_snapshot")
+            saved = self._snapshots.get((key, name), {})
+            seqs = [s for s in saved if lte is None or s <= lte]
+            return saved[max(seqs)] if seqs else None
+
+    def _stream_rows(self) -> list[tuple[str, int, int, str, str]]:
+        with self._lock:
+            self._open("streams")
+            return [
+                (key, len(s), s[-1].seq, s[0].recorded_at_text, s[-1].recorded_at_text)
+                for key, s in self._streams.items()
+                if s
+            ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+
+def _head_of(stream: list[Record]) -> StreamHead | None:
+    if not stream:
+        return None
+    last = stream[-1]
+    return StreamHead(last.seq, last.hash, last.recorded_at_text)
+
+
+def _seq(record: Record) -> int:
+    return record.seq
+
+
+def _position(record: Record) -> int:
+    return record.position
+
+
+def _time(record: Record) -> str:
+    return record.recorded_at_text

@@ -1,0 +1,588 @@
+"""PostgresEventStore: the shared-server backend, one row per event in a PostgreSQL table.
+
+Install with ``pip install 'chatledger[postgres]'`` and import from here; :mod:`eventlog` itself
+never imports psycopg.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+import psycopg.errors
+import psycopg_pool
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from eventlog.errors import (
+    ConcurrencyError,
+    PersistenceError,
+    SchemaVersionError,
+    StoreClosedError,
+)
+from eventlog.ids import MemoryId, memory_key
+from eventlog.models import NewRecord, Record, Snapshot, StreamHead, format_time, parse_time
+from eventlog.store import EventStore
+
+if TYPE_CHECKING:
+    from psycopg.rows import TupleRow
+
+    Conn = psycopg.Connection[TupleRow]
+
+__all__ = ["MIGRATIONS", "PostgresEventStore"]
+
+_T = TypeVar("_T")
+
+MIGRATIONS: list[str] = [
+    # 0: events and snapshots. ``{schema}`` is replaced by the quoted schema identifier.
+    """
+    CREATE TABLE {schema}.events (
+        -- An identity is never reused: a purge deletes rows, and a reused position would
+        -- make a tailing reader (read_all(gt=last_seen)) skip or repeat records.
+        position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        stream_id text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        -- Canonical fixed-width UTC text, exactly what is hashed; "C" makes text order
+        -- equal time order whatever the database's default collation is.
+        recorded_at text COLLATE "C" NOT NULL,
+        kind text NOT NULL,
+        schema_version integer NOT NULL,
+        -- text, not jsonb: jsonb rewrites key order and whitespace, and the hash covers the
+        -- exact stored bytes.
+        payload text NOT NULL,
+        meta text NOT NULL,
+        prev_hash text NOT NULL,
+        hash text NOT NULL,
+        CONSTRAINT events_stream_seq UNIQUE (stream_id, seq)
+    );
+    CREATE TABLE {schema}.snapshots (
+        stream_id text COLLATE "C" NOT NULL,
+        name text NOT NULL,
+        seq bigint NOT NULL,
+        state text NOT NULL,
+        created_at text NOT NULL,
+        PRIMARY KEY (stream_id, name, seq)
+    );
+    """,
+]
+"""Schema migrations, index = version. A shipped entry is never edited; a wrong one becomes
+``"SELECT 1"`` (with a comment) and a new entry fixes it."""
+
+_UNIQUE_SEQ = "events_stream_seq"
+_COLUMNS = (
+    "position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash"
+)
+_NO_UPPER = 1 << 62
+_CONNECT_TIMEOUT = 5  # seconds, for each connection attempt and for opening the pool
+_CHECKOUT_TIMEOUT = 10.0  # seconds to wait for a free pooled connection
+_POOL_MIN, _POOL_MAX = 1, 4
+
+# SQL templates; {schema} is filled with the quoted identifier once per store (see _Queries).
+_Q_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+_Q_HEAD = (
+    "SELECT seq, hash, recorded_at FROM {schema}.events WHERE stream_id = %s "
+    "ORDER BY seq DESC LIMIT 1"
+)
+_Q_INSERT = (
+    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
+    "meta, prev_hash, hash) SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], "
+    "%s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+    "RETURNING seq, position"
+)
+_Q_SELECT = (
+    "SELECT position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
+    "prev_hash, hash FROM {schema}.events "
+)
+_Q_READ = _Q_SELECT + "WHERE stream_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
+_Q_READ_DESC = _Q_READ.replace("ORDER BY seq", "ORDER BY seq DESC")
+_Q_READ_ALL = _Q_SELECT + "WHERE position > %s ORDER BY position LIMIT %s"
+_Q_SEQ_AT = (
+    "SELECT seq FROM {schema}.events WHERE stream_id = %s AND recorded_at <= %s "
+    "ORDER BY seq DESC LIMIT 1"
+)
+_Q_STREAMS = (
+    "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
+    "FROM {schema}.events GROUP BY stream_id"
+)
+_Q_COUNT = "SELECT count(*) FROM {schema}.events WHERE stream_id = %s"
+_Q_DELETE_EVENTS = "DELETE FROM {schema}.events WHERE stream_id = %s"
+_Q_DELETE_SNAPSHOTS = "DELETE FROM {schema}.snapshots WHERE stream_id = %s"
+_Q_SAVE_SNAPSHOT = (
+    "INSERT INTO {schema}.snapshots (stream_id, name, seq, state, created_at) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, name, seq) "
+    "DO UPDATE SET state = EXCLUDED.state, created_at = EXCLUDED.created_at"
+)
+_Q_LOAD_SNAPSHOT = (
+    "SELECT stream_id, name, seq, state, created_at FROM {schema}.snapshots "
+    "WHERE stream_id = %s AND name = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"
+)
+_Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
+_Q_SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+_Q_CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+_Q_CREATE_MIGRATIONS = (
+    "CREATE TABLE IF NOT EXISTS {schema}.eventlog_migrations "
+    "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+)
+_Q_MIGRATIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
+_Q_VERSIONS = "SELECT version FROM {schema}.eventlog_migrations"
+_Q_RECORD_VERSION = "INSERT INTO {schema}.eventlog_migrations (version) VALUES (%s)"
+
+
+def _render(template: str, schema: sql.Identifier) -> bytes:
+    # Rendered to bytes once: identifiers are quoted by psycopg, never string-formatted.
+    return sql.SQL(template).format(schema=schema).as_bytes(None)
+
+
+def _pool_params(pool: psycopg_pool.ConnectionPool[Conn] | None) -> dict[str, Any]:
+    """The pool's connection parameters, for messages (a callable conninfo is not called)."""
+    conninfo = "" if pool is None or not isinstance(pool.conninfo, str) else pool.conninfo
+    kwargs = pool.kwargs if pool is not None and isinstance(pool.kwargs, dict) else {}
+    return conninfo_to_dict(conninfo, **kwargs)
+
+
+def _lock_key(purpose: str, schema: str) -> int:
+    """A signed 64-bit advisory-lock key private to chatledger and to one schema."""
+    digest = hashlib.blake2b(f"chatledger.eventlog.{purpose}:{schema}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+class PostgresEventStore(EventStore):
+    """Event store in a PostgreSQL schema, safe for many threads and many processes.
+
+    Appends are serialized per schema by a transaction-scoped advisory lock, so global
+    positions commit in order and :meth:`read_all` is safe to tail. Reads run concurrently and
+    retry transient connection failures; writes never retry (a caller that lost its connection
+    mid-append retries with ``expected_seq``, which cannot double-append).
+
+    Args:
+        dsn: A libpq connection string or URL; the store opens and owns a small connection
+            pool on it. Exactly one of ``dsn`` and ``pool`` is given.
+        pool: A ``psycopg_pool.ConnectionPool`` you opened and will close yourself.
+        schema: The schema holding the tables (created if missing when ``create_schema``).
+        create_schema: Apply pending migrations on open (default). Pass False for a managed
+            database: the store then only checks that the schema is up to date.
+        statement_timeout: Seconds after which the server cancels a statement (each one,
+            including waiting for locks); None keeps the server's setting. Only with ``dsn``:
+            configure your own pool's connections yourself.
+        read_retries: How many times a read is retried after a transient connection error.
+
+    Raises:
+        ValueError: Not exactly one of ``dsn`` and ``pool``, or ``dsn`` cannot be parsed.
+        PersistenceError: The server is unreachable or the schema is not set up.
+        SchemaVersionError: A newer chatledger migrated the schema.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: psycopg_pool.ConnectionPool[Conn] | None = None,
+        schema: str = "public",
+        create_schema: bool = True,
+        statement_timeout: float | None = None,
+        read_retries: int = 3,
+    ) -> None:
+        if (dsn is None) == (pool is None):
+            msg = "PostgresEventStore: pass exactly one of dsn= and pool="
+            raise ValueError(msg)
+        if pool is not None and statement_timeout is not None:
+            msg = (
+                "PostgresEventStore: statement_timeout= applies to the store's own pool only; set "
+                "it on your pool's connections (configure= or options='-c statement_timeout=...')"
+            )
+            raise ValueError(msg)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._schema = schema
+        self._timeout = statement_timeout
+        self._read_retries = max(read_retries, 0)
+        try:
+            params = conninfo_to_dict(dsn) if dsn is not None else _pool_params(pool)
+        except psycopg.Error:
+            # No `from e`: the driver's parse error quotes the fragment it choked on, which
+            # may be the password.
+            msg = "PostgresEventStore: dsn is not a valid libpq connection string or URL"
+            raise ValueError(msg) from None
+        self._password = str(params.get("password") or "")
+        host = params.get("host") or params.get("hostaddr") or "localhost"
+        dbname = params.get("dbname") or params.get("user") or ""
+        self._where = f"{host}:{params.get('port') or 5432}/{dbname}"
+        self._name = f"PostgresEventStore({self._where}, schema={schema!r})"
+        ident = sql.Identifier(schema)
+        self._q = {name: _render(template, ident) for name, template in _TEMPLATES.items()}
+        self._ident = ident
+        self._append_key = _lock_key("append", schema)
+        self._setup_key = _lock_key("setup", schema)
+        if pool is not None:
+            self._pool, self._own_pool = pool, False
+        else:
+            assert dsn is not None  # noqa: S101 - narrowed by the exactly-one check
+            self._pool, self._own_pool = self._open_pool(dsn, params), True
+        try:
+            if create_schema:
+                self.setup()
+            else:
+                self._check_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_pool(self, dsn: str, params: dict[str, Any]) -> psycopg_pool.ConnectionPool[Conn]:
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            kwargs["connect_timeout"] = _CONNECT_TIMEOUT
+        # One direct attempt first: an unreachable server fails in milliseconds with libpq's
+        # reason, where the pool would keep retrying quietly until its timeout.
+        with self._errors("connect"):
+            psycopg.connect(dsn, **kwargs).close()
+        pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
+            dsn,
+            kwargs=kwargs,
+            min_size=_POOL_MIN,
+            max_size=_POOL_MAX,
+            open=False,
+            configure=self._configure if self._timeout is not None else None,
+            name=f"chatledger-{self._schema}",
+            timeout=_CHECKOUT_TIMEOUT,
+        )
+        try:
+            with self._errors("connect"):
+                pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+    def _configure(self, conn: Conn) -> None:
+        # Runs on every new pooled connection (autocommit, so the setting sticks).
+        millis = max(1, round((self._timeout or 0) * 1000))  # 0 would mean "no timeout"
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{millis}ms",))
+
+    # ------------------------------------------------------------ schema
+
+    def setup(self) -> None:
+        """Create the schema and apply pending :data:`MIGRATIONS`; idempotent.
+
+        Safe when several processes call it at once: they queue on an advisory lock, and each
+        applies only the versions missing from ``eventlog_migrations`` when its turn comes.
+
+        Raises:
+            SchemaVersionError: The schema was migrated by a newer chatledger.
+            PersistenceError: The database refused (e.g. no CREATE privilege).
+        """
+        with self._guard("setup") as conn, conn.transaction():
+            conn.execute(_Q_LOCK, (self._setup_key,))
+            # Check first: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
+            # database even when the schema exists.
+            if conn.execute(_Q_SCHEMA_EXISTS, (self._schema,)).fetchone() is None:
+                conn.execute(self._q["create_schema"])
+            conn.execute(self._q["create_migrations"])
+            applied = {row[0] for row in conn.execute(self._q["versions"])}
+            self._check_version(applied)
+            for version, ddl in enumerate(MIGRATIONS):
+                if version not in applied:
+                    conn.execute(_render(ddl, self._ident))
+                    conn.execute(self._q["record_version"], (version,))
+
+    def _check_schema(self) -> None:
+        with self._guard("open") as conn:
+            table = f"{self._ident.as_string()}.eventlog_migrations"
+            row = conn.execute(_Q_MIGRATIONS_EXIST, (table,)).fetchone()
+            applied = (
+                set()
+                if not row or not row[0]
+                else {r[0] for r in conn.execute(self._q["versions"])}
+            )
+        self._check_version(applied)
+        missing = sorted(set(range(len(MIGRATIONS))) - applied)
+        if missing:
+            msg = (
+                f"schema {self._schema!r} at {self._where} lacks eventlog migrations {missing}; "
+                "call store.setup() once (or open with create_schema=True), or apply "
+                "eventlog.postgres.MIGRATIONS with your migration tool"
+            )
+            operation = "open"
+            raise PersistenceError(operation, msg)
+
+    def _check_version(self, applied: set[int]) -> None:
+        newest = max(applied, default=-1)
+        if newest >= len(MIGRATIONS):
+            what = f"PostgreSQL schema {self._schema!r} at {self._where}"
+            raise SchemaVersionError(what, newest, len(MIGRATIONS) - 1)
+
+    # ------------------------------------------------------------ error choke point
+
+    @contextlib.contextmanager
+    def _errors(
+        self, operation: str, conflict: Callable[[], ConcurrencyError] | None = None
+    ) -> Iterator[None]:
+        """The one place psycopg errors become EventLogErrors (house style rule 8)."""
+        try:
+            yield
+        except psycopg.errors.UniqueViolation as e:
+            if conflict is not None and e.diag.constraint_name == _UNIQUE_SEQ:
+                raise conflict() from e
+            raise PersistenceError(operation, self._detail(e)) from e
+        except psycopg_pool.PoolClosed as e:
+            if self._closed:
+                raise StoreClosedError(operation, self._name) from e
+            raise PersistenceError(operation, self._detail(e)) from e
+        except psycopg.Error as e:
+            raise PersistenceError(operation, self._detail(e)) from e
+
+    def _detail(self, e: psycopg.Error) -> str:
+        text = str(e).strip()
+        if self._password:
+            text = text.replace(self._password, "***")
+        if isinstance(e, psycopg.errors.QueryCanceled):
+            remedy = (
+                f"cancelled by statement_timeout={self._timeout} s; raise it or find the "
+                "transaction holding the lock"
+            )
+        elif isinstance(e, psycopg_pool.PoolTimeout):
+            remedy = "no pooled connection became free or could be opened; is the server up?"
+        elif isinstance(e, psycopg.OperationalError):
+            remedy = "check that the server is running and reachable"
+        else:
+            remedy = ""
+        return f"PostgreSQL {self._where} (schema {self._schema!r}): {text}" + (
+            f"; {remedy}" if remedy else ""
+        )
+
+    @contextlib.contextmanager
+    def _guard(
+        self, operation: str, conflict: Callable[[], ConcurrencyError] | None = None
+    ) -> Iterator[Conn]:
+        """A pooled connection; with our own pool it is in autocommit mode."""
+        if self._closed:
+            raise StoreClosedError(operation, self._name)
+        with self._errors(operation, conflict), self._pool.connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _write(
+        self, operation: str, conflict: Callable[[], ConcurrencyError] | None = None
+    ) -> Iterator[Conn]:
+        """One transaction holding the schema's append lock: commit on success, else roll back."""
+        with self._guard(operation, conflict) as conn, conn.transaction():
+            # Serialize writers. Identity values are allocated when a row is inserted, not when
+            # its transaction commits; without this lock, writer A could take position 10,
+            # writer B position 11, and B commit first - a tailing reader would then see 11,
+            # move its cursor past 10, and miss 10 forever. Holding the lock from before the
+            # head read until commit also makes the head we chain to the real one. An advisory
+            # lock rather than LOCK TABLE: VACUUM and ANALYZE do not conflict with it.
+            conn.execute(_Q_LOCK, (self._append_key,))
+            yield conn
+
+    def _read(self, operation: str, fn: Callable[[Conn], _T]) -> _T:
+        """Run a read, retrying transient connection errors (reads are safe to repeat)."""
+        attempt = 0
+        while True:
+            try:
+                with self._guard(operation) as conn:
+                    return fn(conn)
+            except PersistenceError as e:
+                cause = e.__cause__
+                transient = isinstance(cause, psycopg.OperationalError) and not isinstance(
+                    cause, psycopg.errors.QueryCanceled | psycopg_pool.PoolTimeout
+                )
+                if not transient or attempt >= self._read_retries or self._closed:
+                    raise
+            attempt += 1
+            # Drop every broken idle connection at once (a server restart breaks them all),
+            # then back off a little before the next attempt.
+            with contextlib.suppress(Exception):
+                self._pool.check()
+            time.sleep(0.05 * 2**attempt)
+
+    def _head(self, conn: Conn, key: str) -> StreamHead | None:
+        row = conn.execute(self._q["head"], (key,)).fetchone()
+        return None if row is None else StreamHead(row[0], row[1], row[2])
+
+    def _insert(
+        self, conn: Conn, rows: list[tuple[str, int, str, str, int, str, str, str, str]]
+    ) -> list[Record]:
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        # Map by seq rather than trusting RETURNING order.
+        positions: dict[int, int] = dict(conn.execute(self._q["insert"], columns).fetchall())
+        return [Record(positions[row[1]], *row) for row in rows]
+
+    # ------------------------------------------------------------ writing
+
+    def append(
+        self,
+        memory_id: MemoryId,
+        items: Sequence[NewRecord],
+        *,
+        expected_seq: int | None = None,
+    ) -> list[Record]:
+        key = memory_key(memory_id)
+        self._check_items(items)
+        operation = "append"
+        if self._closed:
+            raise StoreClosedError(operation, self._name)
+        if not items:
+            return []
+        actual = 0
+
+        def conflict() -> ConcurrencyError:
+            # A writer that bypassed the append lock took one of our seqs.
+            return ConcurrencyError(key, actual if expected_seq is None else expected_seq, None)
+
+        with self._write(operation, conflict) as conn:
+            head = self._head(conn, key)
+            actual = 0 if head is None else head.seq
+            if expected_seq is not None and expected_seq != actual:
+                raise ConcurrencyError(key, expected_seq, actual)
+            return self._insert(conn, self._build(key, head, items, self._now()))
+
+    def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
+        """See :meth:`EventStore.purge`.
+
+        The deleted rows are gone for every reader at commit, but PostgreSQL keeps their
+        bytes as dead tuples in the table files until ``VACUUM`` reclaims them (call
+        :meth:`vacuum`, or rely on autovacuum), and the WAL, replicas' WAL archives and base
+        backups keep copies until they are recycled or expire. Physical erasure therefore
+        needs a vacuum plus your WAL and backup retention to run their course.
+        """
+        key = memory_key(memory_id)
+        with self._write("purge", lambda: ConcurrencyError(key, expected_seq, None)) as conn:
+            head = self._head(conn, key)
+            if head is None:
+                msg = f"purge of {key}: the stream is empty; nothing to erase"
+                raise ValueError(msg)
+            if head.seq != expected_seq:
+                raise ConcurrencyError(key, expected_seq, head.seq)
+            row = conn.execute(self._q["count"], (key,)).fetchone()
+            count = int(row[0]) if row else 0
+            now = self._now()
+            tomb = self._tombstone(head, count, reason, now)
+            conn.execute(self._q["delete_events"], (key,))
+            conn.execute(self._q["delete_snapshots"], (key,))
+            (record,) = self._insert(conn, self._build(key, head, [tomb], now))
+        return record
+
+    def vacuum(self) -> None:
+        """Run ``VACUUM`` on the events and snapshots tables, e.g. after :meth:`purge`.
+
+        Marks the space of deleted rows reusable, so purged content stops lingering as dead
+        tuples. It does not take the append lock, so writers are not blocked.
+        """
+        with self._guard("vacuum") as conn:
+            autocommit = conn.autocommit
+            conn.autocommit = True  # VACUUM cannot run inside a transaction block
+            try:
+                conn.execute(self._q["vacuum"])
+            finally:
+                conn.autocommit = autocommit
+
+    def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
+        key = memory_key(memory_id)
+        with self._guard("save_snapshot") as conn:
+            conn.execute(
+                self._q["save_snapshot"], (key, name, seq, state, format_time(self._now()))
+            )
+
+    # ------------------------------------------------------------ reading
+
+    def read(
+        self,
+        memory_id: MemoryId,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        limit: int | None = None,
+        desc: bool = False,
+    ) -> list[Record]:
+        key = memory_key(memory_id)
+        # One statement shape per direction (absent bounds become ones that match every
+        # seq, LIMIT NULL is no limit), so psycopg's automatic prepare reuses its plan.
+        params = (
+            key,
+            0 if gt is None else gt,
+            _NO_UPPER if lte is None else lte,
+            None if limit is None else max(limit, 0),
+        )
+        query = self._q["read_desc" if desc else "read"]
+        return self._read("read", lambda conn: [Record(*r) for r in conn.execute(query, params)])
+
+    def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
+        params = (gt, None if limit is None else max(limit, 0))
+        query = self._q["read_all"]
+        return self._read(
+            "read_all", lambda conn: [Record(*r) for r in conn.execute(query, params)]
+        )
+
+    def head(self, memory_id: MemoryId) -> StreamHead | None:
+        key = memory_key(memory_id)
+        return self._read("head", lambda conn: self._head(conn, key))
+
+    def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
+        params = (memory_key(memory_id), format_time(at))
+
+        def run(conn: Conn) -> int | None:
+            row = conn.execute(self._q["seq_at"], params).fetchone()
+            return None if row is None else int(row[0])
+
+        return self._read("seq_at", run)
+
+    def load_snapshot(
+        self, memory_id: MemoryId, name: str, *, lte: int | None = None
+    ) -> Snapshot | None:
+        params = (memory_key(memory_id), name, _NO_UPPER if lte is None else lte)
+
+        def run(conn: Conn) -> Snapshot | None:
+            row = conn.execute(self._q["load_snapshot"], params).fetchone()
+            return (
+                None
+                if row is None
+                else Snapshot(row[0], row[1], row[2], row[3], parse_time(row[4]))
+            )
+
+        return self._read("load_snapshot", run)
+
+    def _stream_rows(self) -> list[tuple[str, int, int, str, str]]:
+        def run(conn: Conn) -> list[tuple[str, int, int, str, str]]:
+            return [
+                (r[0], int(r[1]), int(r[2]), r[3], r[4]) for r in conn.execute(self._q["streams"])
+            ]
+
+        return self._read("streams", run)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the store; its own pool is closed, a pool passed in is left open."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._own_pool and hasattr(self, "_pool"):
+            self._pool.close()
+
+
+_TEMPLATES = {
+    "head": _Q_HEAD,
+    "insert": _Q_INSERT,
+    "read": _Q_READ,
+    "read_desc": _Q_READ_DESC,
+    "read_all": _Q_READ_ALL,
+    "seq_at": _Q_SEQ_AT,
+    "streams": _Q_STREAMS,
+    "count": _Q_COUNT,
+    "delete_events": _Q_DELETE_EVENTS,
+    "delete_snapshots": _Q_DELETE_SNAPSHOTS,
+    "save_snapshot": _Q_SAVE_SNAPSHOT,
+    "load_snapshot": _Q_LOAD_SNAPSHOT,
+    "vacuum": _Q_VACUUM,
+    "create_schema": _Q_CREATE_SCHEMA,
+    "create_migrations": _Q_CREATE_MIGRATIONS,
+    "versions": _Q_VERSIONS,
+    "record_version": _Q_RECORD_VERSION,
+}

@@ -1,0 +1,23 @@
+"""chatledger's projections: LangChain4j window memories over the event log, time travel,
+what-if views, the memory provider and compaction."""
+
+from __future__ import annotations
+
+from projections.base import ChatMemory, Clock
+from projections.memories import MessageWindowChatMemory, TokenWindowChatMemory
+from projections.replay import what_if
+from projections.tokens import OpenAiTokenCountEstimator, TokenCountEstimator
+from projections.windows import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
+
+__all__ = [
+    "ChatMemory",
+    "Clock",
+    "MessageWindowChatMemory",
+    "MessageWindowPolicy",
+    "OpenAiTokenCountEstimator",
+    "TokenCountEstimator",
+    "TokenWindowChatMemory",
+    "TokenWindowPolicy",
+    "WindowPolicy",
+    "what_if",
+]

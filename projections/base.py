@@ -1,0 +1,82 @@
+"""The ChatMemory interface and the Clock protocol users can plug in."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from eventlog.ids import MemoryId
+from eventlog.messages import ChatMessage
+from eventlog.models import LoggedEvent
+
+__all__ = ["ChatMemory", "Clock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A source of aware UTC datetimes (the provider's TTL and compaction use one)."""
+
+    def __call__(self) -> datetime:
+        """The current time."""
+        ...
+
+
+class ChatMemory(ABC):
+    """LangChain4j's ``ChatMemory``, plus what an event log makes possible (history, time travel).
+
+    Every change goes to the memory's event stream first; the window is a projection of it.
+    """
+
+    @property
+    @abstractmethod
+    def id(self) -> MemoryId:
+        """The memory id."""
+
+    @abstractmethod
+    def add(self, *messages: Any) -> None:
+        """Add one message, several (``add(m1, m2)``), or an iterable of them, atomically.
+
+        Each message goes through LangChain4j's full ``add`` (system-message rules, eviction)
+        and is appended as one ``message_added`` event; a batch is all or nothing.
+
+        Raises:
+            TypeError: An element is not a chat message (nothing is written).
+            ValueError: A dynamic limit returned a value <= 0 (nothing is written).
+        """
+
+    @abstractmethod
+    def messages(self) -> list[ChatMessage]:
+        """The window as LangChain4j shows it: a new list on every call; never writes.
+
+        Raises:
+            ValueError: A dynamic limit returned a value <= 0.
+        """
+
+    @abstractmethod
+    def set(self, *messages: Any) -> None:
+        """Replace the content (``set(m1, m2)``, ``set([m1, m2])``, ``set([])`` empties it).
+
+        One ``messages_set`` event keeps the full list; the window trims it without system rules.
+
+        Raises:
+            ValueError: Called with no arguments, or a dynamic limit returned a value <= 0.
+            TypeError: An element is not a chat message (nothing is written).
+        """
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Empty the window; one ``memory_cleared`` event records it (history keeps all)."""
+
+    @abstractmethod
+    def history(self, *, gt: int | None = None, lte: int | None = None) -> list[LoggedEvent]:
+        """Every event of this memory in order (optionally seqs in ``(gt, lte]``)."""
+
+    @abstractmethod
+    def as_of(self, *, seq: int | None = None, at: datetime | None = None) -> list[ChatMessage]:
+        """What ``messages()`` returned right after event ``seq``, or after the last event
+        recorded at or before ``at``. O(window): reads that event and those it refers to.
+
+        Raises:
+            ValueError: Neither or both given, or ``seq`` beyond the history.
+        """

@@ -1,0 +1,327 @@
+"""MessageWindowChatMemory and TokenWindowChatMemory: LangChain4j's memories over the log."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Self
+
+from eventlog.errors import ConcurrencyError
+from eventlog.ids import MemoryId, memory_key
+from eventlog.memory import InMemoryEventStore
+from eventlog.messages import (
+    AiMessage,
+    CustomMessage,
+    SystemMessage,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from eventlog.messages import ChatMessage as _ChatMessage
+from eventlog.models import LoggedEvent
+from eventlog.serialization import added_record, cleared_record, logged_event, set_record
+from eventlog.store import EventStore
+from projections.base import ChatMemory
+from projections.replay import (
+    encode_refs,
+    materialize,
+    resolve_seq,
+    view_at,
+    what_if,
+    window_refs,
+)
+from projections.snapshots import load_window_snapshot
+from projections.tokens import TokenCountEstimator
+from projections.windows import (
+    Entry,
+    Limit,
+    MessageWindowPolicy,
+    TokenWindowPolicy,
+    WindowPolicy,
+    add_with_system_rules,
+)
+
+__all__ = ["MessageWindowChatMemory", "TokenWindowChatMemory"]
+
+_MESSAGE_TYPES = (SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage)
+_RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
+
+
+def _as_list(args: tuple[Any, ...], operation: str) -> list[_ChatMessage]:
+    """``add(m)``, ``add(m1, m2)`` and ``add([m1, m2])`` -> a checked list (nothing written yet)."""
+    if len(args) == 1 and not isinstance(args[0], _MESSAGE_TYPES) and isinstance(args[0], Iterable):
+        if isinstance(args[0], str | bytes | dict):
+            items: list[Any] = [args[0]]
+        else:
+            items = list(args[0])
+    else:
+        items = list(args)
+    for i, item in enumerate(items):
+        if not isinstance(item, _MESSAGE_TYPES):
+            msg = (
+                f"{operation}: item {i} is {type(item).__name__} {item!r:.60}, not a chat message; "
+                "wrap text in UserMessage(...), AiMessage(...) or SystemMessage(...) "
+                "(nothing was written)"
+            )
+            raise TypeError(msg)
+    return items
+
+
+class _WindowChatMemory(ChatMemory):
+    """The shared machinery: a cached window kept in step with the log.
+
+    The object holds the window as of ``position`` (the last seq it has seen). Every call first
+    asks the store for the head - one cheap indexed lookup, often answered from the store's
+    cache - and, if another object or process appended, rebuilds the window from the head
+    event (O(window), never a replay). Writes append with ``expected_seq=position``; losing a
+    race raises ConcurrencyError inside, and the add is recomputed on the new state and retried.
+    """
+
+    def __init__(self, memory_id: MemoryId, policy: WindowPolicy, store: EventStore | None) -> None:
+        if memory_id is None:
+            msg = "id cannot be None; pass a str, int, UUID or tuple memory id"
+            raise ValueError(msg)
+        self._key = memory_key(memory_id)  # TypeError for unsupported id types
+        self._id = memory_id
+        self._policy = policy
+        policy.limit_for(memory_id)  # LangChain4j validates a dynamic provider once at build
+        self._store: EventStore = store if store is not None else InMemoryEventStore()
+        self._lock = threading.RLock()
+        self._entries: list[Entry] = []
+        self._position = -1  # nothing loaded yet
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def id(self) -> MemoryId:
+        """The memory id."""
+        return self._id
+
+    @property
+    def store(self) -> EventStore:
+        """The event store holding this memory's history."""
+        return self._store
+
+    @property
+    def policy(self) -> WindowPolicy:
+        """The window rules (limit, counting, system-message flag)."""
+        return self._policy
+
+    @property
+    def position(self) -> int:
+        """Seq of the last event reflected in the cached window (0: empty history)."""
+        with self._lock:
+            self._sync()
+            return self._position
+
+    # ------------------------------------------------------------------ keeping in step
+
+    def _sync(self) -> None:
+        head = self._store.head(self._key)
+        head_seq = 0 if head is None else head.seq
+        if head_seq != self._position:
+            self._load(head_seq)
+
+    def _load(self, head_seq: int) -> None:
+        identity = self._policy.identity
+        if head_seq == 0:
+            entries: list[Entry] = []
+        else:
+            known = {e.ref: e for e in self._entries}
+            if self._position < 0:
+                known.update(load_window_snapshot(self._store, self._key, head_seq, identity))
+            (record,) = self._store.read(self._key, gt=head_seq - 1, lte=head_seq)
+            entries = materialize(
+                self._store, self._key, window_refs(record), identity=identity, known=known
+            )
+        if isinstance(self._policy, TokenWindowPolicy):
+            # Counts recorded under another estimator are not ours: count those once now.
+            entries = [
+                e if e.tokens is not None else Entry(e.message, e.ref, self._policy.count(e.message))
+                for e in entries
+            ]
+        self._entries = entries
+        self._position = head_seq
+
+    def _write(self, build: Any) -> None:
+        """Run ``build(entries, position) -> (records, new_entries)`` and append, retrying on
+        a lost race until the append lands or the retry time is used up."""
+        deadline = time.monotonic() + _RETRY_FOR
+        while True:
+            self._sync()
+            records, entries = build(self._entries, self._position)
+            if not records:
+                return
+            try:
+                stored = self._store.append(self._key, records, expected_seq=self._position)
+            except ConcurrencyError:
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            self._entries = entries
+            self._position = stored[-1].seq
+            return
+
+    # ------------------------------------------------------------------ ChatMemory
+
+    def messages(self) -> list[_ChatMessage]:
+        with self._lock:
+            limit = self._policy.limit_for(self._id)  # before touching the store, as LC4j
+            self._sync()
+            entries = self._entries
+            if not self._policy.fits(entries, limit):
+                # A limit that shrank since the last write trims the view only; the log is
+                # written at the next add/set, exactly like LangChain4j's store.
+                entries = list(entries)
+                self._policy.ensure_capacity(entries, limit)
+            return [e.message for e in entries]
+
+    def add(self, *messages: Any) -> None:
+        items = _as_list(messages, "add")
+        if not items:
+            return
+        policy = self._policy
+        counts = [policy.count(m) for m in items]  # each message counted once, before writing
+        keep_first = policy.always_keep_system_message_first
+        identity = policy.identity
+
+        def build(current: list[Entry], position: int) -> tuple[list[Any], list[Entry]]:
+            work = list(current)
+            records = []
+            for message, tokens in zip(items, counts, strict=True):
+                policy.ensure_capacity(work, policy.limit_for(self._id))  # LC4j step 1
+                entry = Entry(message, (position + len(records) + 1, 0), tokens)
+                changed, _ = add_with_system_rules(work, entry, keep_system_first=keep_first)
+                if not changed:
+                    continue  # the same system message again: LangChain4j writes nothing
+                limit = policy.limit_for(self._id)
+                policy.ensure_capacity(work, limit)
+                meta: dict[str, Any] = {"w": encode_refs(work), "lim": limit}
+                if tokens is not None:
+                    meta["tok"] = tokens
+                    meta["est"] = identity
+                records.append(added_record(message, meta))
+            return records, work
+
+        with self._lock:
+            self._write(build)
+
+    def set(self, *messages: Any) -> None:
+        if not messages:
+            msg = "set() needs the new messages: set(m1, m2), set([m1, m2]) or set([]) to empty it"
+            raise ValueError(msg)
+        items = _as_list(messages, "set")
+        policy = self._policy
+        counts = [policy.count(m) for m in items]
+
+        def build(current: list[Entry], position: int) -> tuple[list[Any], list[Entry]]:
+            limit = policy.limit_for(self._id)
+            seq = position + 1
+            work = [Entry(m, (seq, i), t) for i, (m, t) in enumerate(zip(items, counts, strict=True))]
+            policy.ensure_capacity(work, limit)
+            meta: dict[str, Any] = {"w": encode_refs(work), "lim": limit}
+            if isinstance(policy, TokenWindowPolicy):
+                meta["tok"] = counts
+                meta["est"] = policy.identity
+            return [set_record(items, meta)], work
+
+        with self._lock:
+            self._write(build)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._write(lambda current, position: ([cleared_record()], []))
+
+    def history(self, *, gt: int | None = None, lte: int | None = None) -> list[LoggedEvent]:
+        return [logged_event(r) for r in self._store.read(self._key, gt=gt, lte=lte)]
+
+    def as_of(self, *, seq: int | None = None, at: datetime | None = None) -> list[_ChatMessage]:
+        target = resolve_seq(self._store, self._key, seq=seq, at=at)
+        with self._lock:
+            if target == self._position:
+                return [e.message for e in self._entries]
+        return [e.message for e in view_at(self._store, self._key, target)]
+
+    def what_if(
+        self, policy: WindowPolicy, *, seq: int | None = None, at: datetime | None = None
+    ) -> list[_ChatMessage]:
+        return what_if(self._store, self._key, policy, seq=seq, at=at)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self._id!r}, store={type(self._store).__name__})"
+
+
+class MessageWindowChatMemory(_WindowChatMemory):
+    """LangChain4j's ``MessageWindowChatMemory``, with every change kept in the event log.
+
+    Args:
+        id: The memory id (str, int, UUID or a tuple of those). Default ``"default"``.
+        max_messages: Window size, or a callable ``memory_id -> size`` consulted on every call.
+        store: Where the log lives; default: a new :class:`InMemoryEventStore`.
+        always_keep_system_message_first: Insert a replacement system message first.
+
+    Raises:
+        ValueError: ``max_messages`` is None or <= 0
+            (``"max_messages must be greater than zero, but is: 0"``).
+        TypeError: ``id`` has an unsupported type.
+    """
+
+    def __init__(
+        self,
+        id: MemoryId = "default",  # noqa: A002 - LangChain4j's name, part of the issue's API
+        max_messages: Limit | None = None,
+        store: EventStore | None = None,
+        always_keep_system_message_first: bool = False,
+    ) -> None:
+        policy = MessageWindowPolicy(
+            max_messages,  # type: ignore[arg-type] - None is validated with LC4j's message
+            always_keep_system_message_first=always_keep_system_message_first,
+        )
+        super().__init__(id, policy, store)
+
+    @classmethod
+    def with_max_messages(cls, max_messages: Limit) -> Self:
+        """A memory with id ``"default"`` on its own in-memory store."""
+        return cls(max_messages=max_messages)
+
+
+class TokenWindowChatMemory(_WindowChatMemory):
+    """LangChain4j's ``TokenWindowChatMemory``, with every change kept in the event log.
+
+    Args:
+        id: The memory id. Default ``"default"``.
+        max_tokens: Token budget, or a callable ``memory_id -> budget``.
+        token_count_estimator: E.g. ``OpenAiTokenCountEstimator("gpt-4o-mini")``.
+        store: Where the log lives; default: a new :class:`InMemoryEventStore`.
+        always_keep_system_message_first: Insert a replacement system message first.
+
+    Raises:
+        ValueError: ``max_tokens`` is None or <= 0, or the estimator is None.
+    """
+
+    def __init__(
+        self,
+        id: MemoryId = "default",  # noqa: A002 - LangChain4j's name, part of the issue's API
+        max_tokens: Limit | None = None,
+        token_count_estimator: TokenCountEstimator | None = None,
+        store: EventStore | None = None,
+        always_keep_system_message_first: bool = False,
+    ) -> None:
+        policy = TokenWindowPolicy(
+            max_tokens,  # type: ignore[arg-type] - None is validated with LC4j's message
+            token_count_estimator,  # type: ignore[arg-type]
+            always_keep_system_message_first=always_keep_system_message_first,
+        )
+        super().__init__(id, policy, store)
+
+    @property
+    def token_count_estimator(self) -> TokenCountEstimator:
+        """The estimator counting this window's tokens."""
+        assert isinstance(self._policy, TokenWindowPolicy)  # noqa: S101 - set in __init__
+        return self._policy.estimator
+
+    @classmethod
+    def with_max_tokens(cls, max_tokens: Limit, token_count_estimator: TokenCountEstimator) -> Self:
+        """A memory with id ``"default"`` on its own in-memory store."""
+        return cls(max_tokens=max_tokens, token_count_estimator=token_count_estimator)

@@ -1,0 +1,48 @@
+"""Window snapshots: the materialized window saved beside the log by compaction.
+
+A snapshot is derived data (the log stays the truth): the window's entries with their messages
+inline, so a cold open of an idle memory reads one row instead of the events its window refers
+to. Loading is best-effort: a snapshot that does not match the head is still a cache of entries.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eventlog.ids import MemoryId
+from eventlog.lc4j_json import message_from_obj, message_to_obj
+from eventlog.store import EventStore
+from projections.windows import Entry
+
+__all__ = ["SNAPSHOT_NAME", "load_window_snapshot", "save_window_snapshot"]
+
+SNAPSHOT_NAME = "window/v1"
+
+
+def save_window_snapshot(
+    store: EventStore, memory_id: MemoryId, seq: int, entries: list[Entry], identity: str | None
+) -> None:
+    """Save the window right after event ``seq``."""
+    state: dict[str, Any] = {
+        "est": identity,
+        "entries": [[e.ref[0], e.ref[1], message_to_obj(e.message), e.tokens] for e in entries],
+    }
+    store.save_snapshot(
+        memory_id, SNAPSHOT_NAME, seq, json.dumps(state, ensure_ascii=False, separators=(",", ":"))
+    )
+
+
+def load_window_snapshot(
+    store: EventStore, memory_id: MemoryId, lte: int, identity: str | None = None
+) -> dict[tuple[int, int], Entry]:
+    """Entries of the newest snapshot at or before ``lte``, by ref ({} when there is none)."""
+    snapshot = store.load_snapshot(memory_id, SNAPSHOT_NAME, lte=lte)
+    if snapshot is None:
+        return {}
+    state = json.loads(snapshot.state)
+    reuse = identity is not None and state.get("est") == identity
+    return {
+        (seq, idx): Entry(message_from_obj(obj), (seq, idx), tokens if reuse else None)
+        for seq, idx, obj, tokens in state["entries"]
+    }

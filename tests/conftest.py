@@ -1,0 +1,181 @@
+"""Shared fixtures: the parametrized `store` (memory, sqlite, postgres), reopening and tampering.
+
+PostgreSQL runs when the server at CHATLEDGER_TEST_PG_DSN (default: the local one) answers;
+otherwise its tests skip with that reason - except in CI (CI=true), where they must run, so a
+missing server fails the build instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+_SHARED_TIKTOKEN = pathlib.Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
+if _SHARED_TIKTOKEN.is_dir():
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(_SHARED_TIKTOKEN))
+
+from eventlog import InMemoryEventStore, SQLiteEventStore  # noqa: E402
+from eventlog.store import EventStore  # noqa: E402
+
+BACKENDS = ("memory", "sqlite", "postgres")
+PG_DSN = os.environ.get("CHATLEDGER_TEST_PG_DSN", "host=127.0.0.1 port=5432 dbname=test")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backends",
+        default=",".join(BACKENDS),
+        help="comma-separated store backends to run the conformance suite on",
+    )
+
+
+def _selected(config: pytest.Config) -> set[str]:
+    return {b.strip() for b in str(config.getoption("--backends")).split(",") if b.strip()}
+
+
+_pg_problem: str | None | bool = False  # False: not checked yet
+
+
+def pg_unavailable() -> str | None:
+    """Why PostgreSQL tests cannot run here, or None when they can."""
+    global _pg_problem  # noqa: PLW0603 - one probe per session
+    if _pg_problem is False:
+        try:
+            import psycopg
+
+            with psycopg.connect(PG_DSN, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            import eventlog.postgres  # noqa: F401
+        except Exception as e:  # noqa: BLE001 - any failure is a reason to skip
+            _pg_problem = f"PostgreSQL at {PG_DSN!r} is not usable: {type(e).__name__}: {e}"
+        else:
+            _pg_problem = None
+    return _pg_problem  # type: ignore[return-value]
+
+
+def require_pg() -> None:
+    problem = pg_unavailable()
+    if problem is not None:
+        if IN_CI:
+            pytest.fail(f"CI=true requires PostgreSQL: {problem}")
+        pytest.skip(problem)
+
+
+class Backend:
+    """Opens store objects on one backing database, so tests can reopen and tamper."""
+
+    def __init__(self, name: str, tmp_path: pathlib.Path) -> None:
+        self.name = name
+        self.path = tmp_path / "events.db"
+        self.schema = f"t_{uuid.uuid4().hex[:12]}"
+        self.opened: list[EventStore] = []
+        self._memory: InMemoryEventStore | None = None
+
+    def open(self, **kwargs: Any) -> EventStore:
+        store: EventStore
+        if self.name == "memory":
+            if self._memory is None:
+                self._memory = InMemoryEventStore()
+            store = self._memory
+        elif self.name == "sqlite":
+            store = SQLiteEventStore(self.path, **kwargs)
+        else:
+            from eventlog.postgres import PostgresEventStore
+
+            store = PostgresEventStore(PG_DSN, schema=self.schema, **kwargs)
+        self.opened.append(store)
+        return store
+
+    def tamper(self, store: EventStore, stream_id: str, seq: int, column: str, value: Any) -> None:
+        """Overwrite one stored column behind the store's back (what an attacker would do)."""
+        if self.name == "memory":
+            import dataclasses
+
+            assert isinstance(store, InMemoryEventStore)
+            stream = store._streams[stream_id]
+            i = next(i for i, r in enumerate(stream) if r.seq == seq)
+            field = "recorded_at_text" if column == "recorded_at" else column
+            new = dataclasses.replace(stream[i], **{field: value})
+            stream[i] = new
+            store._all = [new if r.position == new.position else r for r in store._all]
+        elif self.name == "sqlite":
+            import sqlite3
+
+            with sqlite3.connect(self.path) as conn:
+                conn.execute(
+                    f"UPDATE events SET {column} = ? WHERE stream_id = ? AND seq = ?",
+                    (value, stream_id, seq),
+                )
+        else:
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(PG_DSN, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("UPDATE {}.events SET {} = %s WHERE stream_id = %s AND seq = %s").format(
+                        sql.Identifier(self.schema), sql.Identifier(column)
+                    ),
+                    (value, stream_id, seq),
+                )
+
+    def cleanup(self) -> None:
+        for store in self.opened:
+            store.close()
+        if self.name == "postgres":
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(PG_DSN, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+                )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--backends=sqlite deselects the other backends' test ids instead of skipping them."""
+    chosen = _selected(config)
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("backend") if callspec is not None else None
+        (drop if name is not None and name not in chosen else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _backend_params() -> list[Any]:
+    return [pytest.param(name, id=name) for name in BACKENDS]
+
+
+@pytest.fixture(params=_backend_params())
+def backend(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Backend]:
+    name: str = request.param
+    marker = request.node.get_closest_marker("skip_backend")
+    if marker is not None and name in marker.args:
+        pytest.skip(f"not applicable to the {name} backend")
+    if name == "postgres":
+        require_pg()
+    b = Backend(name, tmp_path)
+    try:
+        yield b
+    finally:
+        b.cleanup()
+
+
+@pytest.fixture
+def store(backend: Backend) -> EventStore:
+    """A fresh, empty store of each backend: test ids read test_x[memory], test_x[sqlite], ..."""
+    return backend.open()
+
+
+@pytest.fixture
+def reopen(backend: Backend) -> Callable[..., EventStore]:
+    """Open another store object on the same database (the same object for `memory`)."""
+    return backend.open

@@ -1,0 +1,47 @@
+"""Memory ids <-> stored keys: one key per id, never shared, and reversible."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eventlog.ids import StreamKey, memory_id_from_key, memory_key
+
+ids = st.recursive(
+    st.text() | st.integers() | st.uuids(),
+    lambda inner: st.lists(inner, max_size=3).map(tuple),
+    max_leaves=6,
+)
+
+
+@given(ids)
+def test_round_trip(memory_id):
+    assert memory_id_from_key(memory_key(memory_id)) == memory_id
+
+
+@given(ids, ids)
+def test_distinct_ids_have_distinct_keys(a, b):
+    assert (memory_key(a) == memory_key(b)) == (a == b and type(a) is type(b))
+
+
+def test_plain_strings_are_their_own_key():
+    assert memory_key("user-1") == "user-1"
+    assert memory_key("") == ""
+    assert memory_key("~x") == "~~x"
+    assert memory_key(7) == "~i:7"
+    assert memory_key(uuid.UUID(int=1)) == "~u:00000000-0000-0000-0000-000000000001"
+    assert memory_key(("u", 1)) == '~t:["u",1]'
+
+
+def test_system_keys_pass_through():
+    assert memory_key(StreamKey("~sys:compaction")) == "~sys:compaction"
+    assert memory_id_from_key("~sys:compaction") == "~sys:compaction"
+
+
+@pytest.mark.parametrize("key", ["~x:1", "~i:abc", '~t:{"a":1}', "~t:not json", "~u:zz"])
+def test_foreign_keys_are_rejected(key):
+    with pytest.raises(ValueError, match="not a chatledger key"):
+        memory_id_from_key(key)

@@ -1,0 +1,86 @@
+"""Real processes on one SQLite file: memories lose nothing and see each other's writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from eventlog import SQLiteEventStore, UserMessage
+from projections import MessageWindowChatMemory
+
+_ADDER = textwrap.dedent(
+    """
+    import sys
+    from eventlog import SQLiteEventStore, UserMessage
+    from projections import MessageWindowChatMemory, TokenWindowChatMemory, OpenAiTokenCountEstimator
+    path, name, n, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    store = SQLiteEventStore(path)
+    if kind == "tokens":
+        memory = TokenWindowChatMemory(id="shared", max_tokens=200,
+                                       token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"), store=store)
+    else:
+        memory = MessageWindowChatMemory(id="shared", max_messages=5, store=store)
+    for i in range(n):
+        memory.add(UserMessage(f"{name}:{i}"))
+    store.close()
+    """
+)
+
+
+def _run_adders(path, kind, n=150):
+    SQLiteEventStore(path).close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ADDER, str(path), name, str(n), kind], stderr=subprocess.PIPE
+        )
+        for name in ("a", "b")
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err.decode()
+
+
+def test_two_processes_adding_to_one_memory_lose_nothing(tmp_path):
+    path = tmp_path / "chat.db"
+    n = 150
+    _run_adders(path, "messages", n)
+    with SQLiteEventStore(path) as store:
+        memory = MessageWindowChatMemory(id="shared", max_messages=5, store=store)
+        added = [e.message.text for e in memory.history()]
+        # Check every add landed once, each process's order kept, and the chain verifies.
+        assert len(added) == 2 * n
+        for name in ("a", "b"):
+            assert [t for t in added if t.startswith(name)] == [f"{name}:{i}" for i in range(n)]
+        # Check the window is the last 5 adds of the merged history (each add saw the other's).
+        assert [m.text for m in memory.messages()] == added[-5:]
+        for seq in range(1, 2 * n + 1):
+            assert [m.text for m in memory.as_of(seq=seq)] == added[max(0, seq - 5) : seq]
+        assert store.verify().ok
+
+
+def test_two_processes_token_window(tmp_path):
+    path = tmp_path / "chat.db"
+    _run_adders(path, "tokens", 60)
+    with SQLiteEventStore(path) as store:
+        from projections import OpenAiTokenCountEstimator, TokenWindowChatMemory
+
+        memory = TokenWindowChatMemory(
+            id="shared", max_tokens=200, token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"), store=store
+        )
+        assert len(memory.history()) == 120
+        view = memory.messages()
+        assert view == [e.message for e in memory.history()][-len(view) :]
+        assert memory.token_count_estimator.estimate_token_count_in_messages(view) <= 200
+
+
+def test_another_process_sees_my_adds_at_its_next_call(tmp_path):
+    path = tmp_path / "chat.db"
+    mine = MessageWindowChatMemory(id="shared", max_messages=5, store=SQLiteEventStore(path))
+    assert mine.messages() == []
+    _run_adders(path, "messages", 3)
+    # Check the object created before the other processes wrote sees their adds now.
+    assert len(mine.messages()) == 5
+    mine.add(UserMessage("mine"))
+    assert mine.messages()[-1] == UserMessage("mine")
+    assert len(mine.history()) == 7
