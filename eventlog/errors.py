@@ -8,7 +8,7 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     ├── ChainIntegrityError     a hash chain does not verify (tampering or corruption)
     ├── SchemaVersionError      the database or a record was written by a newer chatledger
     ├── StoreClosedError        the store was used after close()
-    └── PersistenceError        the database failed (locked for too long, unreachable, disk full, ...)
+    └── PersistenceError        the database failed (locked too long, unreachable, disk full)
 
 Errors carry the facts as attributes (``stream_id``, ``expected``, ``actual``, ...) so code can
 react without parsing messages, and their messages name the operation, the values and a remedy.

@@ -27,7 +27,7 @@ GENESIS = "0" * 64
 _SEP = "\x1f"
 
 
-def chain_hash(
+def chain_hash(  # noqa: PLR0917 - mirrors the hashed fields one to one
     prev_hash: str,
     stream_id: str,
     seq: int,

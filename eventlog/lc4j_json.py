@@ -141,6 +141,12 @@ def _java_hashmap_order(keys: list[str], *, jdk17: bool = False) -> list[str]:
     return [keys[i] for i in order]
 
 
+@lru_cache(maxsize=1024)
+def _user_attribute_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    # A conversation's messages tend to share one attribute key set: compute its order once.
+    return tuple(_java_hashmap_order(list(keys)))
+
+
 def _grow_for_crowded_buckets(hashes: list[int], length: int) -> int:
     """Replay the insertions and double ``length`` wherever ``treeifyBin`` would resize."""
     counts: dict[int, int] = {}
@@ -223,10 +229,29 @@ def _two_digit_subnormal(magnitude: float, digits: str, exponent: int) -> tuple[
 
 def _encode_java(value: Any) -> str:
     """Compact JSON of a JSON value, numbers formatted like Jackson's."""
-    if isinstance(value, str):
+    # Exact-type checks first: attributes are almost always plain str/int/dict/list.
+    kind = type(value)
+    if kind is str:
         return _string(value)
+    if kind is dict:
+        return "{" + ",".join([_string(k) + ":" + _encode_java(v) for k, v in value.items()]) + "}"
+    if kind is list:
+        return "[" + ",".join([_encode_java(item) for item in value]) + "]"
+    if kind is int:
+        return int.__repr__(value)
     if value is None:
         return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float:
+        return _java_double(value)
+    return _encode_java_subclass(value)
+
+
+def _encode_java_subclass(value: Any) -> str:
+    # Subclasses (StrEnum, IntEnum, OrderedDict, ...) write as their base JSON type.
+    if isinstance(value, str):
+        return _string(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -234,8 +259,8 @@ def _encode_java(value: Any) -> str:
     if isinstance(value, float):
         return _java_double(value)
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_string(k)}:{_encode_java(v)}" for k, v in value.items()) + "}"
-    return "[" + ",".join(_encode_java(item) for item in value) + "]"
+        return _encode_java(dict(value))
+    return _encode_java(list(value))
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,7 +352,7 @@ def _user_to_obj(message: UserMessage) -> dict[str, Any]:
     obj["contents"] = [_content_to_obj(c) for c in message.contents]
     attributes = message.attributes
     if attributes:
-        order = _java_hashmap_order(list(attributes))
+        order = _user_attribute_order(tuple(attributes))
         obj["attributes"] = {key: attributes[key] for key in order}
     obj["type"] = "USER"
     return obj
@@ -403,7 +428,7 @@ def _user_json(message: UserMessage) -> str:
     body = '"contents":[' + ",".join(map(_content_json, message.contents)) + "]"
     attributes = message.attributes
     if attributes:
-        ordered = {key: attributes[key] for key in _java_hashmap_order(list(attributes))}
+        ordered = {key: attributes[key] for key in _user_attribute_order(tuple(attributes))}
         body += ',"attributes":' + _encode_java(ordered)
     return head + body + ',"type":"USER"}'
 

@@ -94,6 +94,21 @@ def _is_java_blank(text: str) -> bool:
     return not text or (text[0] <= " " and not text.strip(_JAVA_TRIM_CHARS))
 
 
+# A node of the attribute walk: (container, depth, parent node, key in parent). Paths for error
+# messages are rebuilt from the parent chain only when something is wrong.
+_Node: TypeAlias = tuple["dict[str, Any] | list[Any]", int, "_Node | None", object]
+
+
+def _path(node: _Node | None, key: object = None, *, limit: int = 8) -> str:
+    keys = [] if key is None else [key]
+    while node is not None and node[2] is not None:
+        keys.append(node[3])
+        node = node[2]
+    keys.reverse()
+    shown = keys if len(keys) <= limit else [*keys[: limit // 2], ..., *keys[-limit // 2 :]]
+    return "attributes" + "".join("[...]" if k is ... else f"[{k!r:.40}]" for k in shown)
+
+
 def _check_attributes(owner: str, attributes: dict[str, Any]) -> None:
     """Raise ValueError unless ``attributes`` holds only JSON values (see module docstring).
 
@@ -101,51 +116,54 @@ def _check_attributes(owner: str, attributes: dict[str, Any]) -> None:
     """
     if not attributes:
         return
-    stack: list[tuple[dict[str, Any] | list[Any], str, int]] = [(attributes, "attributes", 1)]
+    stack: list[_Node] = [(attributes, 1, None, None)]
     while stack:
-        container, path, depth = stack.pop()
+        node = stack.pop()
+        container, depth = node[0], node[1]
         if depth > MAX_ATTRIBUTE_DEPTH:
             msg = (
-                f"{owner}.{path} is nested more than {MAX_ATTRIBUTE_DEPTH} levels deep; "
+                f"{owner}.{_path(node)} is nested more than {MAX_ATTRIBUTE_DEPTH} levels deep; "
                 "flatten the attribute value"
             )
             raise ValueError(msg)
+        is_dict = isinstance(container, dict)
         items: Iterable[tuple[object, Any]] = (
             container.items() if isinstance(container, dict) else enumerate(container)
         )
         for key, item in items:
-            if isinstance(container, dict) and not isinstance(key, str):
+            if isinstance(item, dict | list):
+                stack.append((item, depth + 1, node, key))
+            elif not (item is None or isinstance(item, str | bool)):
+                _check_json_scalar(owner, node, key, item)
+            if is_dict and not isinstance(key, str):
                 msg = (
-                    f"{owner}.{path} has key {key!r:.60} of type {type(key).__name__}; "
+                    f"{owner}.{_path(node)} has key {key!r:.60} of type {type(key).__name__}; "
                     "JSON object keys must be str"
                 )
                 raise ValueError(msg)
-            if isinstance(item, dict | list):
-                stack.append((item, f"{path}[{key!r:.60}]", depth + 1))
-            else:
-                _check_json_scalar(owner, f"{path}[{key!r:.60}]", item)
 
 
-def _check_json_scalar(owner: str, path: str, value: object) -> None:
-    if value is None or isinstance(value, str | bool):
-        return
+def _check_json_scalar(owner: str, node: _Node, key: object, value: object) -> None:
     if isinstance(value, int):
         if value.bit_length() > _MAX_INT_BITS:
             msg = (
-                f"{owner}.{path} is an int with more than 1000 digits, which LangChain4j "
-                "(Jackson) refuses to read; store it as a string"
+                f"{owner}.{_path(node, key)} is an int with more than 1000 digits, which "
+                "LangChain4j (Jackson) refuses to read; store it as a string"
             )
             raise ValueError(msg)
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            msg = f"{owner}.{path} is {value!r}; JSON has no NaN or infinity, store a string"
+            msg = (
+                f"{owner}.{_path(node, key)} is {value!r}; JSON has no NaN or infinity, "
+                "store a string"
+            )
             raise ValueError(msg)
         return
     remedy = "use a list" if isinstance(value, tuple) else "convert it to a JSON value"
     msg = (
-        f"{owner}.{path} is a {type(value).__name__} ({value!r:.60}); attribute values must "
-        f"be dict, list, str, int, float, bool or None; {remedy}"
+        f"{owner}.{_path(node, key)} is a {type(value).__name__} ({value!r:.60}); attribute "
+        f"values must be dict, list, str, int, float, bool or None; {remedy}"
     )
     raise ValueError(msg)
 

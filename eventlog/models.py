@@ -18,6 +18,7 @@ from eventlog.messages import ChatMessage
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
+    "CompactionRun",
     "Event",
     "LoggedEvent",
     "MemoryCleared",
@@ -48,6 +49,8 @@ def format_time(moment: datetime) -> str:
     Raises:
         ValueError: If ``moment`` is naive (no timezone): its instant would be a guess.
     """
+    if moment.tzinfo is UTC:  # the hot path: the stores' own clock
+        return moment.isoformat(timespec="microseconds")[:26] + "Z"
     if moment.tzinfo is None or moment.utcoffset() is None:
         msg = f"timestamp {moment.isoformat()} has no timezone; pass an aware datetime (UTC)"
         raise ValueError(msg)
@@ -102,8 +105,35 @@ class MemoryPurged(BaseModel):
     reason: str
 
 
+class CompactionRun(BaseModel):
+    """One compaction run, logged in the store's own ``~sys:compaction`` stream.
+
+    Attributes:
+        started_at: When the run started.
+        duration_ms: How long it took.
+        idle_for_s: The idleness threshold for snapshots, in seconds.
+        purge_idle_for_s: The idleness threshold for purges, in seconds (None: no purging).
+        compacted: Stream keys that got a snapshot.
+        purged: Stream keys that were erased (each left a tombstone).
+        skipped: Stream keys left alone because a writer was active during the run.
+        errors: One line per stream that failed.
+    """
+
+    model_config = _FROZEN
+    kind: Literal["compaction_run"] = "compaction_run"
+    started_at: datetime
+    duration_ms: float
+    idle_for_s: float
+    purge_idle_for_s: float | None = None
+    compacted: tuple[str, ...] = ()
+    purged: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
 Event: TypeAlias = Annotated[
-    MessageAdded | MessagesSet | MemoryCleared | MemoryPurged, Field(discriminator="kind")
+    MessageAdded | MessagesSet | MemoryCleared | MemoryPurged | CompactionRun,
+    Field(discriminator="kind"),
 ]
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 import psycopg.errors
 import psycopg_pool
-from psycopg import sql
+from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from eventlog.errors import (
@@ -75,16 +75,16 @@ MIGRATIONS: list[str] = [
 ``"SELECT 1"`` (with a comment) and a new entry fixes it."""
 
 _UNIQUE_SEQ = "events_stream_seq"
-_COLUMNS = (
-    "position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash"
-)
 _NO_UPPER = 1 << 62
 _CONNECT_TIMEOUT = 5  # seconds, for each connection attempt and for opening the pool
 _CHECKOUT_TIMEOUT = 10.0  # seconds to wait for a free pooled connection
 _POOL_MIN, _POOL_MAX = 1, 4
 
-# SQL templates; {schema} is filled with the quoted identifier once per store (see _Queries).
+# SQL templates; {schema} is filled with the quoted identifier once per store (see _TEMPLATES).
 _Q_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+_Q_BEGIN_WRITE = (
+    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({key})"
+)
 _Q_HEAD = (
     "SELECT seq, hash, recorded_at FROM {schema}.events WHERE stream_id = %s "
     "ORDER BY seq DESC LIMIT 1"
@@ -110,7 +110,6 @@ _Q_STREAMS = (
     "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
     "FROM {schema}.events GROUP BY stream_id"
 )
-_Q_COUNT = "SELECT count(*) FROM {schema}.events WHERE stream_id = %s"
 _Q_DELETE_EVENTS = "DELETE FROM {schema}.events WHERE stream_id = %s"
 _Q_DELETE_SNAPSHOTS = "DELETE FROM {schema}.snapshots WHERE stream_id = %s"
 _Q_SAVE_SNAPSHOT = (
@@ -123,6 +122,7 @@ _Q_LOAD_SNAPSHOT = (
     "WHERE stream_id = %s AND name = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"
 )
 _Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
+_Q_VACUUM_FULL = "VACUUM FULL {schema}.events, {schema}.snapshots"
 _Q_SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
 _Q_CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
 _Q_CREATE_MIGRATIONS = (
@@ -132,6 +132,26 @@ _Q_CREATE_MIGRATIONS = (
 _Q_MIGRATIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
 _Q_VERSIONS = "SELECT version FROM {schema}.eventlog_migrations"
 _Q_RECORD_VERSION = "INSERT INTO {schema}.eventlog_migrations (version) VALUES (%s)"
+
+_TEMPLATES = {
+    "head": _Q_HEAD,
+    "insert": _Q_INSERT,
+    "read": _Q_READ,
+    "read_desc": _Q_READ_DESC,
+    "read_all": _Q_READ_ALL,
+    "seq_at": _Q_SEQ_AT,
+    "streams": _Q_STREAMS,
+    "delete_events": _Q_DELETE_EVENTS,
+    "delete_snapshots": _Q_DELETE_SNAPSHOTS,
+    "save_snapshot": _Q_SAVE_SNAPSHOT,
+    "load_snapshot": _Q_LOAD_SNAPSHOT,
+    "vacuum": _Q_VACUUM,
+    "vacuum_full": _Q_VACUUM_FULL,
+    "create_schema": _Q_CREATE_SCHEMA,
+    "create_migrations": _Q_CREATE_MIGRATIONS,
+    "versions": _Q_VERSIONS,
+    "record_version": _Q_RECORD_VERSION,
+}
 
 
 def _render(template: str, schema: sql.Identifier) -> bytes:
@@ -144,6 +164,16 @@ def _pool_params(pool: psycopg_pool.ConnectionPool[Conn] | None) -> dict[str, An
     conninfo = "" if pool is None or not isinstance(pool.conninfo, str) else pool.conninfo
     kwargs = pool.kwargs if pool is not None and isinstance(pool.kwargs, dict) else {}
     return conninfo_to_dict(conninfo, **kwargs)
+
+
+def _connection_lost(e: psycopg.Error) -> bool:
+    """The connection broke (client-side failure, class 08, or the server shutting down)."""
+    if isinstance(e, psycopg_pool.PoolTimeout | psycopg_pool.PoolClosed):
+        return False
+    state = e.sqlstate
+    return isinstance(e, psycopg.OperationalError) and (
+        state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    )
 
 
 def _lock_key(purpose: str, schema: str) -> int:
@@ -217,7 +247,9 @@ class PostgresEventStore(EventStore):
         ident = sql.Identifier(schema)
         self._q = {name: _render(template, ident) for name, template in _TEMPLATES.items()}
         self._ident = ident
-        self._append_key = _lock_key("append", schema)
+        self._begin_write = (
+            sql.SQL(_Q_BEGIN_WRITE).format(key=sql.Literal(_lock_key("append", schema))).as_bytes()
+        )
         self._setup_key = _lock_key("setup", schema)
         if pool is not None:
             self._pool, self._own_pool = pool, False
@@ -342,12 +374,14 @@ class PostgresEventStore(EventStore):
             text = text.replace(self._password, "***")
         if isinstance(e, psycopg.errors.QueryCanceled):
             remedy = (
-                f"cancelled by statement_timeout={self._timeout} s; raise it or find the "
-                "transaction holding the lock"
+                "cancelled by the server (statement_timeout or pg_cancel_backend)"
+                if self._timeout is None
+                else f"cancelled by statement_timeout={self._timeout} s; raise it or find "
+                "the transaction holding the lock"
             )
         elif isinstance(e, psycopg_pool.PoolTimeout):
             remedy = "no pooled connection became free or could be opened; is the server up?"
-        elif isinstance(e, psycopg.OperationalError):
+        elif _connection_lost(e):
             remedy = "check that the server is running and reachable"
         else:
             remedy = ""
@@ -377,7 +411,11 @@ class PostgresEventStore(EventStore):
             # move its cursor past 10, and miss 10 forever. Holding the lock from before the
             # head read until commit also makes the head we chain to the real one. An advisory
             # lock rather than LOCK TABLE: VACUUM and ANALYZE do not conflict with it.
-            conn.execute(_Q_LOCK, (self._append_key,))
+            # READ COMMITTED whatever the server's default: each statement then takes a new
+            # snapshot, so the head read *after* the lock is granted sees the previous writer's
+            # commit; under REPEATABLE READ the snapshot would date from before the lock wait.
+            # One round trip: the key is a literal, so both statements go as one simple query.
+            conn.execute(self._begin_write)
             yield conn
 
     def _read(self, operation: str, fn: Callable[[Conn], _T]) -> _T:
@@ -388,18 +426,15 @@ class PostgresEventStore(EventStore):
                 with self._guard(operation) as conn:
                     return fn(conn)
             except PersistenceError as e:
-                cause = e.__cause__
-                transient = isinstance(cause, psycopg.OperationalError) and not isinstance(
-                    cause, psycopg.errors.QueryCanceled | psycopg_pool.PoolTimeout
-                )
-                if not transient or attempt >= self._read_retries or self._closed:
+                lost = isinstance(e.__cause__, psycopg.Error) and _connection_lost(e.__cause__)
+                if not lost or attempt >= self._read_retries or self._closed:
                     raise
             attempt += 1
             # Drop every broken idle connection at once (a server restart breaks them all),
             # then back off a little before the next attempt.
             with contextlib.suppress(Exception):
                 self._pool.check()
-            time.sleep(0.05 * 2**attempt)
+            time.sleep(0.02 * 4 ** (attempt - 1))
 
     def _head(self, conn: Conn, key: str) -> StreamHead | None:
         row = conn.execute(self._q["head"], (key,)).fetchone()
@@ -445,11 +480,11 @@ class PostgresEventStore(EventStore):
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         """See :meth:`EventStore.purge`.
 
-        The deleted rows are gone for every reader at commit, but PostgreSQL keeps their
-        bytes as dead tuples in the table files until ``VACUUM`` reclaims them (call
-        :meth:`vacuum`, or rely on autovacuum), and the WAL, replicas' WAL archives and base
-        backups keep copies until they are recycled or expire. Physical erasure therefore
-        needs a vacuum plus your WAL and backup retention to run their course.
+        The deleted rows vanish for every reader at commit, but PostgreSQL erases nothing
+        physically then: the old row versions stay in the table files as dead tuples until
+        ``VACUUM`` removes them (call :meth:`vacuum`, or wait for autovacuum), and the WAL,
+        WAL archives, replicas' WAL and base backups keep copies until they are recycled or
+        expire. Physical erasure therefore needs a vacuum plus your WAL and backup retention.
         """
         key = memory_key(memory_id)
         with self._write("purge", lambda: ConcurrencyError(key, expected_seq, None)) as conn:
@@ -459,28 +494,30 @@ class PostgresEventStore(EventStore):
                 raise ValueError(msg)
             if head.seq != expected_seq:
                 raise ConcurrencyError(key, expected_seq, head.seq)
-            row = conn.execute(self._q["count"], (key,)).fetchone()
-            count = int(row[0]) if row else 0
+            count = conn.execute(self._q["delete_events"], (key,)).rowcount
+            conn.execute(self._q["delete_snapshots"], (key,))
             now = self._now()
             tomb = self._tombstone(head, count, reason, now)
-            conn.execute(self._q["delete_events"], (key,))
-            conn.execute(self._q["delete_snapshots"], (key,))
             (record,) = self._insert(conn, self._build(key, head, [tomb], now))
         return record
 
-    def vacuum(self) -> None:
+    def vacuum(self, *, full: bool = False) -> None:
         """Run ``VACUUM`` on the events and snapshots tables, e.g. after :meth:`purge`.
 
-        Marks the space of deleted rows reusable, so purged content stops lingering as dead
-        tuples. It does not take the append lock, so writers are not blocked.
+        Plain VACUUM removes the dead rows a purge left behind and makes their space reusable
+        without blocking readers or writers; their bytes may still sit in the data files until
+        that space is reused. ``full=True`` runs ``VACUUM FULL``, which rewrites both tables
+        into new files but holds an exclusive lock (every read and append waits) while it runs.
+        Either way the WAL and backups keep their own copies until they are recycled.
         """
         with self._guard("vacuum") as conn:
             autocommit = conn.autocommit
             conn.autocommit = True  # VACUUM cannot run inside a transaction block
             try:
-                conn.execute(self._q["vacuum"])
+                conn.execute(self._q["vacuum_full" if full else "vacuum"])
             finally:
-                conn.autocommit = autocommit
+                if conn.info.transaction_status == pq.TransactionStatus.IDLE:  # not broken
+                    conn.autocommit = autocommit
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = memory_key(memory_id)
@@ -563,26 +600,5 @@ class PostgresEventStore(EventStore):
             if self._closed:
                 return
             self._closed = True
-        if self._own_pool and hasattr(self, "_pool"):
+        if self._own_pool:
             self._pool.close()
-
-
-_TEMPLATES = {
-    "head": _Q_HEAD,
-    "insert": _Q_INSERT,
-    "read": _Q_READ,
-    "read_desc": _Q_READ_DESC,
-    "read_all": _Q_READ_ALL,
-    "seq_at": _Q_SEQ_AT,
-    "streams": _Q_STREAMS,
-    "count": _Q_COUNT,
-    "delete_events": _Q_DELETE_EVENTS,
-    "delete_snapshots": _Q_DELETE_SNAPSHOTS,
-    "save_snapshot": _Q_SAVE_SNAPSHOT,
-    "load_snapshot": _Q_LOAD_SNAPSHOT,
-    "vacuum": _Q_VACUUM,
-    "create_schema": _Q_CREATE_SCHEMA,
-    "create_migrations": _Q_CREATE_MIGRATIONS,
-    "versions": _Q_VERSIONS,
-    "record_version": _Q_RECORD_VERSION,
-}

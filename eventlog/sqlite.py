@@ -8,9 +8,9 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 import sqlite_utils
 
@@ -31,9 +31,10 @@ def m001_events(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
         CREATE TABLE IF NOT EXISTS events (
-            -- AUTOINCREMENT: a purge deletes rows, and a reused position would make a
-            -- tailing reader (read_all(gt=last_seen)) skip or repeat records.
-            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            -- No AUTOINCREMENT (it costs a third of an append): positions are never reused
+            -- because purge() inserts its tombstone before deleting, so the largest
+            -- position always survives and new rows keep counting up from it.
+            position INTEGER PRIMARY KEY,
             stream_id TEXT NOT NULL,
             seq INTEGER NOT NULL,
             recorded_at TEXT NOT NULL,
@@ -68,7 +69,19 @@ _HEAD = "SELECT seq, hash, recorded_at FROM events WHERE stream_id = ? ORDER BY 
 _SEQ_AT = (
     "SELECT seq FROM events WHERE stream_id = ? AND recorded_at <= ? ORDER BY seq DESC LIMIT 1"
 )
-_READ_ALL = f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
+_SELECT = f"SELECT {_COLUMNS} FROM events WHERE "  # noqa: S608 - constants only, no user text
+_READ_ALL = _SELECT + "position > ? ORDER BY position LIMIT ?"
+# read() with every combination of bounds, built once: (has gt, has lte, desc) -> SQL.
+_READ = {
+    (gt, lte, desc): _SELECT
+    + "stream_id = ?"
+    + (" AND seq > ?" if gt else "")
+    + (" AND seq <= ?" if lte else "")
+    + (" ORDER BY seq DESC LIMIT ?" if desc else " ORDER BY seq LIMIT ?")
+    for gt in (False, True)
+    for lte in (False, True)
+    for desc in (False, True)
+}
 _STREAMS = (
     "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
     "FROM events GROUP BY stream_id"
@@ -79,6 +92,8 @@ _LOAD_SNAPSHOT = (
     "WHERE stream_id = ? AND name = ? AND seq <= ? ORDER BY seq DESC LIMIT 1"
 )
 
+_T = TypeVar("_T")
+_STALE_HEAD_RETRIES = 3
 _NO_LIMIT = -1  # SQLite's LIMIT -1 means "no limit"
 _MISSING = StreamHead(-1, "", "")  # cached "this stream is empty"
 
@@ -127,7 +142,8 @@ class SQLiteEventStore(EventStore):
                     os.fspath(path), check_same_thread=False, timeout=busy_timeout
                 )
             except sqlite3.Error as e:
-                raise PersistenceError("open", f"cannot open SQLite file {self._where}: {e}") from e
+                msg_0 = "open"
+                raise PersistenceError(msg_0, f"cannot open SQLite file {self._where}: {e}") from e
             self._db = sqlite_utils.Database(conn)
         self._conn = self._db.conn
         # Per-stream head cache, valid while PRAGMA data_version is unchanged (it changes
@@ -179,38 +195,52 @@ class SQLiteEventStore(EventStore):
                     raise
                 time.sleep(random.uniform(0.0005, 0.005))  # noqa: S311 - jitter, not crypto
 
-    @contextlib.contextmanager
-    def _write(self, operation: str) -> Iterator[sqlite3.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction: commit on success, roll back on any error."""
-        with self._guard(operation) as conn:
-            deadline = time.monotonic() + self._busy_timeout
-            delay = 0.00005
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    break
-                except sqlite3.OperationalError as e:
-                    if "locked" not in str(e) and "busy" not in str(e):
-                        raise
-                    if time.monotonic() > deadline:
-                        msg = (
-                            f"another process held the write lock of {self._where} for more "
-                            f"than {self._busy_timeout} s; raise busy_timeout or find the "
-                            "long transaction"
-                        )
-                        raise PersistenceError(operation, msg) from e
-                    # Short, growing, jittered sleeps: a commit takes tens of microseconds,
-                    # so SQLite's own millisecond back-off would waste most of the wait.
-                    time.sleep(random.uniform(0, delay))  # noqa: S311 - jitter, not crypto
-                    delay = min(delay * 2, 0.002)
+    def _begin(self, conn: sqlite3.Connection, operation: str) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another writer's lock up to ``busy_timeout``."""
+        deadline = 0.0
+        delay = 0.00005
+        while True:
             try:
-                self._sync_version(conn)
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + self._busy_timeout
+                if now > deadline:
+                    msg = (
+                        f"another connection held the write lock of {self._where} for more "
+                        f"than busy_timeout={self._busy_timeout} s; raise busy_timeout or "
+                        "find the long transaction"
+                    )
+                    raise PersistenceError(operation, msg) from e
+                # Short, growing, jittered sleeps: a commit takes tens of microseconds.
+                time.sleep(random.uniform(0, delay))  # noqa: S311 - jitter, not crypto
+                delay = min(delay * 2, 0.002)
+
+    def _write(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work`` in a ``BEGIN IMMEDIATE`` transaction; commit, or roll back on any error.
+
+        Spelled out rather than built on ``_guard``: this is the append hot path, and a
+        generator-based context manager costs a noticeable share of an append.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError(operation, f"SQLiteEventStore({self._where})")
+            conn = self._conn
+            try:
+                self._begin(conn, operation)
+                try:
+                    result = work(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.rollback()
+                    raise
+            except sqlite3.Error as e:
+                raise PersistenceError(operation, f"SQLite {self._where}: {e}") from e
+            return result
 
     def _sync_version(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -240,30 +270,47 @@ class SQLiteEventStore(EventStore):
         if not items:
             with self._guard("append"):
                 return []
-        with self._write("append") as conn:
+
+        def work(conn: sqlite3.Connection) -> list[Record]:
             head = self._head_locked(conn, key)
             actual = 0 if head is None else head.seq
             if expected_seq is not None and expected_seq != actual:
-                raise ConcurrencyError(key, expected_seq, actual)
-            rows = self._build(key, head, items, self._now())
+                # The cached head may be behind (another connection appended); look again
+                # before calling it a conflict.
+                self._heads.pop(key, None)
+                head = self._head_locked(conn, key)
+                actual = 0 if head is None else head.seq
+                if expected_seq != actual:
+                    raise ConcurrencyError(key, expected_seq, actual)
             records = []
             try:
-                for row in rows:
-                    cursor = conn.execute(_INSERT, row)
-                    records.append(Record(cursor.lastrowid or 0, *row))
+                for row in self._build(key, head, items, self._now()):
+                    records.append(Record(conn.execute(_INSERT, row).lastrowid or 0, *row))
             except sqlite3.IntegrityError as e:
-                # The unique (stream_id, seq) key caught a writer our cached head missed.
+                # The unique (stream_id, seq) key caught a writer the cached head missed:
+                # exactly the optimistic-concurrency check, without a read per append.
                 self._heads.pop(key, None)
-                raise ConcurrencyError(
-                    key, actual if expected_seq is None else expected_seq, None
-                ) from e
-            last = rows[-1]
-        self._heads[key] = StreamHead(last[1], last[8], last[2])
+                raise ConcurrencyError(key, actual, None) from e
+            return records
+
+        for attempt in range(_STALE_HEAD_RETRIES):
+            try:
+                records = self._write("append", work)
+                break
+            except ConcurrencyError:
+                # With no expectation, a stale cached head is ours to fix: retry on the
+                # fresh head (the cache was dropped above).
+                if expected_seq is not None or attempt == _STALE_HEAD_RETRIES - 1:
+                    raise
+        last = records[-1]
+        self._heads[key] = StreamHead(last.seq, last.hash, last.recorded_at_text)
         return records
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = memory_key(memory_id)
-        with self._write("purge") as conn:
+
+        def work(conn: sqlite3.Connection) -> Record:
+            self._heads.pop(key, None)  # rare and destructive: decide on the stored head
             head = self._head_locked(conn, key)
             if head is None:
                 msg = f"purge of {key}: the stream is empty; nothing to erase"
@@ -275,11 +322,15 @@ class SQLiteEventStore(EventStore):
             ).fetchone()
             now = self._now()
             tomb = self._tombstone(head, count, reason, now)
-            conn.execute("DELETE FROM events WHERE stream_id = ?", (key,))
-            conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
             (row,) = self._build(key, head, [tomb], now)
+            # Tombstone first, then delete: see the note on the position column.
             cursor = conn.execute(_INSERT, row)
             record = Record(cursor.lastrowid or 0, *row)
+            conn.execute("DELETE FROM events WHERE stream_id = ? AND seq < ?", (key, record.seq))
+            conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
+            return record
+
+        record = self._write("purge", work)
         self._heads[key] = StreamHead(record.seq, record.hash, record.recorded_at_text)
         with self._guard("purge checkpoint") as conn:
             # secure_delete zeroed the freed pages, but the WAL still holds copies of them
@@ -289,8 +340,8 @@ class SQLiteEventStore(EventStore):
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = memory_key(memory_id)
-        with self._write("save_snapshot") as conn:
-            conn.execute(_SAVE_SNAPSHOT, (key, name, seq, state, format_time(self._now())))
+        row = (key, name, seq, state, format_time(self._now()))
+        self._write("save_snapshot", lambda conn: conn.execute(_SAVE_SNAPSHOT, row))
 
     # ------------------------------------------------------------ reading
 
@@ -304,16 +355,13 @@ class SQLiteEventStore(EventStore):
         desc: bool = False,
     ) -> list[Record]:
         key = memory_key(memory_id)
-        sql = f"SELECT {_COLUMNS} FROM events WHERE stream_id = ?"
         params: list[object] = [key]
         if gt is not None:
-            sql += " AND seq > ?"
             params.append(gt)
         if lte is not None:
-            sql += " AND seq <= ?"
             params.append(lte)
-        sql += " ORDER BY seq DESC LIMIT ?" if desc else " ORDER BY seq LIMIT ?"
         params.append(_NO_LIMIT if limit is None else max(limit, 0))
+        sql = _READ[gt is not None, lte is not None, desc]
         with self._guard("read") as conn:
             return [Record(*row) for row in conn.execute(sql, params)]
 
@@ -347,7 +395,7 @@ class SQLiteEventStore(EventStore):
 
     def _stream_rows(self) -> list[tuple[str, int, int, str, str]]:
         with self._guard("streams") as conn:
-            return [tuple(row) for row in conn.execute(_STREAMS)]  # type: ignore[misc]
+            return [(r[0], r[1], r[2], r[3], r[4]) for r in conn.execute(_STREAMS)]
 
     def close(self) -> None:
         with self._lock:

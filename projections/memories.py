@@ -19,8 +19,14 @@ from eventlog.messages import (
     UserMessage,
 )
 from eventlog.messages import ChatMessage as _ChatMessage
-from eventlog.models import LoggedEvent
-from eventlog.serialization import added_record, cleared_record, logged_event, set_record
+from eventlog.models import LoggedEvent, NewRecord
+from eventlog.serialization import (
+    added_record,
+    cleared_record,
+    logged_event,
+    set_record,
+    window_meta,
+)
 from eventlog.store import EventStore
 from projections.base import ChatMemory
 from projections.replay import (
@@ -138,7 +144,9 @@ class _WindowChatMemory(ChatMemory):
         if isinstance(self._policy, TokenWindowPolicy):
             # Counts recorded under another estimator are not ours: count those once now.
             entries = [
-                e if e.tokens is not None else Entry(e.message, e.ref, self._policy.count(e.message))
+                e
+                if e.tokens is not None
+                else Entry(e.message, e.ref, self._policy.count(e.message))
                 for e in entries
             ]
         self._entries = entries
@@ -148,8 +156,11 @@ class _WindowChatMemory(ChatMemory):
         """Run ``build(entries, position) -> (records, new_entries)`` and append, retrying on
         a lost race until the append lands or the retry time is used up."""
         deadline = time.monotonic() + _RETRY_FOR
-        while True:
+        if self._position < 0:
             self._sync()
+        while True:
+            # No head check first: the append names the seq it expects, so a write by
+            # anyone else since our last call fails it, and only then do we catch up.
             records, entries = build(self._entries, self._position)
             if not records:
                 return
@@ -158,6 +169,7 @@ class _WindowChatMemory(ChatMemory):
             except ConcurrencyError:
                 if time.monotonic() > deadline:
                     raise
+                self._sync()
                 continue
             self._entries = entries
             self._position = stored[-1].seq
@@ -186,9 +198,9 @@ class _WindowChatMemory(ChatMemory):
         keep_first = policy.always_keep_system_message_first
         identity = policy.identity
 
-        def build(current: list[Entry], position: int) -> tuple[list[Any], list[Entry]]:
+        def build(current: list[Entry], position: int) -> tuple[list[NewRecord], list[Entry]]:
             work = list(current)
-            records = []
+            records: list[NewRecord] = []
             for message, tokens in zip(items, counts, strict=True):
                 policy.ensure_capacity(work, policy.limit_for(self._id))  # LC4j step 1
                 entry = Entry(message, (position + len(records) + 1, 0), tokens)
@@ -197,10 +209,7 @@ class _WindowChatMemory(ChatMemory):
                     continue  # the same system message again: LangChain4j writes nothing
                 limit = policy.limit_for(self._id)
                 policy.ensure_capacity(work, limit)
-                meta: dict[str, Any] = {"w": encode_refs(work), "lim": limit}
-                if tokens is not None:
-                    meta["tok"] = tokens
-                    meta["est"] = identity
+                meta = window_meta(encode_refs(work), limit, tokens, identity)
                 records.append(added_record(message, meta))
             return records, work
 
@@ -215,10 +224,12 @@ class _WindowChatMemory(ChatMemory):
         policy = self._policy
         counts = [policy.count(m) for m in items]
 
-        def build(current: list[Entry], position: int) -> tuple[list[Any], list[Entry]]:
+        def build(current: list[Entry], position: int) -> tuple[list[NewRecord], list[Entry]]:
             limit = policy.limit_for(self._id)
             seq = position + 1
-            work = [Entry(m, (seq, i), t) for i, (m, t) in enumerate(zip(items, counts, strict=True))]
+            work = [
+                Entry(m, (seq, i), t) for i, (m, t) in enumerate(zip(items, counts, strict=True))
+            ]
             policy.ensure_capacity(work, limit)
             meta: dict[str, Any] = {"w": encode_refs(work), "lim": limit}
             if isinstance(policy, TokenWindowPolicy):
@@ -269,13 +280,13 @@ class MessageWindowChatMemory(_WindowChatMemory):
 
     def __init__(
         self,
-        id: MemoryId = "default",  # noqa: A002 - LangChain4j's name, part of the issue's API
+        id: MemoryId = "default",
         max_messages: Limit | None = None,
         store: EventStore | None = None,
         always_keep_system_message_first: bool = False,
     ) -> None:
         policy = MessageWindowPolicy(
-            max_messages,  # type: ignore[arg-type] - None is validated with LC4j's message
+            max_messages,
             always_keep_system_message_first=always_keep_system_message_first,
         )
         super().__init__(id, policy, store)
@@ -302,15 +313,15 @@ class TokenWindowChatMemory(_WindowChatMemory):
 
     def __init__(
         self,
-        id: MemoryId = "default",  # noqa: A002 - LangChain4j's name, part of the issue's API
+        id: MemoryId = "default",
         max_tokens: Limit | None = None,
         token_count_estimator: TokenCountEstimator | None = None,
         store: EventStore | None = None,
         always_keep_system_message_first: bool = False,
     ) -> None:
         policy = TokenWindowPolicy(
-            max_tokens,  # type: ignore[arg-type] - None is validated with LC4j's message
-            token_count_estimator,  # type: ignore[arg-type]
+            max_tokens,
+            token_count_estimator,
             always_keep_system_message_first=always_keep_system_message_first,
         )
         super().__init__(id, policy, store)

@@ -50,21 +50,22 @@ def encode_refs(entries: Sequence[Entry]) -> Refs:
     two runs, so recording it with every event costs a few bytes.
     """
     runs: Refs = []
-    for entry in entries:
+    last: list[int] = []
+    for entry in entries:  # runs on every add: kept to plain comparisons
         seq, idx = entry.ref
-        if runs:
-            last = runs[-1]
-            if len(last) == 2:
-                if idx == 0 and seq == last[1] + 1:
-                    last[1] = seq
-                    continue
-                if last[0] == last[1] == seq and idx == 1:
-                    runs[-1] = [seq, 0, 1]
-                    continue
-            elif seq == last[0] and idx == last[2] + 1:
-                last[2] = idx
+        if len(last) == 2:
+            if idx == 0 and seq == last[1] + 1:
+                last[1] = seq
                 continue
-        runs.append([seq, seq] if idx == 0 else [seq, idx, idx])
+            if idx == 1 and last[0] == seq == last[1]:
+                last = [seq, 0, 1]
+                runs[-1] = last
+                continue
+        elif last and seq == last[0] and idx == last[2] + 1:
+            last[2] = idx
+            continue
+        last = [seq, seq] if idx == 0 else [seq, idx, idx]
+        runs.append(last)
     return runs
 
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from eventlog.messages import ChatMessage
 
 __all__ = [
+    "LANGCHAIN4J_VERSION",
     "EncodingUnavailableError",
     "OpenAiTokenCountEstimator",
     "TokenCountEstimator",

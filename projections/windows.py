@@ -82,13 +82,15 @@ class WindowPolicy(ABC):
 
     limit_name: str
 
-    def __init__(self, limit: Limit, *, always_keep_system_message_first: bool = False) -> None:
+    def __init__(
+        self, limit: Limit | None, *, always_keep_system_message_first: bool = False
+    ) -> None:
         if limit is None:
             msg = f"{self.limit_name} must be greater than zero, but is: None"
             raise ValueError(msg)
         if not callable(limit):
             check_limit(self.limit_name, limit)
-        self._limit = limit
+        self._limit: Limit = limit
         self.always_keep_system_message_first = bool(always_keep_system_message_first)
 
     def limit_for(self, memory_id: MemoryId) -> int:
@@ -128,9 +130,11 @@ class MessageWindowPolicy(WindowPolicy):
     limit_name = "max_messages"
 
     def __init__(
-        self, max_messages: Limit, *, always_keep_system_message_first: bool = False
+        self, max_messages: Limit | None, *, always_keep_system_message_first: bool = False
     ) -> None:
-        super().__init__(max_messages, always_keep_system_message_first=always_keep_system_message_first)
+        super().__init__(
+            max_messages, always_keep_system_message_first=always_keep_system_message_first
+        )
 
     def count(self, message: ChatMessage) -> int | None:
         return None
@@ -171,12 +175,14 @@ class TokenWindowPolicy(WindowPolicy):
 
     def __init__(
         self,
-        max_tokens: Limit,
-        estimator: TokenCountEstimator,
+        max_tokens: Limit | None,
+        estimator: TokenCountEstimator | None,
         *,
         always_keep_system_message_first: bool = False,
     ) -> None:
-        super().__init__(max_tokens, always_keep_system_message_first=always_keep_system_message_first)
+        super().__init__(
+            max_tokens, always_keep_system_message_first=always_keep_system_message_first
+        )
         if estimator is None:
             msg = "token_count_estimator cannot be None"
             raise ValueError(msg)
@@ -196,7 +202,9 @@ class TokenWindowPolicy(WindowPolicy):
         self._overhead: int | None = overhead if isinstance(overhead, int) else None
         identity = getattr(estimator, "identity", None)
         self._identity = (
-            identity if isinstance(identity, str) else f"{type(estimator).__qualname__}@{id(estimator)}"
+            identity
+            if isinstance(identity, str)
+            else f"{type(estimator).__qualname__}@{id(estimator)}"
         )
 
     def count(self, message: ChatMessage) -> int:

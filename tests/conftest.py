@@ -15,9 +15,15 @@ from typing import Any
 
 import pytest
 
+# Offline tokenizer files: the workplace's shared copy when present, else the copy vendored
+# under tests/data (the same files tiktoken would download, under its own cache names), so the
+# suite passes on a machine without network.
 _SHARED_TIKTOKEN = pathlib.Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
-if _SHARED_TIKTOKEN.is_dir():
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(_SHARED_TIKTOKEN))
+_VENDORED_TIKTOKEN = pathlib.Path(__file__).resolve().parent / "data" / "tiktoken"
+os.environ.setdefault(
+    "TIKTOKEN_CACHE_DIR",
+    str(_SHARED_TIKTOKEN if _SHARED_TIKTOKEN.is_dir() else _VENDORED_TIKTOKEN),
+)
 
 from eventlog import InMemoryEventStore, SQLiteEventStore  # noqa: E402
 from eventlog.store import EventStore  # noqa: E402
@@ -39,7 +45,7 @@ def _selected(config: pytest.Config) -> set[str]:
     return {b.strip() for b in str(config.getoption("--backends")).split(",") if b.strip()}
 
 
-_pg_problem: str | None | bool = False  # False: not checked yet
+_pg_problem: str | bool | None = False  # False: not checked yet
 
 
 def pg_unavailable() -> str | None:
@@ -52,7 +58,7 @@ def pg_unavailable() -> str | None:
             with psycopg.connect(PG_DSN, connect_timeout=3) as conn:
                 conn.execute("SELECT 1")
             import eventlog.postgres  # noqa: F401
-        except Exception as e:  # noqa: BLE001 - any failure is a reason to skip
+        except Exception as e:
             _pg_problem = f"PostgreSQL at {PG_DSN!r} is not usable: {type(e).__name__}: {e}"
         else:
             _pg_problem = None
@@ -118,9 +124,9 @@ class Backend:
 
             with psycopg.connect(PG_DSN, autocommit=True) as conn:
                 conn.execute(
-                    sql.SQL("UPDATE {}.events SET {} = %s WHERE stream_id = %s AND seq = %s").format(
-                        sql.Identifier(self.schema), sql.Identifier(column)
-                    ),
+                    sql.SQL(
+                        "UPDATE {}.events SET {} = %s WHERE stream_id = %s AND seq = %s"
+                    ).format(sql.Identifier(self.schema), sql.Identifier(column)),
                     (value, stream_id, seq),
                 )
 

@@ -56,7 +56,7 @@ _PHRASES = (
     "2 + 2 = 4",
     "Use calculator for math questions",
     "Grüße aus München! Wie wird das Wetter?",
-    "東京の天気は？",
+    "東京の天気は？",  # noqa: RUF001 - full-width punctuation on purpose
     "مرحبا بالعالم",
     "Ünïcödé ✓ 😀👍🏽 family: 👨‍👩‍👧",
     'He said "hi" and left \\ back',
@@ -188,9 +188,7 @@ def user_messages() -> st.SearchStrategy[UserMessage]:
     """User messages: plain text, with a name, multi-modal contents, with attributes."""
     names = st.one_of(st.none(), st.just("Klaus"), texts(min_size=1))
     by_text = st.builds(UserMessage, texts(), name=names, attributes=attributes())
-    by_contents = st.builds(
-        UserMessage, contents=contents(), name=names, attributes=attributes()
-    )
+    by_contents = st.builds(UserMessage, contents=contents(), name=names, attributes=attributes())
     return st.one_of(by_text, by_contents)
 
 

@@ -25,7 +25,9 @@ def test_file_is_wal_and_readable_with_plain_sqlite(tmp_path):
         store.append("user-1", batch("hello"))
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        stream_id, seq, payload = conn.execute("SELECT stream_id, seq, payload FROM events").fetchone()
+        stream_id, seq, payload = conn.execute(
+            "SELECT stream_id, seq, payload FROM events"
+        ).fetchone()
     # Check a sqlite3 user sees the id as given and the payload as LangChain4j JSON text.
     assert (stream_id, seq) == ("user-1", 1)
     assert json.loads(payload) == {"contents": [{"text": "hello", "type": "TEXT"}], "type": "USER"}
@@ -143,7 +145,9 @@ def test_two_processes_appending_to_one_file_lose_nothing(tmp_path):
     SQLiteEventStore(path).close()  # schema first, so both writers start on equal terms
     n = 300
     procs = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name, str(n)], stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), name, str(n)], stderr=subprocess.PIPE
+        )
         for name in ("a", "b")
     ]
     for p in procs:
@@ -162,9 +166,9 @@ def test_two_processes_appending_to_one_file_lose_nothing(tmp_path):
 
 def test_purge_leaves_no_copy_in_the_files(tmp_path):
     path = tmp_path / "chat.db"
-    secret = "my-credit-card-4111-1111-1111-1111"
+    secret = "my-credit-card-4111-1111-1111-1111"  # noqa: S105 - test data
     with SQLiteEventStore(path) as store:
-        store.append("victim", [added(secret)] + batch(*[f"filler {i}" for i in range(50)]))
+        store.append("victim", [added(secret), *batch(*[f"filler {i}" for i in range(50)])])
         store.append("other", batch("keep me"))
         head = store.head("victim")
         store.purge("victim", expected_seq=head.seq, reason="test")

@@ -13,12 +13,14 @@ _ADDER = textwrap.dedent(
     """
     import sys
     from eventlog import SQLiteEventStore, UserMessage
-    from projections import MessageWindowChatMemory, TokenWindowChatMemory, OpenAiTokenCountEstimator
+    from projections import MessageWindowChatMemory, TokenWindowChatMemory
+    from projections import OpenAiTokenCountEstimator
     path, name, n, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store = SQLiteEventStore(path)
     if kind == "tokens":
+        estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
         memory = TokenWindowChatMemory(id="shared", max_tokens=200,
-                                       token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"), store=store)
+                                       token_count_estimator=estimator, store=store)
     else:
         memory = MessageWindowChatMemory(id="shared", max_messages=5, store=store)
     for i in range(n):
@@ -66,7 +68,10 @@ def test_two_processes_token_window(tmp_path):
         from projections import OpenAiTokenCountEstimator, TokenWindowChatMemory
 
         memory = TokenWindowChatMemory(
-            id="shared", max_tokens=200, token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"), store=store
+            id="shared",
+            max_tokens=200,
+            token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"),
+            store=store,
         )
         assert len(memory.history()) == 120
         view = memory.messages()

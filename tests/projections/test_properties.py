@@ -90,7 +90,10 @@ def test_message_window_invariants(script, limit, first):
 def test_token_window_invariants(script, limit, first):
     def make(store):
         return TokenWindowChatMemory(
-            id="p", max_tokens=limit, token_count_estimator=_ESTIMATOR, store=store,
+            id="p",
+            max_tokens=limit,
+            token_count_estimator=_ESTIMATOR,
+            store=store,
             always_keep_system_message_first=first,
         )
 

@@ -10,7 +10,13 @@ from datetime import UTC, datetime
 import pytest
 from freezegun import freeze_time
 
-from eventlog import AiMessage, SystemMessage, ToolExecutionRequest, ToolExecutionResultMessage, UserMessage
+from eventlog import (
+    AiMessage,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
 from projections import (
     MessageWindowChatMemory,
     MessageWindowPolicy,
@@ -99,7 +105,10 @@ def test_as_of_time(reopen, make):
         memory.add(UserMessage("evening"))
     assert memory.as_of(at=datetime(2026, 5, 1, 8, tzinfo=UTC)) == []
     assert memory.as_of(at=datetime(2026, 5, 1, 12, tzinfo=UTC)) == [UserMessage("morning")]
-    assert memory.as_of(at=datetime(2026, 5, 2, tzinfo=UTC)) == [UserMessage("morning"), UserMessage("evening")]
+    assert memory.as_of(at=datetime(2026, 5, 2, tzinfo=UTC)) == [
+        UserMessage("morning"),
+        UserMessage("evening"),
+    ]
 
 
 def test_dynamic_limit_history_replays_exactly_under_any_later_limit(reopen):
@@ -141,14 +150,19 @@ class _CharCounter:
 
 def test_past_views_do_not_depend_on_todays_tokenizer(reopen):
     live = TokenWindowChatMemory(
-        id="tok", max_tokens=40, token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"), store=reopen()
+        id="tok",
+        max_tokens=40,
+        token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"),
+        store=reopen(),
     )
     views = {}
     for i in range(12):
         live.add(UserMessage(f"message number {i} with a few words"))
         views[live.position] = live.messages()
     # Check: reopened with another estimator, the recorded past is unchanged ...
-    other = TokenWindowChatMemory(id="tok", max_tokens=40, token_count_estimator=_CharCounter(), store=reopen())
+    other = TokenWindowChatMemory(
+        id="tok", max_tokens=40, token_count_estimator=_CharCounter(), store=reopen()
+    )
     for seq, view in views.items():
         assert other.as_of(seq=seq) == view
     # ... and its present view applies its own counting to the current window (recounted once).

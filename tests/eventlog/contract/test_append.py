@@ -60,7 +60,9 @@ def test_batch_with_bad_item_is_atomic(store):
         store.append("u1", [added("b"), "not a record"])  # type: ignore[list-item]
     # Check a batch with a naive timestamp fails whole too.
     with pytest.raises(ValueError, match="timezone"):
-        store.append("u1", [added("c"), NewRecord("message_added", "{}", recorded_at=datetime(2026, 1, 1))])  # noqa: DTZ001
+        store.append(
+            "u1", [added("c"), NewRecord("message_added", "{}", recorded_at=datetime(2026, 1, 1))]
+        )
     assert texts(store.read("u1")) == ["a"]
     assert store.head("u1").seq == 1
 
@@ -121,5 +123,7 @@ def test_explicit_recorded_at_is_kept_and_must_be_in_order(store):
     rec = store.append("u1", [NewRecord("message_added", "{}", recorded_at=t0)])[0]
     assert rec.recorded_at == t0
     with pytest.raises(ValueError, match="earlier"):
-        store.append("u1", [NewRecord("message_added", "{}", recorded_at=t0 - timedelta(seconds=1))])
+        store.append(
+            "u1", [NewRecord("message_added", "{}", recorded_at=t0 - timedelta(seconds=1))]
+        )
     assert len(store.read("u1")) == 1

@@ -56,7 +56,9 @@ def test_concurrent_writers_lose_nothing_and_positions_do_not_interleave(reopen)
     assert [r.seq for r in shared] == list(range(1, len(shared) + 1))
     for w in range(writers):
         mine = [r.payload for r in shared if f'"{w}:' in r.payload]
-        assert mine == [r.payload for r in sorted(shared, key=lambda r: r.position) if f'"{w}:' in r.payload]
+        assert mine == [
+            r.payload for r in sorted(shared, key=lambda r: r.position) if f'"{w}:' in r.payload
+        ]
         assert len(tail_store.read(f"own-{w}")) == per_writer // 2
     assert tail_store.verify().ok
 

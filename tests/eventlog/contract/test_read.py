@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from freezegun import freeze_time
 
-from .records import batch, texts
+from .records import batch
 
 
 def _five(store):

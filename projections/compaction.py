@@ -1,0 +1,437 @@
+"""Compaction: window snapshots for idle memories, an opt-in purge, and a thin scheduler.
+
+:func:`compact` is a plain function over any :class:`EventStore`. For every memory idle longer
+than ``idle_for`` it saves the window at the head as a snapshot, so the next cold open reads
+one row instead of the events the window refers to. It never changes history: records, hashes,
+``as_of`` answers and ``verify()`` are the same afterwards. Only when ``purge_idle_for`` is
+given does it erase memories idle longer than that (``EventStore.purge``: events and snapshots
+are deleted, a tombstone stays). Each run is logged in the store's ``~sys:compaction`` stream.
+
+:class:`CompactionScheduler` runs :func:`compact` at an interval on apscheduler 3.x's
+``BackgroundScheduler``; this is the only module of chatledger that uses apscheduler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from eventlog.errors import ConcurrencyError
+from eventlog.ids import MemoryId, StreamKey
+from eventlog.models import CompactionRun, LoggedEvent, StreamInfo
+from eventlog.serialization import decode_meta, encode_event, logged_event
+from eventlog.store import EventStore
+from projections.provider import ChatMemoryProvider
+from projections.replay import view_at
+from projections.snapshots import SNAPSHOT_NAME, save_window_snapshot
+
+__all__ = [
+    "COMPACTION_STREAM",
+    "CompactionReport",
+    "CompactionScheduler",
+    "compact",
+    "compaction_runs",
+]
+
+COMPACTION_STREAM = StreamKey("~sys:compaction")
+"""The system stream where every :func:`compact` run leaves a ``compaction_run`` event."""
+
+logger = logging.getLogger("chatledger.compaction")
+
+_JOB_ID = "chatledger-compaction"
+
+Outcome = Literal["compacted", "purged", "skipped", "unchanged"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What one :func:`compact` run did.
+
+    Attributes:
+        compacted: Memory ids that got a window snapshot at their head.
+        purged: Memory ids that were erased (each left a tombstone).
+        skipped: Memory ids left alone: already purged, not written by a chatledger memory
+            (no window in the head's meta), or written to while the run looked at them.
+        errors: One line per memory id that failed (``"<stream key>: <error>"``); the run
+            went on with the others.
+        started_at: When the run started (UTC).
+        duration: How long it took.
+    """
+
+    compacted: tuple[MemoryId, ...]
+    purged: tuple[MemoryId, ...]
+    skipped: tuple[MemoryId, ...]
+    errors: tuple[str, ...]
+    started_at: datetime
+    duration: timedelta
+
+
+def _check_thresholds(idle_for: timedelta, purge_idle_for: timedelta | None) -> None:
+    if not isinstance(idle_for, timedelta):
+        msg = f"compact: idle_for must be a datetime.timedelta, not {type(idle_for).__name__}"
+        raise TypeError(msg)
+    if idle_for < timedelta(0):
+        msg = f"compact: idle_for must not be negative, but is {idle_for}"
+        raise ValueError(msg)
+    if purge_idle_for is None:
+        return
+    if not isinstance(purge_idle_for, timedelta):
+        msg = (
+            "compact: purge_idle_for must be a datetime.timedelta or None, not "
+            f"{type(purge_idle_for).__name__}"
+        )
+        raise TypeError(msg)
+    if purge_idle_for < idle_for:
+        msg = (
+            f"compact: purge_idle_for ({purge_idle_for}) is shorter than idle_for ({idle_for}); "
+            "a memory is only erased after it has been idle long enough to be compacted, so "
+            "pass purge_idle_for >= idle_for (or None to keep history forever)"
+        )
+        raise ValueError(msg)
+
+
+def compact(
+    store: EventStore,
+    *,
+    idle_for: timedelta,
+    purge_idle_for: timedelta | None = None,
+    providers: Iterable[ChatMemoryProvider[Any]] = (),
+    now: datetime | None = None,
+) -> CompactionReport:
+    """Snapshot the windows of idle memories and, if asked, erase the long-idle ones.
+
+    For each memory id of ``store`` whose last event is older than ``idle_for``:
+
+    * if ``purge_idle_for`` is set and the memory has been idle longer than that, it is
+      erased with ``store.purge(id, expected_seq=<head seq seen>)``; a writer that appended
+      in the meantime makes the purge fail atomically, and the id is listed as skipped;
+    * otherwise the exact window after its head event is saved as a snapshot (ids that
+      already have one at the head are left as they are, so a second run does nothing);
+    * a compacted or purged id is dropped from every provider in ``providers``.
+
+    Ids whose head is a purge tombstone, or whose head event records no window (not written
+    by a chatledger memory), are skipped. One id failing does not stop the run; it is listed
+    in ``errors``. The run is then appended to the ``~sys:compaction`` stream (see
+    :func:`compaction_runs`).
+
+    Args:
+        store: The store to compact.
+        idle_for: Compact memories whose last event is older than this.
+        purge_idle_for: Erase memories whose last event is older than this; None (default)
+            keeps history forever.
+        providers: Providers caching memories of ``store``; compacted and purged ids are
+            evicted from them.
+        now: The time idleness is measured against (aware); default: the current time.
+
+    Returns:
+        What was done, by memory id.
+
+    Raises:
+        TypeError: A threshold is not a timedelta.
+        ValueError: ``idle_for`` is negative, ``purge_idle_for`` < ``idle_for``, or ``now``
+            is naive.
+        EventLogError: Listing the streams or logging the run failed (the store is
+            unusable); failures of single ids are reported, not raised.
+    """
+    _check_thresholds(idle_for, purge_idle_for)
+    started_at = datetime.now(UTC)
+    timer = time.perf_counter()
+    if now is None:
+        now = started_at
+    elif now.tzinfo is None or now.utcoffset() is None:
+        msg = f"compact: now={now.isoformat()} has no timezone; pass an aware datetime (UTC)"
+        raise ValueError(msg)
+    providers = list(providers)
+    done: dict[Outcome, list[StreamInfo]] = {
+        "compacted": [],
+        "purged": [],
+        "skipped": [],
+        "unchanged": [],
+    }
+    errors: list[str] = []
+    for info in store.streams():
+        if now - info.last_recorded_at <= idle_for:
+            continue
+        try:
+            outcome = _compact_one(store, info, now, idle_for, purge_idle_for)
+        except Exception as e:  # one bad stream must not stop the run for all others
+            errors.append(f"{info.stream_id}: {type(e).__name__}: {e}")
+            continue
+        done[outcome].append(info)
+        if outcome in ("compacted", "purged"):
+            for provider in providers:
+                provider.evict(info.memory_id)
+    duration = timedelta(seconds=time.perf_counter() - timer)
+    run = CompactionRun(
+        started_at=started_at,
+        duration_ms=duration / timedelta(milliseconds=1),
+        idle_for_s=idle_for.total_seconds(),
+        purge_idle_for_s=None if purge_idle_for is None else purge_idle_for.total_seconds(),
+        compacted=tuple(info.stream_id for info in done["compacted"]),
+        purged=tuple(info.stream_id for info in done["purged"]),
+        skipped=tuple(info.stream_id for info in done["skipped"]),
+        errors=tuple(errors),
+    )
+    store.append(COMPACTION_STREAM, [encode_event(run)])
+    return CompactionReport(
+        compacted=tuple(info.memory_id for info in done["compacted"]),
+        purged=tuple(info.memory_id for info in done["purged"]),
+        skipped=tuple(info.memory_id for info in done["skipped"]),
+        errors=tuple(errors),
+        started_at=started_at,
+        duration=duration,
+    )
+
+
+def _compact_one(
+    store: EventStore,
+    info: StreamInfo,
+    now: datetime,
+    idle_for: timedelta,
+    purge_idle_for: timedelta | None,
+) -> Outcome:
+    # The raw key, never the decoded id re-encoded: one less way to address the wrong stream.
+    key = StreamKey(info.stream_id)
+    # Re-read the head: streams() is a listing, and a writer may have appended since.
+    newest = store.read(key, desc=True, limit=1)
+    if not newest:
+        return "skipped"
+    head = newest[0]
+    idle = now - head.recorded_at
+    if idle <= idle_for:
+        return "skipped"
+    if head.kind == "memory_purged":
+        return "skipped"
+    if purge_idle_for is not None and idle > purge_idle_for:
+        try:
+            store.purge(key, expected_seq=head.seq, reason=f"idle for more than {purge_idle_for}")
+        except ConcurrencyError:
+            return "skipped"  # a writer came back: it is not idle, and nothing was erased
+        return "purged"
+    meta = decode_meta(head)
+    if "w" not in meta and head.kind != "memory_cleared":
+        return "skipped"
+    existing = store.load_snapshot(key, SNAPSHOT_NAME, lte=head.seq)
+    if existing is not None and existing.seq == head.seq:
+        return "unchanged"
+    # The head's estimator identity lets the snapshot keep the token counts recorded under
+    # it, so a cold open with the same estimator counts nothing again.
+    est = meta.get("est")
+    identity = est if isinstance(est, str) else None
+    entries = view_at(store, key, head.seq, identity=identity)
+    save_window_snapshot(store, key, head.seq, entries, identity)
+    return "compacted"
+
+
+def compaction_runs(store: EventStore) -> list[LoggedEvent]:
+    """Every compaction run logged in ``store``, oldest first.
+
+    Returns:
+        Events whose ``.event`` is a :class:`~eventlog.models.CompactionRun`.
+    """
+    return [logged_event(record) for record in store.read(COMPACTION_STREAM)]
+
+
+class CompactionScheduler:
+    """Runs :func:`compact` every ``every`` in a background thread (apscheduler 3.x).
+
+    One interval job, with ``max_instances=1`` (a slow run is never overlapped by the next)
+    and ``coalesce=True`` (runs missed while the process was busy or asleep become one). A
+    failed run is logged on the ``chatledger.compaction`` logger with its traceback, and the
+    next one still happens. The first run is one interval after :meth:`start`;
+    :meth:`run_now` runs one immediately, in the calling thread, through the same code.
+
+    Example::
+
+        with CompactionScheduler(store, every=timedelta(hours=1), idle_for=timedelta(days=1),
+                                 providers=[provider]):
+            serve()
+
+    Args:
+        store: The store to compact.
+        every: Time between runs.
+        idle_for: Passed to :func:`compact`.
+        purge_idle_for: Passed to :func:`compact` (None: never erase).
+        providers: Passed to :func:`compact`.
+        on_report: Called with the report after every successful run.
+        on_error: Called with the exception after every failed run (after it is logged).
+
+    Raises:
+        TypeError: ``every`` or a threshold is not a timedelta.
+        ValueError: ``every`` is not positive, or the thresholds are invalid for
+            :func:`compact`.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        every: timedelta,
+        idle_for: timedelta,
+        purge_idle_for: timedelta | None = None,
+        providers: Sequence[ChatMemoryProvider[Any]] = (),
+        on_report: Callable[[CompactionReport], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+    ) -> None:
+        if not isinstance(every, timedelta):
+            msg = f"CompactionScheduler: every must be a datetime.timedelta, not {type(every)}"
+            raise TypeError(msg)
+        if every <= timedelta(0):
+            msg = f"CompactionScheduler: every must be positive, but is {every}"
+            raise ValueError(msg)
+        _check_thresholds(idle_for, purge_idle_for)  # fail now, not an interval later
+        self._store = store
+        self._every = every
+        self._idle_for = idle_for
+        self._purge_idle_for = purge_idle_for
+        self._providers = tuple(providers)
+        self._on_report = on_report
+        self._on_error = on_error
+        # Serializes runs: apscheduler's max_instances does not cover run_now().
+        self._run_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._scheduler: Any = None
+        self._last_report: CompactionReport | None = None
+        self._last_error: Exception | None = None
+
+    @property
+    def last_report(self) -> CompactionReport | None:
+        """The report of the last successful run (None before the first one)."""
+        return self._last_report
+
+    @property
+    def last_error(self) -> Exception | None:
+        """The exception of the last run if it failed; None after a successful run."""
+        return self._last_error
+
+    @property
+    def running(self) -> bool:
+        """Whether the background schedule is on (between :meth:`start` and :meth:`shutdown`)."""
+        return self._scheduler is not None
+
+    @property
+    def next_run_time(self) -> datetime | None:
+        """When the next scheduled run is due (aware, UTC), or None when not started."""
+        with self._state_lock:
+            if self._scheduler is None:
+                return None
+            job = self._scheduler.get_job(_JOB_ID)
+            return None if job is None else job.next_run_time
+
+    def start(self) -> None:
+        """Start the background schedule.
+
+        Raises:
+            RuntimeError: Already started.
+        """
+        # Imported here so that importing chatledger does not load apscheduler and tzlocal
+        # for applications that never schedule compaction.
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        with self._state_lock:
+            if self._scheduler is not None:
+                msg = "CompactionScheduler.start: already started; call shutdown() first"
+                raise RuntimeError(msg)
+            scheduler = BackgroundScheduler(timezone=UTC)
+            scheduler.add_job(
+                self._scheduled_run,
+                trigger=IntervalTrigger(seconds=self._every.total_seconds(), timezone=UTC),
+                id=_JOB_ID,
+                name="chatledger compaction",
+                max_instances=1,
+                coalesce=True,
+                # None: a run that is late (busy process, suspended laptop) still happens,
+                # instead of apscheduler's default of dropping runs more than 1 s late.
+                misfire_grace_time=None,
+            )
+            scheduler.start()
+            self._scheduler = scheduler
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the background schedule; idempotent.
+
+        Args:
+            wait: Wait for a run in progress to finish.
+        """
+        with self._state_lock:
+            scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            scheduler.shutdown(wait=wait)
+
+    def run_now(self) -> CompactionReport:
+        """Run :func:`compact` once in the calling thread (after a run in progress ends).
+
+        Returns:
+            The run's report (also kept as :attr:`last_report`).
+
+        Raises:
+            Exception: Whatever :func:`compact` raised (also logged and kept as
+                :attr:`last_error`).
+        """
+        with self._run_lock:
+            try:
+                report = compact(
+                    self._store,
+                    idle_for=self._idle_for,
+                    purge_idle_for=self._purge_idle_for,
+                    providers=self._providers,
+                )
+            except Exception as e:
+                self._last_error = e
+                logger.exception(
+                    "compaction run failed (idle_for=%s, purge_idle_for=%s); "
+                    "the next scheduled run will try again",
+                    self._idle_for,
+                    self._purge_idle_for,
+                )
+                self._notify(self._on_error, e)
+                raise
+            self._last_report, self._last_error = report, None
+            if report.errors:
+                logger.warning(
+                    "compaction run finished with %d failed memory id(s): %s",
+                    len(report.errors),
+                    "; ".join(report.errors),
+                )
+            self._notify(self._on_report, report)
+            return report
+
+    def _scheduled_run(self) -> None:
+        # Already logged by run_now; suppressed so apscheduler does not log it a second time.
+        with contextlib.suppress(Exception):
+            self.run_now()
+
+    @staticmethod
+    def _notify(callback: Callable[[Any], object] | None, value: object) -> None:
+        if callback is None:
+            return
+        try:
+            callback(value)
+        except Exception:
+            logger.exception("compaction callback %r failed", callback)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown(wait=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"CompactionScheduler(every={self._every}, idle_for={self._idle_for}, "
+            f"purge_idle_for={self._purge_idle_for}, running={self.running})"
+        )

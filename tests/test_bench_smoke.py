@@ -1,0 +1,125 @@
+"""scripts/bench.py, run with tiny sizes in a subprocess so the benchmark cannot rot.
+
+The numbers mean nothing at these sizes; what is checked is that the script exits 0, that its
+--json file has every row with a figure (or the reason it has none) and every goal, and that the
+two-writer rows lost nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+from tests.conftest import require_pg
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+
+TINY = [
+    "--sizes", "100,300", "--tt-size", "300", "--peer-sizes", "100", "--n", "20",
+    "--conversations", "5", "--per-conversation", "4", "--w5-n", "20", "--repeat", "1",
+    "--round-s", "0.005",
+]  # fmt: skip
+
+CORE = [
+    "W1", "W2", "TW", "BUILD", "W3@100", "W3@300", "W4@100", "W4@300", "TT.as_of", "TT.what_if",
+]  # fmt: skip
+RAW = ["RAW"]
+W5 = ["W5.single", "W5.same", "W5.separate"]
+PEERS = ["PEER.lc.add", "PEER.lg.put", "PEER.lc.read@100", "PEER.lg.read@100"]
+GOALS = [
+    "W1 >= 0.5 x raw",
+    "W3 100k <= 1.5 x 1k",
+    "W3 1M <= 2 x 1k",
+    "W4 100k <= 10 ms",
+    "W4 1M <= 2 x 100k",
+    "TT as_of <= 1 ms median at 100k",
+    "TW >= 0.7 x W1",
+    "W5 same: zero errors, nothing lost",
+    "W5 same: total >= 0.8 x single writer",
+    "W5 separate: zero errors, nothing lost",
+    "W5 separate: total >= 0.8 x single writer",
+]
+
+
+def _run_bench(tmp_path: pathlib.Path, backend: str) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--backend", backend, *TINY, "--json", str(out),
+         "--dir", str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=os.environ.copy(),
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Check the work directory was removed (only the JSON file is left).
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.json"]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def _check_rows(report: dict[str, Any], measured: list[str], absent: dict[str, str]) -> None:
+    rows = {r["id"]: r for r in report["rows"]}
+    # Check every row is there, once, and nothing else.
+    assert sorted(rows) == sorted([*measured, *absent])
+    assert len(report["rows"]) == len(rows)
+    for row_id in measured:
+        row = rows[row_id]
+        assert row["status"] == "ok", row
+        assert row["value"] is not None, row
+        assert row["value"] > 0, row
+        assert row["unit"], row
+    for row_id, prefix in absent.items():
+        assert rows[row_id]["status"].startswith(prefix), rows[row_id]
+        assert rows[row_id]["value"] is None
+    # Check ratios name the row they compare with.
+    for row in rows.values():
+        if row["ratio"] is not None:
+            assert row["vs"] in rows, row
+    assert [g["goal"] for g in report["goals"]] == GOALS
+    assert {g["met"] for g in report["goals"]} <= {"yes", "NO", "n/a"}
+    for key in ("date", "machine", "cpu_count", "python", "sqlite"):
+        assert report["meta"][key], key
+
+
+def _check_writers(report: dict[str, Any]) -> None:
+    for row in report["rows"]:
+        if row["id"] in W5:
+            # Check two writer processes lost nothing and kept the hash chain intact.
+            assert row["extra"]["errors"] == 0, row
+            assert row["extra"]["lost"] == 0, row
+            assert row["extra"]["verified"] is True, row
+
+
+def _peer_rows(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """Peers are an optional extra: each is measured or says it is not installed."""
+    rows = {r["id"]: r for r in report["rows"]}
+    installed = [p for p in PEERS if rows.get(p, {}).get("status") == "ok"]
+    missing = {p: "not installed" for p in PEERS if p not in installed}
+    return installed, missing
+
+
+def test_bench_sqlite(tmp_path):
+    report, stdout = _run_bench(tmp_path, "sqlite")
+    installed, missing = _peer_rows(report)
+    _check_rows(report, [*RAW, *CORE, *W5, *installed], missing)
+    _check_writers(report)
+    assert report["meta"]["backend"] == "sqlite"
+    # Check the printed table and summary carry the rows too.
+    for row_id in ["W1", "W5.same", *PEERS]:
+        assert row_id in stdout
+
+
+def test_bench_memory(tmp_path):
+    report, _ = _run_bench(tmp_path, "memory")
+    absent = {"RAW": "n/a", **dict.fromkeys(W5, "n/a"), **dict.fromkeys(PEERS, "n/a")}
+    _check_rows(report, CORE, absent)
+
+
+def test_bench_postgres(tmp_path):
+    require_pg()
+    report, _ = _run_bench(tmp_path, "postgres")
+    _check_rows(report, [*RAW, *CORE, *W5], dict.fromkeys(PEERS, "n/a"))
+    _check_writers(report)
+    assert report["meta"]["postgres"]

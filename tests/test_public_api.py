@@ -1,0 +1,41 @@
+"""The public API is small and pinned: each package's __all__ is sorted and complete."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("package", ["eventlog", "projections"])
+def test_all_is_sorted_and_importable(package):
+    module = importlib.import_module(package)
+    names = module.__all__
+    assert names == sorted(names)
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert hasattr(module, name), name
+
+
+@pytest.mark.parametrize("package", ["eventlog", "projections"])
+def test_all_lists_every_public_name(package):
+    module = importlib.import_module(package)
+    public = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, type(sys))  # submodules are reachable, not re-exported
+        and name != "annotations"
+    }
+    assert public == set(module.__all__)
+
+
+def test_eventlog_imports_without_psycopg():
+    code = (
+        "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
+        "import eventlog, projections\n"
+        "assert 'eventlog.postgres' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,32 @@
+"""The README is a test: every python block runs, and its commands are the ones CI runs."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
+
+
+def test_readme_has_python_blocks():
+    assert len(BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+def test_python_block_runs(block, tmp_path, monkeypatch):
+    if "PostgresEventStore(" in block and "postgres" in block.lower():
+        from tests.conftest import require_pg
+
+        require_pg()
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})  # noqa: S102
+
+
+def test_ci_runs_the_readme_test_command():
+    bash = re.findall(r"```bash\n(.*?)```", README, flags=re.DOTALL)
+    test_command = next(b.strip() for b in bash if "scripts/test" in b)
+    assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
