@@ -4,7 +4,8 @@ A memory id may be a ``str`` (any, including empty), an ``int``, a ``uuid.UUID``
 those, e.g. ``(user_id, session_id)``. Each id maps to exactly one stored key and different ids
 never share one. A string is its own key - what ``sqlite3`` users see in the ``stream_id`` column
 is the id they chose - unless it starts with ``~``, the tag character, which is then doubled.
-Other types are tagged: ``~i:42``, ``~u:<uuid>``, ``~t:<compact JSON of the tagged parts>``.
+Other types are tagged: ``~i:42``, ``~u:<uuid>``, ``~t:<compact JSON of the tagged parts>``, and
+a string holding NUL (which PostgreSQL text cannot store) is ``~s:<JSON string>``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def memory_key(memory_id: object) -> str:
         TypeError: If the id (or a part of a tuple id) has any other type.
     """
     if type(memory_id) is str:
+        if "\x00" in memory_id:
+            # PostgreSQL text cannot hold NUL: such ids are stored JSON-escaped on every backend.
+            return "~s:" + json.dumps(memory_id)
         return memory_id if not memory_id.startswith(_TAG) else _TAG + memory_id
     if isinstance(memory_id, StreamKey):
         return str(memory_id)
@@ -67,6 +71,7 @@ def memory_key(memory_id: object) -> str:
     if isinstance(memory_id, uuid.UUID):
         return f"~u:{memory_id}"
     tagged = _tagged(memory_id, memory_id)
+    # ensure_ascii=False keeps keys readable; NUL and other control characters are escaped.
     return "~t:" + json.dumps(tagged, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -94,6 +99,10 @@ def memory_id_from_key(key: str) -> MemoryId:
     try:
         if key.startswith("~~"):
             return key[1:]
+        if key.startswith("~s:"):
+            value = json.loads(key[3:])
+            if isinstance(value, str):
+                return value
         if key.startswith("~i:"):
             return int(key[3:])
         if key.startswith("~u:"):

@@ -90,6 +90,9 @@ class InMemoryEventStore(EventStore):
         key = memory_key(memory_id)
         with self._lock:
             self._open("save_snapshot")
+            if not any(r.seq == seq for r in self._streams.get(key, ())):
+                msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
+                raise ValueError(msg)
             self._snapshots.setdefault((key, name), {})[seq] = Snapshot(
                 key, name, seq, state, self._now()
             )

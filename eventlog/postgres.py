@@ -117,6 +117,7 @@ _Q_SAVE_SNAPSHOT = (
     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, name, seq) "
     "DO UPDATE SET state = EXCLUDED.state, created_at = EXCLUDED.created_at"
 )
+_Q_EVENT_EXISTS = "SELECT 1 FROM {schema}.events WHERE stream_id = %s AND seq = %s"
 _Q_LOAD_SNAPSHOT = (
     "SELECT stream_id, name, seq, state, created_at FROM {schema}.snapshots "
     "WHERE stream_id = %s AND name = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"
@@ -144,6 +145,7 @@ _TEMPLATES = {
     "delete_events": _Q_DELETE_EVENTS,
     "delete_snapshots": _Q_DELETE_SNAPSHOTS,
     "save_snapshot": _Q_SAVE_SNAPSHOT,
+    "event_exists": _Q_EVENT_EXISTS,
     "load_snapshot": _Q_LOAD_SNAPSHOT,
     "vacuum": _Q_VACUUM,
     "vacuum_full": _Q_VACUUM_FULL,
@@ -521,7 +523,12 @@ class PostgresEventStore(EventStore):
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = memory_key(memory_id)
-        with self._guard("save_snapshot") as conn:
+        # Under the append lock, so a purge cannot slip between the check and the insert and
+        # leave a snapshot of erased messages behind.
+        with self._write("save_snapshot", lambda: ConcurrencyError(key, seq, None)) as conn:
+            if conn.execute(self._q["event_exists"], (key, seq)).fetchone() is None:
+                msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
+                raise ValueError(msg)
             conn.execute(
                 self._q["save_snapshot"], (key, name, seq, state, format_time(self._now()))
             )

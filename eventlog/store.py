@@ -96,6 +96,12 @@ class EventStore(ABC):
         """Save a projection's state at ``seq`` under ``name`` (replacing one at the same seq).
 
         Snapshots are derived data: they are not part of the chain and never change history.
+
+        Raises:
+            ValueError: The stream has no event ``seq`` (e.g. purged meanwhile): a snapshot of
+                erased messages must not outlive the purge.
+            PersistenceError: The database failed.
+            StoreClosedError: The store is closed.
         """
 
     # ---------------------------------------------------------------- reading

@@ -231,10 +231,22 @@ class Measured:
     error: str | None = None
 
 
+def split(count: int, parts: int) -> list[int]:
+    """``count`` operations as ``parts`` near-equal slices."""
+    base, extra = divmod(count, parts)
+    return [base + (1 if k < extra else 0) for k in range(parts)]
+
+
 def run_contest(
-    title: str, contenders: Sequence[Contender], rounds: int, round_s: float
+    title: str, contenders: Sequence[Contender], rounds: int, round_s: float, slices: int
 ) -> dict[str, Measured]:
-    """Warm every contender up, then time them in ``rounds`` rounds, rotating the order."""
+    """Warm every contender up, then time them in ``rounds`` rounds.
+
+    A round gives each contender its ``count`` operations in up to ``slices`` slices, and the
+    contenders take turns slice by slice (the order rotates every slice), so that two
+    contenders' figures for one round come from the same few seconds: on a shared machine the
+    speed of the disk and the CPU drifts more between seconds than between contenders.
+    """
     results = {c.id: Measured() for c in contenders}
     live: list[Contender] = []
     for c in contenders:
@@ -250,27 +262,34 @@ def run_contest(
         except Exception as e:
             results[c.id].error = f"{type(e).__name__}: {e}"
             log(f"{title}: {c.id} failed in warm-up: {results[c.id].error}")
+    plans = {c.id: split(c.count, min(slices, c.count)) + [0] * slices for c in live if c.count}
+    turn = 0
     for r in range(rounds):
         log(f"{title}: round {r + 1}/{rounds}")
-        shift = r % len(live) if live else 0
-        for c in live[shift:] + live[:shift]:
+        gc.collect()
+        elapsed = dict.fromkeys(plans, 0)
+        ops: dict[str, list[int]] = {c.id: [] for c in live}
+        for s in range(slices):
+            shift = turn % len(live)
+            turn += 1
+            for c in live[shift:] + live[:shift]:
+                count = plans[c.id][s]
+                if results[c.id].error is not None or not count:
+                    continue
+                try:
+                    start = time.perf_counter_ns()
+                    ops[c.id] += c.run(count)
+                    elapsed[c.id] += time.perf_counter_ns() - start
+                except Exception as e:
+                    results[c.id].error = f"{type(e).__name__}: {e}"
+                    log(f"{title}: {c.id} failed: {results[c.id].error}")
+        for c in live:
             m = results[c.id]
-            if m.error is not None:
-                continue
-            assert c.count is not None
-            gc.collect()
-            try:
-                start = time.perf_counter_ns()
-                ops = c.run(c.count)
-                elapsed = time.perf_counter_ns() - start
-            except Exception as e:
-                m.error = f"{type(e).__name__}: {e}"
-                log(f"{title}: {c.id} failed: {m.error}")
-                continue
-            m.count = c.count
-            m.rate[r] = c.count * 1e9 / max(elapsed, 1)
-            m.p50[r] = statistics.median(ops)
-            m.ops_ns.extend(ops)
+            if m.error is None and ops[c.id]:
+                m.count = len(ops[c.id])
+                m.rate[r] = m.count * 1e9 / max(elapsed[c.id], 1)
+                m.p50[r] = statistics.median(ops[c.id])
+                m.ops_ns.extend(ops[c.id])
     return results
 
 
@@ -749,6 +768,7 @@ class Config:
     w5_n: int
     repeat: int
     round_s: float
+    slices: int
     peers: bool
     only: set[str]
     dsn: str
@@ -811,7 +831,7 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
             contenders.append(Contender("PEER.lg.put", lg.put_run(), cfg.n))
             closers.append(lg.close)
 
-    measured = run_contest("write", contenders, cfg.repeat, cfg.round_s)
+    measured = run_contest("write", contenders, cfg.repeat, cfg.round_s, cfg.slices)
 
     raw = Row("RAW", "raw driver loop: INSERT + COMMIT per message (physical limit)", group="write")
     if run is None:
@@ -964,7 +984,7 @@ def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessag
                 lg.build(f"r{size}", size)
                 contenders.append(Contender(f"PEER.lg.read@{size}", lg.read_run(f"r{size}")))
 
-    measured = run_contest("read", contenders, cfg.repeat, cfg.round_s)
+    measured = run_contest("read", contenders, cfg.repeat, cfg.round_s, cfg.slices)
 
     base = sizes[0]
     for size in sizes:
@@ -1307,6 +1327,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0.2,
         help="target seconds per calibrated latency round (default 0.2)",
     )
+    p.add_argument(
+        "--slices", type=int, default=10, help="turns per round the contenders take (default 10)"
+    )
     p.add_argument("--quick", action="store_true", help="smaller defaults: under a minute")
     p.add_argument("--no-peers", action="store_true", help="skip LangChain and LangGraph")
     p.add_argument("--only", default="write,read,w5", help="groups to run: write,read,w5")
@@ -1339,6 +1362,7 @@ def config(args: argparse.Namespace) -> Config:
         w5_n=args.w5_n or (1000 if quick else 2000),
         repeat=args.repeat or (3 if quick else 5),
         round_s=args.round_s / 2 if quick else args.round_s,
+        slices=max(1, args.slices),
         peers=not args.no_peers,
         only={g.strip() for g in args.only.split(",") if g.strip()},
         dsn=os.environ.get("CHATLEDGER_TEST_PG_DSN", DEFAULT_DSN),

@@ -36,6 +36,13 @@ def test_plain_strings_are_their_own_key():
     assert memory_key(("u", 1)) == '~t:["u",1]'
 
 
+def test_nul_is_never_stored_raw():
+    key = memory_key("a\x00b")
+    assert "\x00" not in key
+    assert memory_id_from_key(key) == "a\x00b"
+    assert "\x00" not in memory_key(("a\x00", 1))
+
+
 def test_system_keys_pass_through():
     assert memory_key(StreamKey("~sys:compaction")) == "~sys:compaction"
     assert memory_id_from_key("~sys:compaction") == "~sys:compaction"

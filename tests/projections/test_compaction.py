@@ -21,7 +21,7 @@ from freezegun import freeze_time
 from eventlog import InMemoryEventStore, SQLiteEventStore, UserMessage
 from eventlog.errors import ConcurrencyError
 from eventlog.lc4j_json import message_to_json
-from eventlog.models import CompactionRun, MemoryPurged, MessageAdded
+from eventlog.models import CompactionRun, MemoryPurged, MessageAdded, Record, StreamInfo
 from eventlog.serialization import encode_event
 from eventlog.store import EventStore
 from projections import MessageWindowChatMemory, OpenAiTokenCountEstimator, TokenWindowChatMemory
@@ -162,9 +162,11 @@ def test_compaction_changes_no_history_and_a_cold_open_shows_the_same_bytes(reop
 class _CountingReads:
     """Records which seqs every read() returned."""
 
-    def read(self, memory_id, **kwargs):
-        records = super().read(memory_id, **kwargs)  # type: ignore[misc]
-        self.returned.append([r.seq for r in records])  # type: ignore[attr-defined]
+    returned: list[list[int]]
+
+    def read(self, memory_id: Any, **kwargs: Any) -> list[Record]:
+        records: list[Record] = super().read(memory_id, **kwargs)  # type: ignore[misc]
+        self.returned.append([r.seq for r in records])
         return records
 
 
@@ -174,10 +176,11 @@ def test_a_cold_open_after_compaction_reads_only_the_head_event(backend):
     head = writer.head("conv").seq
     reader = writer if backend.name == "memory" else _open_subclass(backend, _CountingReads)
 
-    def cold_open_reads():
+    def cold_open_reads() -> list[list[int]]:
         reader.returned = []
         assert len(_memory(reader, "conv").messages()) == 4
-        return reader.returned
+        returned: list[list[int]] = reader.returned
+        return returned
 
     # Check without a snapshot, a cold open reads the events the window refers to.
     assert {seq for page in cold_open_reads() for seq in page} > {1, head}
@@ -353,12 +356,17 @@ def test_long_idle_memories_are_purged_only_when_asked(store):
 class _WriterArrivesBeforePurge:
     """A real second writer appends between compact()'s idleness check and its purge."""
 
-    def purge(self, memory_id, *, expected_seq, reason):
-        other = self.other or self  # type: ignore[attr-defined]
+    other: EventStore | None
+
+    def purge(self, memory_id: Any, *, expected_seq: int, reason: str) -> Record:
+        other: Any = self.other or self
         MessageWindowChatMemory(id=memory_id, max_messages=4, store=other).add(
             UserMessage("I am back")
         )
-        return super().purge(memory_id, expected_seq=expected_seq, reason=reason)  # type: ignore[misc]
+        record: Record = super().purge(  # type: ignore[misc]
+            memory_id, expected_seq=expected_seq, reason=reason
+        )
+        return record
 
 
 def test_a_memory_written_during_the_run_is_not_purged(backend):
@@ -400,7 +408,7 @@ def test_purged_text_is_physically_gone_from_every_sqlite_file(tmp_path):
         # First a plain compaction, so the secret is also in a snapshot row.
         assert "leaving" in _compact_at("2025-09-05", store).compacted
 
-        def files_containing(text):
+        def files_containing(text: str) -> list[str]:
             needle = text.encode()
             return sorted(p.name for p in tmp_path.iterdir() if needle in p.read_bytes())
 
@@ -423,12 +431,15 @@ def test_purged_text_is_physically_gone_from_every_sqlite_file(tmp_path):
 class _FirstListingFails:
     """streams() raises once, like a database that is briefly unreachable."""
 
-    def streams(self, **kwargs):
-        if not self.failed:  # type: ignore[has-type]
+    failed: bool
+
+    def streams(self, **kwargs: Any) -> list[StreamInfo]:
+        if not self.failed:
             self.failed = True
             msg = "database briefly unreachable"
             raise OSError(msg)
-        return super().streams(**kwargs)  # type: ignore[misc]
+        infos: list[StreamInfo] = super().streams(**kwargs)  # type: ignore[misc]
+        return infos
 
 
 def test_the_scheduler_runs_in_the_background_and_survives_a_failed_run(backend, caplog):
@@ -436,12 +447,17 @@ def test_the_scheduler_runs_in_the_background_and_survives_a_failed_run(backend,
     MessageWindowChatMemory(id="conv", max_messages=4, store=store).add(a_conversation(3))
     failed, succeeded = threading.Event(), threading.Event()
     reports: list[CompactionReport] = []
+
+    def on_report(report: CompactionReport) -> None:
+        reports.append(report)
+        succeeded.set()
+
     scheduler = CompactionScheduler(
         store,
         every=timedelta(milliseconds=200),
         idle_for=timedelta(0),
         on_error=lambda e: failed.set(),
-        on_report=lambda r: reports.append(r) or succeeded.set(),
+        on_report=on_report,
     )
     assert scheduler.next_run_time is None
     started = datetime.now(UTC)
@@ -458,7 +474,8 @@ def test_the_scheduler_runs_in_the_background_and_survives_a_failed_run(backend,
     # Check the failure was logged with its traceback on chatledger's logger ...
     (logged,) = [r for r in caplog.records if r.name == "chatledger.compaction"]
     assert logged.levelno == logging.ERROR
-    assert logged.exc_info[1].args == ("database briefly unreachable",)
+    assert logged.exc_info is not None
+    assert str(logged.exc_info[1]) == "database briefly unreachable"
     # ... and the next run compacted the memory, with the result kept and logged in the store.
     assert reports[0].compacted == ("conv",)
     assert scheduler.last_report is reports[-1]
@@ -469,29 +486,35 @@ def test_the_scheduler_runs_in_the_background_and_survives_a_failed_run(backend,
 class _SlowListing:
     """streams() blocks until released, and counts how many calls run at once."""
 
-    def streams(self, **kwargs):
-        with self.lock:  # type: ignore[attr-defined]
-            self.active += 1  # type: ignore[attr-defined]
-            self.most = max(self.most, self.active)  # type: ignore[attr-defined]
-            self.calls += 1  # type: ignore[attr-defined]
-        self.entered.set()  # type: ignore[attr-defined]
+    lock: threading.Lock
+    entered: threading.Event
+    release: threading.Event
+    active: int
+    most: int
+
+    def streams(self, **kwargs: Any) -> list[StreamInfo]:
+        with self.lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+        self.entered.set()
         try:
-            assert self.release.wait(_WAIT)  # type: ignore[attr-defined]
-            return super().streams(**kwargs)  # type: ignore[misc]
+            assert self.release.wait(_WAIT)
+            infos: list[StreamInfo] = super().streams(**kwargs)  # type: ignore[misc]
+            return infos
         finally:
-            with self.lock:  # type: ignore[attr-defined]
-                self.active -= 1  # type: ignore[attr-defined]
+            with self.lock:
+                self.active -= 1
 
 
 class _SeeMessage(logging.Handler):
     """Sets ``seen`` when a log message containing ``text`` is emitted (from any thread)."""
 
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
         self.seen = threading.Event()
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         if self.text in record.getMessage():
             self.seen.set()
 
@@ -503,12 +526,12 @@ def test_a_slow_run_is_never_overlapped_by_the_next(backend):
         lock=threading.Lock(),
         active=0,
         most=0,
-        calls=0,
         entered=threading.Event(),
         release=threading.Event(),
     )
     done = threading.Event()
-    refused = _SeeMessage("maximum number of running instances reached")
+    # apscheduler names the limit it applied: max_instances=1.
+    refused = _SeeMessage("maximum number of running instances reached (1)")
     apscheduler_logger = logging.getLogger("apscheduler")
     apscheduler_logger.addHandler(refused)
     try:
@@ -567,7 +590,7 @@ def test_scheduler_lifecycle_and_validation():
     with pytest.raises(ValueError, match="every must be positive"):
         CompactionScheduler(store, every=timedelta(0), idle_for=DAY)
     with pytest.raises(TypeError, match=r"every must be a datetime\.timedelta"):
-        CompactionScheduler(store, every=3600, idle_for=DAY)  # type: ignore[arg-type]
+        CompactionScheduler(store, every=3600, idle_for=DAY)
     with pytest.raises(ValueError, match="purge_idle_for"):
         CompactionScheduler(store, every=timedelta(hours=1), idle_for=DAY, purge_idle_for=DAY / 2)
 

@@ -82,8 +82,18 @@ def test_streams_are_isolated(store):
 
 @pytest.mark.parametrize(
     "memory_id",
-    ["", "user-1", "~tilde", 42, -7, uuid.UUID(int=5), ("user", 3), ("a", ("b", uuid.UUID(int=1)))],
-    ids=["empty", "str", "tilde", "int", "negative", "uuid", "tuple", "nested"],
+    [
+        "",
+        "user-1",
+        "~tilde",
+        "nul\x00inside",
+        42,
+        -7,
+        uuid.UUID(int=5),
+        ("user", 3),
+        ("a", ("b", uuid.UUID(int=1))),
+    ],
+    ids=["empty", "str", "tilde", "nul", "int", "negative", "uuid", "tuple", "nested"],
 )
 def test_memory_id_types_map_to_one_key(store, memory_id):
     store.append(memory_id, batch("x"))

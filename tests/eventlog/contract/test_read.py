@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from freezegun import freeze_time
 
 from .records import batch
@@ -100,6 +101,11 @@ def test_snapshots_newest_at_or_before(store):
     assert store.load_snapshot("u2", "window") is None
     # Check snapshots are not part of the history.
     assert len(store.read("u1")) == 4
+    # Check a snapshot of an event that does not exist (e.g. purged meanwhile) is refused.
+    with pytest.raises(ValueError, match="no such event"):
+        store.save_snapshot("u1", "window", 9, "{}")
+    with pytest.raises(ValueError, match="no such event"):
+        store.save_snapshot("nobody", "window", 1, "{}")
 
 
 def test_context_manager_closes(store):
