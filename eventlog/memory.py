@@ -93,9 +93,10 @@ class InMemoryEventStore(EventStore):
             if not any(r.seq == seq for r in self._streams.get(key, ())):
                 msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
                 raise ValueError(msg)
-            self._snapshots.setdefault((key, name), {})[seq] = Snapshot(
-                key, name, seq, state, self._now()
-            )
+            saved = self._snapshots.setdefault((key, name), {})
+            for older in [s for s in saved if s < seq]:
+                del saved[older]
+            saved[seq] = Snapshot(key, name, seq, state, self._now())
 
     def read(
         self,

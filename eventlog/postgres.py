@@ -117,6 +117,9 @@ _Q_SAVE_SNAPSHOT = (
     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, name, seq) "
     "DO UPDATE SET state = EXCLUDED.state, created_at = EXCLUDED.created_at"
 )
+_Q_PRUNE_SNAPSHOTS = (
+    "DELETE FROM {schema}.snapshots WHERE stream_id = %s AND name = %s AND seq < %s"
+)
 _Q_EVENT_EXISTS = "SELECT 1 FROM {schema}.events WHERE stream_id = %s AND seq = %s"
 _Q_LOAD_SNAPSHOT = (
     "SELECT stream_id, name, seq, state, created_at FROM {schema}.snapshots "
@@ -146,6 +149,7 @@ _TEMPLATES = {
     "delete_snapshots": _Q_DELETE_SNAPSHOTS,
     "save_snapshot": _Q_SAVE_SNAPSHOT,
     "event_exists": _Q_EVENT_EXISTS,
+    "prune_snapshots": _Q_PRUNE_SNAPSHOTS,
     "load_snapshot": _Q_LOAD_SNAPSHOT,
     "vacuum": _Q_VACUUM,
     "vacuum_full": _Q_VACUUM_FULL,
@@ -532,6 +536,7 @@ class PostgresEventStore(EventStore):
             conn.execute(
                 self._q["save_snapshot"], (key, name, seq, state, format_time(self._now()))
             )
+            conn.execute(self._q["prune_snapshots"], (key, name, seq))
 
     # ------------------------------------------------------------ reading
 

@@ -87,6 +87,7 @@ _STREAMS = (
     "FROM events GROUP BY stream_id"
 )
 _EVENT_EXISTS = "SELECT 1 FROM events WHERE stream_id = ? AND seq = ?"
+_PRUNE_SNAPSHOTS = "DELETE FROM snapshots WHERE stream_id = ? AND name = ? AND seq < ?"
 _SAVE_SNAPSHOT = "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?)"
 _LOAD_SNAPSHOT = (
     "SELECT stream_id, name, seq, state, created_at FROM snapshots "
@@ -402,6 +403,7 @@ class SQLiteEventStore(EventStore):
                 msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
                 raise ValueError(msg)
             conn.execute(_SAVE_SNAPSHOT, row)
+            conn.execute(_PRUNE_SNAPSHOTS, (key, name, seq))
 
         self._write("save_snapshot", work)
 

@@ -93,7 +93,10 @@ class EventStore(ABC):
 
     @abstractmethod
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
-        """Save a projection's state at ``seq`` under ``name`` (replacing one at the same seq).
+        """Save a projection's state at ``seq`` under ``name``, replacing older ones of that name.
+
+        Only the newest snapshot per (stream, name) is kept, so repeated compaction does not
+        grow the table.
 
         Snapshots are derived data: they are not part of the chain and never change history.
 

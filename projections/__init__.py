@@ -4,20 +4,33 @@ what-if views, the memory provider and compaction."""
 from __future__ import annotations
 
 from projections.base import ChatMemory, Clock
+from projections.compaction import (
+    CompactionReport,
+    CompactionScheduler,
+    compact,
+    compaction_runs,
+)
 from projections.memories import MessageWindowChatMemory, TokenWindowChatMemory
+from projections.provider import ChatMemoryProvider, ProviderStats
 from projections.replay import what_if
 from projections.tokens import OpenAiTokenCountEstimator, TokenCountEstimator
 from projections.windows import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
 
 __all__ = [
     "ChatMemory",
+    "ChatMemoryProvider",
     "Clock",
+    "CompactionReport",
+    "CompactionScheduler",
     "MessageWindowChatMemory",
     "MessageWindowPolicy",
     "OpenAiTokenCountEstimator",
+    "ProviderStats",
     "TokenCountEstimator",
     "TokenWindowChatMemory",
     "TokenWindowPolicy",
     "WindowPolicy",
+    "compact",
+    "compaction_runs",
     "what_if",
 ]

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from eventlog.messages import ChatMessage
     from eventlog.models import Record
     from eventlog.store import EventStore
-    from projections.audit import LeaveReason
+    from projections.audit import Change, LeaveReason
     from projections.windows import WindowPolicy
 
 __all__ = ["main"]
@@ -45,8 +46,8 @@ _ID_HELP = (
 )
 _REASONS: dict[str, str] = {
     "evicted": "evicted (window full)",
-    "orphan": "orphan (its tool request was evicted)",
-    "system_replaced": "replaced by a new system message",
+    "orphan": "orphan (its tool call left)",
+    "system_replaced": "system message replaced",
     "set": "set (content replaced)",
     "clear": "clear",
 }
@@ -448,6 +449,33 @@ def _emit(obj: object) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
 
 
+def _iso(moment: datetime) -> str:
+    from eventlog.models import format_time
+
+    return format_time(moment)
+
+
+def _plain(text: str) -> Text:
+    from rich.text import Text
+
+    return Text(text)
+
+
+def _records(store: EventStore, key: StreamKey, gt: int, lte: int | None) -> Iterator[Record]:
+    """The records in (gt, lte], read in pages so a long history never sits in memory."""
+    while True:
+        page = store.read(key, gt=gt, lte=lte, limit=1_000)
+        yield from page
+        if len(page) < 1_000:
+            return
+        gt = page[-1].seq
+
+
+def _ref(ref: tuple[int, int]) -> str:
+    """``5`` for the message of event 5, ``9.2`` for item 2 of the set at event 9."""
+    return str(ref[0]) if ref[1] == 0 else f"{ref[0]}.{ref[1]}"
+
+
 def _when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -615,27 +643,6 @@ def _cmd_ids(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
-def _iso(moment: datetime) -> str:
-    from eventlog.models import format_time
-
-    return format_time(moment)
-
-
-def _plain(text: str) -> Text:
-    from rich.text import Text
-
-    return Text(text)
-
-
-def _records(store: EventStore, key: StreamKey, gt: int, lte: int | None) -> Iterator[Record]:
-    while True:
-        page = store.read(key, gt=gt, lte=lte, limit=1_000)
-        yield from page
-        if len(page) < 1_000:
-            return
-        gt = page[-1].seq
-
-
 def _cmd_history(args: argparse.Namespace, store: EventStore) -> int:
     from rich.table import Table
 
@@ -692,7 +699,7 @@ def _cmd_show(args: argparse.Namespace, store: EventStore) -> int:
     else:
         entries = view_at(store, key, seq)
         messages = [e.message for e in entries]
-        refs = [f"{e.ref[0]}" if e.ref[1] == 0 else f"{e.ref[0]}.{e.ref[1]}" for e in entries]
+        refs = [_ref(e.ref) for e in entries]
         how = "recorded view"
     if args.json:
         sys.stdout.write(messages_to_json(messages) + "\n")
@@ -706,7 +713,7 @@ def _cmd_show(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
-def _change_json(change: Any) -> dict[str, Any]:
+def _change_json(change: Change) -> dict[str, Any]:
     return {
         "ref": list(change.entry.ref),
         "entered_at": change.entered_at,
@@ -755,10 +762,9 @@ def _cmd_diff(args: argparse.Namespace, store: EventStore) -> int:
             mark = Text("-", style="red")
         else:
             mark = Text("±", style="yellow")
-        seq, index = change.entry.ref
         table.add_row(
             mark,
-            f"{seq}" if index == 0 else f"{seq}.{index}",
+            _ref(change.entry.ref),
             "" if change.entered_at is None else str(change.entered_at),
             "" if change.left_at is None else str(change.left_at),
             _reason(change.reason),
@@ -796,6 +802,9 @@ def _cmd_explain(args: argparse.Namespace, store: EventStore) -> int:
 @contextlib.contextmanager
 def _maybe_pager(console: Console, enabled: bool) -> Iterator[None]:
     if enabled and sys.stdout.isatty() and sys.stdin.isatty():
+        # As git does: colours pass through (-R), short output needs no keypress (-F), and the
+        # screen is not cleared on exit (-X). A LESS the user set wins.
+        os.environ.setdefault("LESS", "-FRX")
         with console.pager(styles=True):
             yield
     else:
@@ -811,8 +820,12 @@ def _cmd_replay(args: argparse.Namespace, store: EventStore) -> int:
 
     key, head = _existing(store, args, args.id)
     _check_seq("--from", args.start, head, key)
-    end = head if args.end is None else args.end
-    _check_seq("--to", end, head, key)
+    last = head if args.end is None else args.end
+    _check_seq("--to", last, head, key)
+    if last < args.start:
+        msg = f"--from {args.start} is after --to {last}"
+        raise _UsageError(msg)
+    end = last
     if args.page_size is not None:
         end = min(end, args.start + args.page_size - 1)
     if args.policy is not None:
@@ -859,8 +872,9 @@ def _cmd_replay(args: argparse.Namespace, store: EventStore) -> int:
                         ("    - ", "red"), _preview(message, 50), (f"  ← {_REASONS[reason]}", "red")
                     )
                 )
-        if end < (head if args.end is None else args.end):
-            console.print(f"… more events: chatledger replay {key} --from {end + 1}", style="dim")
+        if end < last:
+            more = f"chatledger replay {shlex.quote(key)} --from {end + 1}"
+            console.print(f"… {last - end} more event(s): {more}", style="dim")
     return 0
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Self
 
 from eventlog.errors import ConcurrencyError
-from eventlog.ids import MemoryId, memory_key
+from eventlog.ids import MemoryId, StreamKey, memory_key
 from eventlog.memory import InMemoryEventStore
 from eventlog.messages import (
     AiMessage,
@@ -88,7 +88,8 @@ class _WindowChatMemory(ChatMemory):
         if memory_id is None:
             msg = "id cannot be None; pass a str, int, UUID or tuple memory id"
             raise ValueError(msg)
-        self._key = memory_key(memory_id)  # TypeError for unsupported id types
+        # StreamKey: the stored key, passed through as is (the store would encode it again).
+        self._key = StreamKey(memory_key(memory_id))  # TypeError for unsupported id types
         self._id = memory_id
         self._policy = policy
         policy.limit_for(memory_id)  # LangChain4j validates a dynamic provider once at build

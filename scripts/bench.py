@@ -238,7 +238,13 @@ def split(count: int, parts: int) -> list[int]:
 
 
 def run_contest(
-    title: str, contenders: Sequence[Contender], rounds: int, round_s: float, slices: int
+    title: str,
+    contenders: Sequence[Contender],
+    rounds: int,
+    round_s: float,
+    *,
+    slices: int,
+    settle: Callable[[], None] | None = None,
 ) -> dict[str, Measured]:
     """Warm every contender up, then time them in ``rounds`` rounds.
 
@@ -246,6 +252,7 @@ def run_contest(
     contenders take turns slice by slice (the order rotates every slice), so that two
     contenders' figures for one round come from the same few seconds: on a shared machine the
     speed of the disk and the CPU drifts more between seconds than between contenders.
+    ``settle`` runs (untimed) before every slice.
     """
     results = {c.id: Measured() for c in contenders}
     live: list[Contender] = []
@@ -276,6 +283,8 @@ def run_contest(
                 count = plans[c.id][s]
                 if results[c.id].error is not None or not count:
                     continue
+                if settle is not None:
+                    settle()
                 try:
                     start = time.perf_counter_ns()
                     ops[c.id] += c.run(count)
@@ -295,8 +304,19 @@ def run_contest(
 
 def paired_ratio(a: dict[int, float], b: dict[int, float]) -> float | None:
     """Median over the rounds both ran of ``a[r] / b[r]``."""
-    both = [a[r] / b[r] for r in a if b.get(r)]
+    both = ratios(a, b)
     return statistics.median(both) if both else None
+
+
+def ratios(a: dict[int, float], b: dict[int, float]) -> list[float]:
+    """``a[r] / b[r]`` for every round both ran."""
+    return [a[r] / b[r] for r in a if b.get(r)]
+
+
+def spread(a: dict[int, float], b: dict[int, float]) -> str:
+    """The per-round ratios' range, to show how much the machine's noise moved them."""
+    both = ratios(a, b)
+    return f"rounds {num(min(both))}-{num(max(both))} x" if len(both) > 1 else ""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -369,12 +389,21 @@ def rate_row(
         f"p50 {percentile(m.ops_ns, 0.5) / 1e3:.0f} µs, p99 {percentile(m.ops_ns, 0.99) / 1e3:.0f}"
         f" µs per op; {m.count} ops x {len(m.rate)} rounds"
     )
+    if row.vs and spread(m.rate, measured[row.vs].rate):
+        row.detail += f"; {spread(m.rate, measured[row.vs].rate)}"
     row.extra = {
         "rounds_ops_per_s": [round(v, 1) for v in m.rate.values()],
         "p50_us": percentile(m.ops_ns, 0.5) / 1e3,
         "p99_us": percentile(m.ops_ns, 0.99) / 1e3,
         "ops_per_round": m.count,
     }
+    if row.vs:
+        # The same comparison on the median op, which I/O stalls (WAL checkpoints, the
+        # neighbours' fsyncs) barely touch: closer to the CPU cost of each contender.
+        p50_ratio = paired_ratio(measured[row.vs].p50, m.p50)
+        if p50_ratio is not None:
+            row.detail += f"; median op {num(p50_ratio)} x {row.vs}'s"
+            row.extra["p50_ratio"] = p50_ratio
     return row
 
 
@@ -766,9 +795,11 @@ class Config:
     conversations: int
     per_conversation: int
     w5_n: int
+    w5_rounds: int
     repeat: int
     round_s: float
     slices: int
+    settle: bool
     peers: bool
     only: set[str]
     dsn: str
@@ -831,7 +862,13 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
             contenders.append(Contender("PEER.lg.put", lg.put_run(), cfg.n))
             closers.append(lg.close)
 
-    measured = run_contest("write", contenders, cfg.repeat, cfg.round_s, cfg.slices)
+    # os.sync before each slice: otherwise the previous contender's dirty pages are written back
+    # (and its WAL checkpoints fsync'ed) during this one's time, which charges heavy writers'
+    # I/O to whoever runs after them.
+    settle = os.sync if cfg.settle and hasattr(os, "sync") else None
+    measured = run_contest(
+        "write", contenders, cfg.repeat, cfg.round_s, slices=cfg.slices, settle=settle
+    )
 
     raw = Row("RAW", "raw driver loop: INSERT + COMMIT per message (physical limit)", group="write")
     if run is None:
@@ -984,7 +1021,7 @@ def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessag
                 lg.build(f"r{size}", size)
                 contenders.append(Contender(f"PEER.lg.read@{size}", lg.read_run(f"r{size}")))
 
-    measured = run_contest("read", contenders, cfg.repeat, cfg.round_s, cfg.slices)
+    measured = run_contest("read", contenders, cfg.repeat, cfg.round_s, slices=cfg.slices)
 
     base = sizes[0]
     for size in sizes:
@@ -1099,8 +1136,8 @@ def w5_group(cfg: Config, be: Backend, res: Results) -> None:
     open_store(spec).close()  # create the schema once, before the writers race to
     rounds: dict[str, dict[int, dict[str, Any]]] = {row_id: {} for row_id in ids}
     failures: dict[str, str] = {}
-    for r in range(cfg.repeat):
-        log(f"w5: round {r + 1}/{cfg.repeat}")
+    for r in range(cfg.w5_rounds):
+        log(f"w5: round {r + 1}/{cfg.w5_rounds}")
         shift = r % len(ids)
         for row_id in ids[shift:] + ids[:shift]:
             if row_id in failures:
@@ -1136,12 +1173,6 @@ def w5_group(cfg: Config, be: Backend, res: Results) -> None:
         errors = sum(g["errors"] for g in got.values())
         lost = sum(g["lost"] for g in got.values())
         verified = all(g["verified"] for g in got.values())
-        if row_id != "W5.single" and rounds["W5.single"]:
-            row.ratio = paired_ratio(
-                {r: g["rate"] for r, g in got.items()},
-                {r: g["rate"] for r, g in rounds["W5.single"].items()},
-            )
-            row.vs = "W5.single"
         row.detail = (
             f"errors {errors}, lost {lost}, chain {'ok' if verified else 'BROKEN'}; p50 "
             f"{statistics.median(g['p50_us'] for g in got.values()):.0f} µs, p99 "
@@ -1153,6 +1184,14 @@ def w5_group(cfg: Config, be: Backend, res: Results) -> None:
             "verified": verified,
             "rounds": list(got.values()),
         }
+        if row_id != "W5.single" and rounds["W5.single"]:
+            mine = {r: g["rate"] for r, g in got.items()}
+            single = {r: g["rate"] for r, g in rounds["W5.single"].items()}
+            row.ratio = paired_ratio(mine, single)
+            row.vs = "W5.single"
+            row.extra["round_ratios"] = ratios(mine, single)
+            if spread(mine, single):
+                row.detail += f"; {spread(mine, single)}"
         res.add(row)
 
 
@@ -1271,6 +1310,13 @@ def print_results(res: Results, goal_rows: list[dict[str, str]], title: str) -> 
         print(f"  goal {g['goal']:<44} {g['actual']:>18}  met: {g['met']}")
 
 
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages: how busy the shared machine was (None off POSIX)."""
+    with contextlib.suppress(OSError, AttributeError):
+        return [round(x, 2) for x in os.getloadavg()]
+    return None
+
+
 def machine(cfg: Config) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -1280,6 +1326,7 @@ def machine(cfg: Config) -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "packages": peer_versions(),
         "backend": cfg.backend,
+        "loadavg_start": load_average(),
     }
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         commit = subprocess.run(
@@ -1321,6 +1368,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--per-conversation", type=int, default=20, help="W2 adds per conversation")
     p.add_argument("--w5-n", type=int, help="adds per W5 writer (default 2000)")
     p.add_argument("--repeat", type=int, help="timed rounds per group (default 5, quick 3)")
+    p.add_argument("--w5-rounds", type=int, help="W5 rounds (default 8, quick 3)")
     p.add_argument(
         "--round-s",
         type=float,
@@ -1330,6 +1378,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--slices", type=int, default=10, help="turns per round the contenders take (default 10)"
     )
+    p.add_argument("--no-sync", action="store_true", help="do not os.sync() between write slices")
     p.add_argument("--quick", action="store_true", help="smaller defaults: under a minute")
     p.add_argument("--no-peers", action="store_true", help="skip LangChain and LangGraph")
     p.add_argument("--only", default="write,read,w5", help="groups to run: write,read,w5")
@@ -1360,9 +1409,11 @@ def config(args: argparse.Namespace) -> Config:
         conversations=args.conversations or (200 if quick else 1000),
         per_conversation=args.per_conversation,
         w5_n=args.w5_n or (1000 if quick else 2000),
+        w5_rounds=args.w5_rounds or args.repeat or (3 if quick else 8),
         repeat=args.repeat or (3 if quick else 5),
         round_s=args.round_s / 2 if quick else args.round_s,
         slices=max(1, args.slices),
+        settle=not args.no_sync,
         peers=not args.no_peers,
         only={g.strip() for g in args.only.split(",") if g.strip()},
         dsn=os.environ.get("CHATLEDGER_TEST_PG_DSN", DEFAULT_DSN),
@@ -1407,9 +1458,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     wall = (time.perf_counter_ns() - start) / 1e9
+    meta["loadavg_end"] = load_average()
     goal_rows = goals(res, cfg.backend)
     print_results(res, goal_rows, f"{title}; wall {wall:.0f} s")
-    print(f"\nwall time {wall:.1f} s; work directory {workdir}{' (kept)' if args.keep else ''}")
+    print(
+        f"\nwall time {wall:.1f} s; load average {meta['loadavg_start']} at the start, "
+        f"{meta['loadavg_end']} at the end ({meta['cpu_count']} CPUs); work directory "
+        f"{workdir}{' (kept)' if args.keep else ''}"
+    )
     failed = any(r.status.startswith("failed") and r.group != "peers" for r in res.rows)
     if args.json:
         cfg_dict = asdict(cfg)

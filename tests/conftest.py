@@ -146,7 +146,8 @@ class Backend:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """--backends=sqlite deselects the other backends' test ids instead of skipping them."""
     chosen = _selected(config)
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         name = callspec.params.get("backend") if callspec is not None else None

@@ -22,7 +22,15 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from eventlog import SQLiteEventStore
+from eventlog import (
+    AiMessage,
+    CustomMessage,
+    ImageContent,
+    SQLiteEventStore,
+    TextContent,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
 from eventlog.lc4j_json import message_to_obj, messages_from_json
 from projections import (
     MessageWindowChatMemory,
@@ -31,6 +39,7 @@ from projections import (
     TokenWindowPolicy,
     what_if,
 )
+from projections.replay import replay_views
 from tests.conftest import PG_DSN, require_pg
 from tests.factories import a_message
 from tests.projections.test_audit import story
@@ -162,15 +171,55 @@ def test_diff_reports_every_reason(ledger):
     assert reasons[(9, 2)] == (9, 9, "orphan")
     assert reasons[(9, 5)] == (9, 10, "clear")
     assert reasons[(11, 0)] == (11, None, None)
-    table = ok("diff", "conv", 5, 8, "--db", ledger).stdout
-    assert "3 entered, 3 left, 0 came and went" in table
-    assert "orphan (its tool request was evicted)" in table
-    assert "replaced by a new system message" in table
+    table = ok("diff", "conv", 4, 9, "--db", ledger).stdout
+    assert "conv: seq 4 → 9: 3 entered, 4 left, 7 came and went" in table
+    assert "orphan (its tool call left)" in table
+    assert "system message replaced" in table
+    assert "set (content replaced)" in table
 
 
-def test_explain_tells_when_a_message_left(ledger):
-    out = ok("explain", "conv", 4, "--db", ledger).stdout
-    assert "entered the view at seq 4; left it at seq 6: orphan" in out
+def test_explain_and_other_small_outputs(ledger, store, tmp_path):
+    empty = tmp_path / "empty.db"
+    SQLiteEventStore(empty).close()
+    kinds = tmp_path / "kinds.db"
+    with SQLiteEventStore(kinds) as other:
+        MessageWindowChatMemory(id="kinds", max_messages=9, store=other).add(
+            UserMessage(
+                name="ann", contents=[TextContent("look"), ImageContent(url="http://x/y.png")]
+            ),
+            AiMessage("thinking done", thinking="hmm"),
+            ToolExecutionResultMessage(id="7", tool_name=None, text="bare result"),
+            CustomMessage({"role": "critic", "score": 3}),
+        )
+    db = ("--db", ledger)
+    commands = [
+        ("explain", "conv", 4, *db),
+        ("explain", "conv", 9, "--index", 2, *db),
+        ("explain", "conv", 11, *db),
+        ("explain", "conv", 2, "--json", *db),
+        ("ids", "--db", empty),
+        ("replay", "conv", "--policy", "messages:2", "--json", *db),
+        ("show", "kinds", "--db", kinds),
+        ("history", "conv", "--db", ledger),
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda args: run(*args), commands))
+    for args, result in zip(commands, results, strict=True):
+        assert result.returncode == 0, f"{args}: {result.stderr}"
+    out = [r.stdout for r in results]
+    assert "entered the view at seq 4; left it at seq 6: orphan" in out[0]
+    assert "brought by seq 9 but not kept: orphan" in out[1]
+    assert "entered the view at seq 11; still in it at seq 11 (head)" in out[2]
+    explained = json.loads(out[3])
+    assert (explained["ref"], explained["left_at"], explained["reason"]) == ([2, 0], 5, "evicted")
+    assert out[4].strip() == f"no memories in {empty}"
+    replayed = json_lines(out[5])
+    expected = replay_views(store, "conv", MessageWindowPolicy(2))
+    assert [s["view"] for s in replayed] == [[message_to_obj(m) for m in v] for _, v in expected]
+    for text in ("ann: look [image]", "thinking done", "bare result", '"role": "critic"'):
+        assert text in out[6]
+    assert "6 message(s): start over" in out[7]
+    assert "(window emptied)" in out[7]
 
 
 def test_replay_json_gives_the_view_after_every_event(ledger, store):
@@ -187,7 +236,7 @@ def test_replay_pages_without_blocking_when_not_a_terminal(ledger):
     assert "seq 5 " in out
     assert "seq 6 " in out
     assert "seq 7 " not in out
-    assert "chatledger replay conv --from 7" in out
+    assert "5 more event(s): chatledger replay conv --from 7" in out
 
 
 def test_replay_on_a_terminal_goes_through_the_pager(ledger):
@@ -332,6 +381,8 @@ def test_fork_then_continue_with_a_memory(ledger, store):
     forked = json.loads(out)
     source = store.read("conv")[5]
     assert forked["forked_from"] == {"memory": "conv", "seq": 6, "hash": source.hash}
+    (event,) = json_lines(ok("history", "conv-b", "--db", ledger, "--json").stdout)
+    assert (event["kind"], event["forked_from"]) == ("messages_set", forked["forked_from"])
     branch = _memory(store, "conv-b")
     assert branch.messages() == _memory(store).as_of(seq=6)
     branch.add(a_message("user", "on the branch"))
@@ -354,7 +405,16 @@ def test_compact_snapshots_then_purges_idle_memories(tmp_path):
     assert "purged: 1  old" in out
     events = json_lines(ok("history", "old", "--db", path, "--json").stdout)
     assert [e["kind"] for e in events] == ["memory_purged"]
-    assert "new" in ok("ids", "--db", path).stdout
+    assert "erased 1 event(s)" in ok("history", "old", "--db", path).stdout
+    runs = ok("history", "~sys:compaction", "--db", path).stdout
+    assert "compacted 1, purged 0" in runs
+    assert "compacted 0, purged 1" in runs
+    # A purged memory cannot be re-created by import (streams start at seq 1): skipped.
+    dump = tmp_path / "idle.jsonl"
+    assert json.loads(ok("export", "-o", dump, "--db", path, "--json").stdout)["records"] == 2
+    imported = ok("import", dump, "--db", tmp_path / "copy.db", "--skip-purged").stdout
+    assert "skipped 'old': its history starts with a purge tombstone" in imported
+    assert "new" in ok("ids", "--db", tmp_path / "copy.db").stdout
 
 
 # ---------------------------------------------------------------------------- ids and errors
@@ -381,10 +441,16 @@ def _error_cases(tmp_path, ledger):
     foreign = tmp_path / "foreign.db"
     with sqlite3.connect(foreign) as conn:
         conn.execute("CREATE TABLE t (x)")
+    empty_file = tmp_path / "zero.db"
+    empty_file.touch()
     db = ("--db", ledger)
     return [
         (("ids", "--db", tmp_path / "missing.db"), 1, "missing.db does not exist"),
         (("ids",), 1, "chatledger.db does not exist"),
+        (("ids", "--db", empty_file), 1, "zero.db is empty"),
+        (("diff", "conv", 0, 99, *db), 2, "B 99: the history of 'conv' ends at seq 11"),
+        (("export", "-o", tmp_path / "x.jsonl", "--after", 3, *db), 2, "--after needs an ID"),
+        (("compact", "--idle-for", "2d", "--purge-idle-for", "1d", *db), 2, "must not be shorter"),
         (("ids", "--db", text_file), 1, "cannot open"),
         (("ids", "--db", foreign), 1, "is not a chatledger database"),
         (("ids", "--db", tmp_path), 1, "is not a file"),
@@ -399,7 +465,10 @@ def _error_cases(tmp_path, ledger):
         (("show", "conv", "--policy", "tokens:9:nomodel", *db), 2, "unknown to jtokkit"),
         (("show", "conv", "--policy", "window", *db), 2, "write messages:N or tokens:N:MODEL"),
         (("history", "~t:[", *db), 2, "is not a memory id"),
+        (("history", "conv", "--from", 0, *db), 2, "argument --from: must be at least 1"),
+        (("show", "conv", "--policy", "messages:0", *db), 2, "'messages:0' is not a policy"),
         (("diff", "conv", 5, 2, *db), 2, "A must not be after B"),
+        (("replay", "conv", "--from", 5, "--to", 2, *db), 2, "--from 5 is after --to 2"),
         (("explain", "conv", 10, *db), 1, "memory_cleared that brought 0 message(s)"),
         (("compact", "--idle-for", "3x", *db), 2, "'3x' is not a duration"),
         (("fork", "conv", "--to", "conv", *db), 1, "already has events"),
@@ -414,7 +483,12 @@ def test_errors_are_one_line_without_traceback(tmp_path, ledger):
     cases = _error_cases(tmp_path, ledger)
     # In parallel: each is an independent process that writes nothing.
     with ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(lambda case: run(*case[0], cwd=tmp_path), cases))
+        # Only `ids` without --db runs in tmp_path: coverage data of a subprocess lands in its cwd.
+        results = list(
+            pool.map(
+                lambda case: run(*case[0], cwd=tmp_path if case[0] == ("ids",) else None), cases
+            )
+        )
     for (args, status, message), result in zip(cases, results, strict=True):
         where = f"chatledger {' '.join(map(str, args))}"
         assert result.returncode == status, f"{where}: {result.returncode} {result.stderr}"

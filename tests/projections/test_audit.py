@@ -17,7 +17,7 @@ from freezegun import freeze_time
 from eventlog import SQLiteEventStore, SystemMessage
 from eventlog.hashing import GENESIS
 from eventlog.ids import StreamKey
-from eventlog.serialization import decode_meta
+from eventlog.serialization import added_record, cleared_record, decode_meta
 from projections import (
     MessageWindowChatMemory,
     MessageWindowPolicy,
@@ -35,6 +35,7 @@ from projections.audit import (
     import_jsonl,
     walk,
 )
+from projections.replay import view_at
 from tests.factories import a_message, a_tool_exchange
 
 ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
@@ -168,6 +169,8 @@ def test_diff_agrees_with_the_views_for_every_pair_of_seqs(store):
             # ... and that what passed through was in neither, entering and leaving inside.
             for change in result.passed:
                 assert change.entry.ref not in views[a] | views[b]
+                assert change.entered_at is not None
+                assert change.left_at is not None
                 assert a < change.entered_at <= change.left_at <= b
 
 
@@ -302,7 +305,8 @@ def test_export_import_keeps_seqs_times_hashes_and_views(store, tmp_path):
     assert json.loads(lines[0])["format"] == FORMAT
     assert count == len(lines) - 1 == 12
     with SQLiteEventStore(tmp_path / "copy.db") as copy:
-        report = import_jsonl(copy, lines, source="copy.jsonl")
+        blank_lines_too = [lines[0], "", *lines[1:], "   "]
+        report = import_jsonl(copy, blank_lines_too, source="copy.jsonl")
         assert report.records == 12
         keys = [info.stream_id for info in store.streams()]
         assert report.imported == dict(zip(keys, [(1, 11), (1, 1)], strict=True))
@@ -362,6 +366,8 @@ def _tampered(text, seq, field, value):
         (4, "prev_hash", GENESIS, "breaks at seq 4: prev_hash"),
         (1, "prev_hash", "f" * 64, "breaks at seq 1: prev_hash is not genesis"),
         (5, "recorded_at", "2020-01-01T00:00:00Z", "not canonical"),
+        (5, "recorded_at", "2020-01-01T00:00:00.000000Z", "earlier than the one before it"),
+        (5, "payload", 42, "payload must be a string"),
         (6, "seq", "6", "seq must be an integer"),
         (2, "memory", "~x:nope", "not a chatledger key"),
     ],
@@ -396,6 +402,10 @@ def test_import_refuses_a_gap_and_things_that_are_not_exports(store, tmp_path):
             import_jsonl(copy, [lines[0], '{"memory": "x"}'])
         with pytest.raises(ValueError, match="line 2 is not JSON"):
             import_jsonl(copy, [lines[0], "{oops"])
+        with pytest.raises(ValueError, match="not a chatledger export"):
+            import_jsonl(copy, ["{oops"])
+        with pytest.raises(ValueError, match="not UTF-8 text"):
+            import_jsonl(copy, io.TextIOWrapper(io.BytesIO(b"\xff\xfe{}\n"), encoding="utf-8"))
         with pytest.raises(ValueError, match="start at seq 3"):
             import_jsonl(copy, [lines[0], *lines[3:]])
         assert copy.streams() == []
@@ -430,3 +440,29 @@ def test_what_if_on_a_fork_matches_the_source_view(store):
     memory, _ = story(store)
     fork(store, "conv", "b", seq=8)
     assert what_if(store, "b", MessageWindowPolicy(2)) == memory.as_of(seq=8)[-2:]
+
+
+def test_walk_and_export_page_through_long_histories(store):
+    store.append("big", [cleared_record()] * 2_100)
+    assert [s.seq for s in walk(store, "big", after=5)] == list(range(6, 2_101))
+    text, count = _export(store, memory_id="big")
+    assert count == 2_100
+    assert [json.loads(line)["seq"] for line in text.splitlines()[1:]] == list(range(1, 2_101))
+
+
+def test_walk_reads_messages_a_foreign_writer_brought_back(store):
+    # Not what a chatledger memory writes (a clear empties the window for good), but a valid
+    # log: event 3's window refers back to event 1, which the previous view no longer held.
+    first, second = a_message("user", "first"), a_message("user", "second")
+    store.append(
+        "foreign",
+        [
+            added_record(first, {"w": [[1, 1]]}),
+            cleared_record(),
+            added_record(second, {"w": [[1, 1], [3, 3]]}),
+        ],
+    )
+    steps = list(walk(store, "foreign"))
+    assert [e.message for e in steps[2].view] == [first, second]
+    assert [e.ref for e in steps[2].entered] == [(1, 0), (3, 0)]
+    assert [e.message for e in view_at(store, "foreign", 3)] == [first, second]

@@ -221,6 +221,30 @@ def test_a_second_run_does_nothing_until_the_memory_is_written_again(store):
     assert len(compaction_runs(store)) == 4
 
 
+class _WriterArrivesAfterListing:
+    """A real second writer appends right after compact() listed the streams."""
+
+    other: EventStore | None
+
+    def streams(self, **kwargs: Any) -> list[StreamInfo]:
+        infos: list[StreamInfo] = super().streams(**kwargs)  # type: ignore[misc]
+        other: Any = self.other or self
+        MessageWindowChatMemory(id="conv", max_messages=4, store=other).add(UserMessage("hi"))
+        return infos
+
+
+def test_a_memory_written_after_the_listing_is_skipped(backend):
+    store = _open_subclass(backend, _WriterArrivesAfterListing, other=None)
+    if backend.name != "memory":
+        store.other = backend.open()
+    _fill(store, "conv")
+    report = _compact_at("2026-01-03", store)
+    # Check the listing said idle, but the head read just before compacting did not.
+    assert report.skipped == ("conv",)
+    assert report.compacted == ()
+    assert store.load_snapshot("conv", SNAPSHOT_NAME) is None
+
+
 def test_compacted_ids_are_dropped_from_attached_providers(store):
     provider = ChatMemoryProvider(lambda memory_id: _memory(store, memory_id))
     other = ChatMemoryProvider(lambda memory_id: _memory(store, memory_id))
@@ -262,11 +286,6 @@ def test_a_corrupt_memory_is_reported_and_the_run_goes_on(backend, store):
     assert store.load_snapshot("a-broken", SNAPSHOT_NAME) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: memories pass memory_key(id) as a plain str, which the store encodes "
-    "again (42 is stored under '~~i:42'); projections/memories.py should wrap it in StreamKey",
-)
 def test_non_string_ids_are_compacted_and_evicted_under_their_own_key(store):
     provider = ChatMemoryProvider(lambda memory_id: _memory(store, memory_id))
     ids = (42, ("tenant", 7), uuid.UUID(int=5), "~tilde")
@@ -575,6 +594,17 @@ def test_run_now_is_synchronous_and_uses_the_same_path(backend, caplog):
     assert not scheduler.running
 
 
+def test_run_now_logs_failed_ids_as_a_warning(backend, store, caplog):
+    _fill(store, "broken")
+    backend.tamper(store, "broken", store.head("broken").seq, "meta", "[1, 2]")
+    scheduler = CompactionScheduler(store, every=timedelta(hours=1), idle_for=timedelta(0))
+    report = scheduler.run_now()
+    assert len(report.errors) == 1
+    (logged,) = caplog.records
+    assert (logged.name, logged.levelno) == ("chatledger.compaction", logging.WARNING)
+    assert "1 failed memory id(s): broken: ValueError" in logged.getMessage()
+
+
 def test_scheduler_lifecycle_and_validation():
     store = InMemoryEventStore()
     scheduler = CompactionScheduler(store, every=timedelta(hours=1), idle_for=DAY)
@@ -587,6 +617,10 @@ def test_scheduler_lifecycle_and_validation():
         scheduler.shutdown(wait=True)
     scheduler.shutdown()  # idempotent
     assert not scheduler.running
+    assert repr(scheduler) == (
+        "CompactionScheduler(every=1:00:00, idle_for=1 day, 0:00:00, purge_idle_for=None, "
+        "running=False)"
+    )
     with pytest.raises(ValueError, match="every must be positive"):
         CompactionScheduler(store, every=timedelta(0), idle_for=DAY)
     with pytest.raises(TypeError, match=r"every must be a datetime\.timedelta"):

@@ -343,6 +343,7 @@ def test_a_clock_returning_naive_times_is_refused():
 
 def test_counters_len_contains_ids_evict_and_clear():
     provider = _window_provider(InMemoryEventStore(), max_size=3)
+    assert (provider.max_size, provider.ttl) == (3, None)
     assert len(provider) == 0
     assert provider.stats() == ProviderStats(0, 0, 0, 0, 0, 0)
     for memory_id in ("a", "b", "a", "c", "a"):
@@ -356,6 +357,7 @@ def test_counters_len_contains_ids_evict_and_clear():
     assert provider.evict("b") is False
     assert provider.evict("never") is False
     assert provider.ids() == ["c", "a"]
+    assert repr(provider) == "ChatMemoryProvider(size=2, max_size=3, ttl=None)"
     assert provider.clear_cache() == 2
     assert provider.ids() == []
     # Check explicit evicts and clears are not counted as LRU evictions.

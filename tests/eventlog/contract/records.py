@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from eventlog.models import NewRecord
 
@@ -23,5 +24,5 @@ def batch(*texts: str) -> list[NewRecord]:
     return [added(t) for t in texts]
 
 
-def texts(records: list) -> list[str]:
+def texts(records: list[Any]) -> list[str]:
     return [json.loads(r.payload)["contents"][0]["text"] for r in records]

@@ -57,7 +57,7 @@ def test_batch_with_bad_item_is_atomic(store):
     store.append("u1", batch("a"))
     # Check a batch whose last item is not a record writes none of its items.
     with pytest.raises(TypeError, match="item 1"):
-        store.append("u1", [added("b"), "not a record"])  # type: ignore[list-item]
+        store.append("u1", [added("b"), "not a record"])
     # Check a batch with a naive timestamp fails whole too.
     with pytest.raises(ValueError, match="timezone"):
         store.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from eventlog import ConcurrencyError
 
@@ -13,7 +14,7 @@ def test_concurrent_writers_lose_nothing_and_positions_do_not_interleave(reopen)
     writers, per_writer = 4, 40
     stores = [reopen() for _ in range(writers)]  # separate store objects (connections)
     tail_store = reopen()
-    seen: list = []
+    seen: list[Any] = []
     done = threading.Event()
     errors: list[BaseException] = []
 
