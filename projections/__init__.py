@@ -3,6 +3,7 @@ what-if views, the memory provider and compaction."""
 
 from __future__ import annotations
 
+from projections.audit import ViewDiff, diff, explain, export_jsonl, fork, import_jsonl, walk
 from projections.base import ChatMemory, Clock
 from projections.compaction import (
     CompactionReport,
@@ -29,8 +30,15 @@ __all__ = [
     "TokenCountEstimator",
     "TokenWindowChatMemory",
     "TokenWindowPolicy",
+    "ViewDiff",
     "WindowPolicy",
     "compact",
     "compaction_runs",
+    "diff",
+    "explain",
+    "export_jsonl",
+    "fork",
+    "import_jsonl",
+    "walk",
     "what_if",
 ]

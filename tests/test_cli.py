@@ -420,11 +420,6 @@ def test_compact_snapshots_then_purges_idle_memories(tmp_path):
 # ---------------------------------------------------------------------------- ids and errors
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: memories.py passes its stored key to the store, which encodes it again "
-    "(int id 42 is stored as '~~i:42'); fix: self._key = StreamKey(memory_key(memory_id))",
-)
 def test_int_ids_are_written_as_their_key(tmp_path):
     path = tmp_path / "int.db"
     with SQLiteEventStore(path) as store:
