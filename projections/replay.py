@@ -107,7 +107,8 @@ def window_refs(record: Record) -> list[tuple[int, int]]:
 
 def _origin_entries(record: Record, identity: str | None) -> dict[tuple[int, int], Entry]:
     """The entries an add or set event contributes, keyed by ref, with recorded counts."""
-    meta = _meta(record)
+    # Meta is parsed only when its counts could be used: as_of and replay don't need them.
+    meta = _meta(record) if identity is not None else {}
     reuse = identity is not None and meta.get("est") == identity
     payload = json.loads(record.payload)
     if record.kind == "message_added":

@@ -10,6 +10,7 @@ The memories, replay and what-if all call these, so there is one implementation 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias
@@ -57,6 +58,9 @@ class Removal:
 
     entry: Entry
     reason: Reason
+
+
+_TOKENS = operator.attrgetter("tokens")
 
 
 def _is_ai_with_requests(message: ChatMessage) -> bool:
@@ -219,7 +223,11 @@ class TokenWindowPolicy(WindowPolicy):
 
     def total(self, entries: Sequence[Entry]) -> int:
         if self._overhead is not None:
-            return self._overhead + sum(self._tokens(e) for e in entries)
+            try:
+                # Every entry of a live token window carries its count: a C-level sum.
+                return self._overhead + int(sum(map(_TOKENS, entries)))
+            except TypeError:  # some entry was never counted (None)
+                return self._overhead + sum(self._tokens(e) for e in entries)
         return int(self.estimator.estimate_token_count_in_messages([e.message for e in entries]))
 
     def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Removal]:

@@ -1383,15 +1383,19 @@ def machine(cfg: Config) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=("sqlite", "postgres", "memory"), default="sqlite")
-    p.add_argument("--n", type=int, help="adds per round for RAW/W1/TW/peers (default 2000)")
+    p.add_argument(
+        "--n", type=int, help="adds per round for RAW/W1/TW/peers (default 2000, quick 1000)"
+    )
     p.add_argument("--sizes", help="history sizes for W3/W4, e.g. 1000,10000,100000,1000000")
     p.add_argument("--tt-size", type=int, help="history size for TT (default 100000)")
     p.add_argument("--peer-sizes", help="history sizes for peer reads (default 10000,100000)")
-    p.add_argument("--conversations", type=int, help="W2 conversations (default 1000)")
+    p.add_argument("--conversations", type=int, help="W2 conversations (default 1000, quick 200)")
     p.add_argument("--per-conversation", type=int, default=20, help="W2 adds per conversation")
-    p.add_argument("--w5-n", type=int, help="adds per W5 writer (default 2000)")
+    p.add_argument("--w5-n", type=int, help="adds per W5 writer (default 2000, quick 1000)")
     p.add_argument("--repeat", type=int, help="timed rounds per group (default 5, quick 3)")
-    p.add_argument("--w5-rounds", type=int, help="W5 rounds (default 8, quick 3)")
+    p.add_argument(
+        "--w5-rounds", type=int, help="W5 rounds (default: --repeat if given, else 8; quick 3)"
+    )
     p.add_argument(
         "--round-s",
         type=float,
