@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -171,8 +171,7 @@ class LoggedEvent(BaseModel):
         return self.event.messages if isinstance(self.event, MessagesSet) else None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class NewRecord:
+class NewRecord(NamedTuple):
     """A record to append: kind and canonical text; the store adds seq, time and hashes.
 
     Attributes:
@@ -190,10 +189,10 @@ class NewRecord:
     recorded_at: datetime | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Record:
-    """A stored record. Plain frozen dataclass, not pydantic: stores build thousands per read
-    from trusted rows, and validation there would cost more than the query.
+class Record(NamedTuple):
+    """A stored record. An immutable named tuple, not pydantic: stores build thousands per read
+    from trusted rows, and validation (or even a frozen dataclass's __init__) would cost more
+    than the query.
 
     Attributes:
         position: Global order across all streams of the store (gapless is not promised).
@@ -230,8 +229,7 @@ class Record:
         return memory_id_from_key(self.stream_id)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StreamHead:
+class StreamHead(NamedTuple):
     """The last record of a stream: what an append chains to."""
 
     seq: int

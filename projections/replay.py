@@ -49,23 +49,33 @@ def encode_refs(entries: Sequence[Entry]) -> Refs:
     ``[s, i, j]`` for ``(s, i) .. (s, j)`` (items of one ``set``). A typical window is one or
     two runs, so recording it with every event costs a few bytes.
     """
+    # Runs on every add, so the state lives in locals: `kind` 2 is an add-run [a, b], 3 a
+    # set-run [a, b..c] (a = seq, b..c = indexes), 0 none yet.
     runs: Refs = []
-    last: list[int] = []
-    for entry in entries:  # runs on every add: kept to plain comparisons
+    kind = a = b = c = 0
+    for entry in entries:
         seq, idx = entry.ref
-        if len(last) == 2:
-            if idx == 0 and seq == last[1] + 1:
-                last[1] = seq
+        if kind == 2:
+            if idx == 0 and seq == b + 1:
+                b = seq
                 continue
-            if idx == 1 and last[0] == seq == last[1]:
-                last = [seq, 0, 1]
-                runs[-1] = last
+            if idx == 1 and a == seq == b:  # (s, 0) then (s, 1): items of one set
+                kind, b, c = 3, 0, 1
                 continue
-        elif last and seq == last[0] and idx == last[2] + 1:
-            last[2] = idx
-            continue
-        last = [seq, seq] if idx == 0 else [seq, idx, idx]
-        runs.append(last)
+            runs.append([a, b])
+        elif kind == 3:
+            if seq == a and idx == c + 1:
+                c = idx
+                continue
+            runs.append([a, b, c])
+        if idx == 0:
+            kind, a, b = 2, seq, seq
+        else:
+            kind, a, b, c = 3, seq, idx, idx
+    if kind == 2:
+        runs.append([a, b])
+    elif kind == 3:
+        runs.append([a, b, c])
     return runs
 
 

@@ -9,11 +9,10 @@ The memories, replay and what-if all call these, so there is one implementation 
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 from eventlog.ids import MemoryId
 from eventlog.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
@@ -37,8 +36,7 @@ Reason: TypeAlias = Literal["evicted", "orphan", "system_replaced"]
 """Why a message left the window during an add or set (clear and set have their own)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One message in a window, with where it came from in the log.
 
     Attributes:
@@ -52,8 +50,7 @@ class Entry:
     tokens: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Removal:
+class Removal(NamedTuple):
     """An entry that left the window, and why."""
 
     entry: Entry

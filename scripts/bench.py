@@ -452,9 +452,11 @@ def latency_row(row: Row, measured: dict[str, Measured], unit: str, ref: str | N
 
 # ---------------------------------------------------------------------------- raw loops
 
+# The same table as SQLiteEventStore's (eventlog/sqlite.py): the raw loop stores the same row
+# shape, so the ratio measures chatledger's own overhead, not a difference in what is stored.
 _RAW_DDL = """
 CREATE TABLE IF NOT EXISTS events (
-    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    position INTEGER PRIMARY KEY,
     stream_id TEXT NOT NULL, seq INTEGER NOT NULL, recorded_at TEXT NOT NULL,
     kind TEXT NOT NULL, schema_version INTEGER NOT NULL, payload TEXT NOT NULL,
     meta TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL,

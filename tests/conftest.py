@@ -101,13 +101,11 @@ class Backend:
     def tamper(self, store: EventStore, stream_id: str, seq: int, column: str, value: Any) -> None:
         """Overwrite one stored column behind the store's back (what an attacker would do)."""
         if self.name == "memory":
-            import dataclasses
-
             assert isinstance(store, InMemoryEventStore)
             stream = store._streams[stream_id]
             i = next(i for i, r in enumerate(stream) if r.seq == seq)
             field = "recorded_at_text" if column == "recorded_at" else column
-            new = dataclasses.replace(stream[i], **{field: value})
+            new = stream[i]._replace(**{field: value})
             stream[i] = new
             store._all = [new if r.position == new.position else r for r in store._all]
         elif self.name == "sqlite":

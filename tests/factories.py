@@ -107,7 +107,7 @@ def a_record(
 ) -> Record:
     """Build a stored record whose ``hash`` is correctly chained to ``prev_hash``.
 
-    Override ``hash`` afterwards (``dataclasses.replace``) to build a tampered record.
+    Override ``hash`` afterwards (``record._replace(hash=...)``) to build a tampered record.
     """
     return Record(
         position=seq if position is None else position,

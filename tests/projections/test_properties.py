@@ -103,3 +103,15 @@ def test_token_window_invariants(script, limit, first):
         return not view or _ESTIMATOR.estimate_token_count_in_messages(view) <= limit
 
     _check(make, script, within)
+
+
+@given(st.lists(st.tuples(st.integers(1, 8), st.integers(0, 3)), unique=True, max_size=12))
+def test_window_refs_round_trip(refs):
+    from projections.replay import decode_refs, encode_refs
+    from projections.windows import Entry
+
+    entries = [Entry(UserMessage("m"), ref) for ref in refs]
+    runs = encode_refs(entries)
+    assert decode_refs(runs) == refs
+    # Check it is run-length encoded: a window of consecutive adds is one run.
+    assert encode_refs([Entry(UserMessage("m"), (s, 0)) for s in range(5, 25)]) == [[5, 24]]
