@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -26,6 +26,7 @@ from eventlog.errors import (
     SchemaVersionError,
     StoreClosedError,
 )
+from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_key
 from eventlog.models import NewRecord, Record, Snapshot, StreamHead, format_time, parse_time
 from eventlog.store import EventStore
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     Conn = psycopg.Connection[TupleRow]
+    Row = tuple[str, int, str, str, int, str, str, str, str]
 
 __all__ = ["MIGRATIONS", "PostgresEventStore"]
 
