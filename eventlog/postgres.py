@@ -7,6 +7,7 @@ never imports psycopg.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import threading
 import time
@@ -81,9 +82,17 @@ _NO_UPPER = 1 << 62
 _CONNECT_TIMEOUT = 5  # seconds, for each connection attempt and for opening the pool
 _CHECKOUT_TIMEOUT = 10.0  # seconds to wait for a free pooled connection
 _POOL_MIN, _POOL_MAX = 1, 4
+_STALE_HEAD_RETRIES = 3
+_HEADS_MAX = 10_000  # cached stream heads per store; the oldest entry goes first
+_EMPTY = StreamHead(0, GENESIS, "")  # cached head of an empty stream (what _build chains to)
+_HANDOFF = "chatledger_handoff"  # pool kwarg carrying the connection the store opened itself
 
 # SQL templates; {schema} is filled with the quoted identifier once per store (see _TEMPLATES).
 _Q_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+_Q_BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+# A connection that is not in autocommit mode has begun its transaction itself.
+_Q_SET_READ_COMMITTED = b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+_Q_COMMIT = b"COMMIT"
 _Q_BEGIN_WRITE = (
     "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({key})"
 )
@@ -91,11 +100,23 @@ _Q_HEAD = (
     "SELECT seq, hash, recorded_at FROM {schema}.events WHERE stream_id = %s "
     "ORDER BY seq DESC LIMIT 1"
 )
+# Both inserts write all rows, or none unless the stream's stored head is the record they were
+# chained to (its hash covers its seq; an empty stream's "hash" is the fallback parameter).
+# A stale cached head therefore inserts nothing - no gap, no broken link, and no aborted
+# transaction to roll back; the unique (stream_id, seq) key still stops a writer that skipped
+# the lock.
+_Q_INSERT_ONE = (
+    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
+    "meta, prev_hash, hash) SELECT %s::text, %s::bigint, %s::text, %s::text, %s::integer, "
+    "%s::text, %s::text, %s::text, %s::text WHERE COALESCE((SELECT hash FROM {schema}.events "
+    "WHERE stream_id = %s ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
+)
 _Q_INSERT = (
     "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
     "meta, prev_hash, hash) SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], "
     "%s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-    "RETURNING seq, position"
+    "WHERE COALESCE((SELECT hash FROM {schema}.events WHERE stream_id = %s "
+    "ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
 )
 _Q_SELECT = (
     "SELECT position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
@@ -137,11 +158,13 @@ _Q_CREATE_MIGRATIONS = (
 )
 _Q_MIGRATIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
 _Q_VERSIONS = "SELECT version FROM {schema}.eventlog_migrations"
+_Q_VERSION = "SELECT count(*), max(version) FROM {schema}.eventlog_migrations"
 _Q_RECORD_VERSION = "INSERT INTO {schema}.eventlog_migrations (version) VALUES (%s)"
 
 _TEMPLATES = {
     "head": _Q_HEAD,
     "insert": _Q_INSERT,
+    "insert_one": _Q_INSERT_ONE,
     "read": _Q_READ,
     "read_desc": _Q_READ_DESC,
     "read_all": _Q_READ_ALL,
@@ -158,6 +181,7 @@ _TEMPLATES = {
     "create_schema": _Q_CREATE_SCHEMA,
     "create_migrations": _Q_CREATE_MIGRATIONS,
     "versions": _Q_VERSIONS,
+    "version": _Q_VERSION,
     "record_version": _Q_RECORD_VERSION,
 }
 
@@ -165,6 +189,18 @@ _TEMPLATES = {
 def _render(template: str, schema: sql.Identifier) -> bytes:
     # Rendered to bytes once: identifiers are quoted by psycopg, never string-formatted.
     return sql.SQL(template).format(schema=schema).as_bytes(None)
+
+
+@functools.lru_cache(maxsize=32)
+def _statements(schema: str) -> dict[str, bytes]:
+    """Every statement of one schema, rendered once per process (a third of a millisecond,
+    which a store opened per request would otherwise pay each time). Never mutated."""
+    ident = sql.Identifier(schema)
+    rendered = {name: _render(template, ident) for name, template in _TEMPLATES.items()}
+    key = sql.Literal(_lock_key("append", schema))
+    rendered["begin_write"] = sql.SQL(_Q_BEGIN_WRITE).format(key=key).as_bytes()
+    rendered["lock_append"] = sql.SQL(_Q_LOCK.replace("%s", "{}")).format(key).as_bytes()
+    return rendered
 
 
 def _pool_params(pool: psycopg_pool.ConnectionPool[Conn] | None) -> dict[str, Any]:
@@ -190,13 +226,31 @@ def _lock_key(purpose: str, schema: str) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
+class _PoolConnection(psycopg.Connection["TupleRow"]):
+    """The connections of the store's own pool. The pool's first ``connect`` adopts the
+    connection the store opened itself, so opening costs one handshake, not two."""
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+        handoff: list[Self] = kwargs.pop(_HANDOFF, None) or []
+        with contextlib.suppress(IndexError):
+            return handoff.pop()
+        return super().connect(conninfo, **kwargs)
+
+
 class PostgresEventStore(EventStore):
     """Event store in a PostgreSQL schema, safe for many threads and many processes.
 
     Appends are serialized per schema by a transaction-scoped advisory lock, so global
     positions commit in order and :meth:`read_all` is safe to tail. Reads run concurrently and
-    retry transient connection failures; writes never retry (a caller that lost its connection
-    mid-append retries with ``expected_seq``, which cannot double-append).
+    retry transient connection failures; writes never retry those (a caller that lost its
+    connection mid-append retries with ``expected_seq``, which cannot double-append).
+
+    The store remembers the head of each stream it wrote or read, so an append chains its
+    records without reading the head first (one round trip when the server supports pipeline
+    mode). Another process may have appended meanwhile: the insert then finds that the stored
+    head is not the record it chains to, writes nothing and raises :class:`ConcurrencyError`
+    (without ``expected_seq`` the store rereads the head under the lock and tries again).
 
     Args:
         dsn: A libpq connection string or URL; the store opens and owns a small connection
@@ -252,13 +306,14 @@ class PostgresEventStore(EventStore):
         dbname = params.get("dbname") or params.get("user") or ""
         self._where = f"{host}:{params.get('port') or 5432}/{dbname}"
         self._name = f"PostgresEventStore({self._where}, schema={schema!r})"
-        ident = sql.Identifier(schema)
-        self._q = {name: _render(template, ident) for name, template in _TEMPLATES.items()}
-        self._ident = ident
-        self._begin_write = (
-            sql.SQL(_Q_BEGIN_WRITE).format(key=sql.Literal(_lock_key("append", schema))).as_bytes()
-        )
+        self._q = _statements(schema)
+        self._ident = sql.Identifier(schema)
         self._setup_key = _lock_key("setup", schema)
+        # Head per stream as last written or read here: never ahead of a committed head, and
+        # checked by every insert (see _Q_INSERT), so a stale entry costs a retry, not a gap.
+        self._heads: dict[str, StreamHead] = {}
+        self._heads_lock = threading.Lock()
+        self._pipelined = psycopg.Pipeline.is_supported()  # libpq >= 14
         if pool is not None:
             self._pool, self._own_pool = pool, False
         else:
@@ -277,27 +332,32 @@ class PostgresEventStore(EventStore):
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:
             kwargs["connect_timeout"] = _CONNECT_TIMEOUT
-        # One direct attempt first: an unreachable server fails in milliseconds with libpq's
-        # reason, where the pool would keep retrying quietly until its timeout.
+        # The first connection is made here, not by the pool's worker: an unreachable server
+        # fails in milliseconds with libpq's reason, where the pool would keep retrying
+        # quietly until its timeout. The pool then adopts it (see _PoolConnection).
         with self._errors("connect"):
-            psycopg.connect(dsn, **kwargs).close()
-        pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
+            first = _PoolConnection.connect(dsn, **kwargs)
+        pool = psycopg_pool.ConnectionPool(
             dsn,
-            kwargs=kwargs,
+            connection_class=_PoolConnection,
+            kwargs={**kwargs, _HANDOFF: [first]},
             min_size=_POOL_MIN,
             max_size=_POOL_MAX,
             open=False,
             configure=self._configure if self._timeout is not None else None,
             name=f"chatledger-{self._schema}",
             timeout=_CHECKOUT_TIMEOUT,
+            num_workers=1,  # it only opens the rare extra connection
         )
         try:
             with self._errors("connect"):
                 pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
         except BaseException:
             pool.close()
+            first.close()  # no-op once adopted: the pool closed it
             raise
-        return pool
+        # It only ever holds _PoolConnections, which are Conns.
+        return pool  # type: ignore[return-value]
 
     def _configure(self, conn: Conn) -> None:
         # Runs on every new pooled connection (autocommit, so the setting sticks).
@@ -316,6 +376,8 @@ class PostgresEventStore(EventStore):
             SchemaVersionError: The schema was migrated by a newer chatledger.
             PersistenceError: The database refused (e.g. no CREATE privilege).
         """
+        if self._up_to_date("setup"):
+            return
         with self._guard("setup") as conn, conn.transaction():
             conn.execute(_Q_LOCK, (self._setup_key,))
             # Check first: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
@@ -330,7 +392,26 @@ class PostgresEventStore(EventStore):
                     conn.execute(_render(ddl, self._ident))
                     conn.execute(self._q["record_version"], (version,))
 
+    def _up_to_date(self, operation: str) -> bool:
+        """Whether every migration is applied, in one round trip and without the setup lock
+        (a store opens far more often than a schema changes)."""
+        with self._guard(operation) as conn:
+            try:
+                row = conn.execute(self._q["version"]).fetchone()
+            except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+                # Not an error to translate but the answer "not set up yet"; the slow path
+                # creates the schema or reports what is missing.
+                conn.rollback()
+                return False
+        count, newest = row if row is not None else (0, None)
+        if newest is None:
+            return False
+        self._check_version({newest})
+        return bool(count == len(MIGRATIONS) and newest == len(MIGRATIONS) - 1)
+
     def _check_schema(self) -> None:
+        if self._up_to_date("open"):
+            return
         with self._guard("open") as conn:
             table = f"{self._ident.as_string()}.eventlog_migrations"
             row = conn.execute(_Q_MIGRATIONS_EXIST, (table,)).fetchone()
@@ -420,10 +501,11 @@ class PostgresEventStore(EventStore):
             # head read until commit also makes the head we chain to the real one. An advisory
             # lock rather than LOCK TABLE: VACUUM and ANALYZE do not conflict with it.
             # READ COMMITTED whatever the server's default: each statement then takes a new
-            # snapshot, so the head read *after* the lock is granted sees the previous writer's
-            # commit; under REPEATABLE READ the snapshot would date from before the lock wait.
+            # snapshot, so what runs *after* the lock is granted (a head read, the insert's
+            # check of the record it chains to) sees the previous writer's commit; under
+            # REPEATABLE READ the snapshot would date from before the lock wait.
             # One round trip: the key is a literal, so both statements go as one simple query.
-            conn.execute(self._begin_write)
+            conn.execute(self._q["begin_write"])
             yield conn
 
     def _read(self, operation: str, fn: Callable[[Conn], _T]) -> _T:
@@ -448,13 +530,32 @@ class PostgresEventStore(EventStore):
         row = conn.execute(self._q["head"], (key,)).fetchone()
         return None if row is None else StreamHead(row[0], row[1], row[2])
 
-    def _insert(
-        self, conn: Conn, rows: list[tuple[str, int, str, str, int, str, str, str, str]]
-    ) -> list[Record]:
+    def _insert_query(self, rows: list[Row], *, after_purge: bool = False) -> tuple[bytes, Any]:
+        """The INSERT of ``rows`` and its parameters: it inserts nothing unless the stored head
+        is the record the first row chains to (see _Q_INSERT). A tombstone chains to the last
+        record it erased, so there the emptied stream counts as that record."""
+        first = rows[0]
+        link = (first[0], first[7] if after_purge else GENESIS, first[7])
+        if len(rows) == 1:  # the common case; scalars cost less to send than arrays
+            return self._q["insert_one"], (*first, *link)
         columns = [list(column) for column in zip(*rows, strict=True)]
-        # Map by seq rather than trusting RETURNING order.
-        positions: dict[int, int] = dict(conn.execute(self._q["insert"], columns).fetchall())
-        return [Record(positions[row[1]], *row) for row in rows]
+        return self._q["insert"], (*columns, *link)
+
+    def _pipeline(self, conn: Conn) -> contextlib.AbstractContextManager[Any]:
+        return conn.pipeline() if self._pipelined else contextlib.nullcontext()
+
+    def _remember(self, key: str, head: StreamHead) -> None:
+        with self._heads_lock:
+            known = self._heads.get(key)
+            if known is None and len(self._heads) >= _HEADS_MAX:
+                del self._heads[next(iter(self._heads))]  # bounded: a miss costs one read
+            # Forward only: a thread finishing late must not put back an older head.
+            if known is None or head.seq > known.seq:
+                self._heads[key] = head
+
+    def _forget(self, key: str) -> None:
+        with self._heads_lock:
+            self._heads.pop(key, None)
 
     # ------------------------------------------------------------ writing
 
@@ -472,18 +573,64 @@ class PostgresEventStore(EventStore):
             raise StoreClosedError(operation, self._name)
         if not items:
             return []
-        actual = 0
+        for attempt in range(_STALE_HEAD_RETRIES):
+            try:
+                records = self._append(key, items, expected_seq, cached=attempt == 0)
+                break
+            except ConcurrencyError as e:
+                # actual None: the insert met a writer our cached head missed. With no
+                # expectation that is ours to fix: retry, reading the head under the lock.
+                stale = e.actual is None and expected_seq is None
+                if not stale or attempt == _STALE_HEAD_RETRIES - 1:
+                    raise
+        last = records[-1]
+        self._remember(key, StreamHead(last.seq, last.hash, last.recorded_at_text))
+        return records
+
+    def _append(
+        self, key: str, items: Sequence[NewRecord], expected_seq: int | None, *, cached: bool
+    ) -> list[Record]:
+        head = self._heads.get(key) if cached else None
+        if head is not None and expected_seq is not None and expected_seq != head.seq:
+            head = None  # the caller knows better, or not: ask before calling it a conflict
+        # On a cache hit everything is built before the transaction, so lock, insert and
+        # commit go to the server in one pipeline: one round trip instead of five.
+        rows = None if head is None else self._build(key, head, items, self._now())
+        chained_to = 0
 
         def conflict() -> ConcurrencyError:
-            # A writer that bypassed the append lock took one of our seqs.
-            return ConcurrencyError(key, actual if expected_seq is None else expected_seq, None)
+            return ConcurrencyError(key, chained_to if expected_seq is None else expected_seq, None)
 
-        with self._write(operation, conflict) as conn:
-            head = self._head(conn, key)
-            actual = 0 if head is None else head.seq
-            if expected_seq is not None and expected_seq != actual:
-                raise ConcurrencyError(key, expected_seq, actual)
-            return self._insert(conn, self._build(key, head, items, self._now()))
+        try:
+            with self._guard("append", conflict) as conn:
+                with self._pipeline(conn):
+                    # READ COMMITTED and the append lock, for the reasons given in _write.
+                    conn.execute(_Q_BEGIN if conn.autocommit else _Q_SET_READ_COMMITTED)
+                    conn.execute(self._q["lock_append"])
+                    if rows is None:
+                        fresh = self._head(conn, key)  # under the lock: the real head
+                        actual = 0 if fresh is None else fresh.seq
+                        self._remember(key, fresh or _EMPTY)
+                        if expected_seq is not None and expected_seq != actual:
+                            raise ConcurrencyError(key, expected_seq, actual)
+                        rows = self._build(key, fresh, items, self._now())
+                    chained_to = rows[0][1] - 1
+                    cursor = conn.execute(*self._insert_query(rows))
+                    conn.execute(_Q_COMMIT)
+                positions: dict[int, int] = dict(cursor.fetchall())
+                if not positions:
+                    # The head is not the one we chained to (another writer appended, a purge,
+                    # a restored database): nothing was inserted, and COMMIT ended an empty
+                    # transaction.
+                    raise conflict()
+        except ConcurrencyError as e:
+            if e.actual is None:
+                self._forget(key)
+            raise
+        except BaseException:
+            self._forget(key)  # e.g. the connection broke around COMMIT: did it land?
+            raise
+        return [Record(positions[row[1]], *row) for row in rows]
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         """See :meth:`EventStore.purge`.
@@ -506,7 +653,10 @@ class PostgresEventStore(EventStore):
             conn.execute(self._q["delete_snapshots"], (key,))
             now = self._now()
             tomb = self._tombstone(head, count, reason, now)
-            (record,) = self._insert(conn, self._build(key, head, [tomb], now))
+            rows = self._build(key, head, [tomb], now)
+            ((_, position),) = conn.execute(*self._insert_query(rows, after_purge=True)).fetchall()
+        record = Record(position, *rows[0])
+        self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         return record
 
     def vacuum(self, *, full: bool = False) -> None:
@@ -572,7 +722,11 @@ class PostgresEventStore(EventStore):
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
         key = memory_key(memory_id)
-        return self._read("head", lambda conn: self._head(conn, key))
+        # Always asks the server (other processes append too); what it learns feeds the next
+        # append's cached head, which a memory's add() then chains to without a read.
+        head = self._read("head", lambda conn: self._head(conn, key))
+        self._remember(key, head or _EMPTY)
+        return head
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
         params = (memory_key(memory_id), format_time(at))

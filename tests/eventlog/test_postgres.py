@@ -163,6 +163,43 @@ def test_schema_from_a_newer_chatledger_is_refused(store, schema):
             PostgresEventStore(PG_DSN, schema=schema, create_schema=create)
 
 
+def test_opening_an_up_to_date_schema_does_not_wait_for_the_setup_lock(store, schema):
+    import psycopg
+
+    from eventlog.postgres import PostgresEventStore, _lock_key
+
+    # Another process is migrating some schema under the setup lock (held, not released).
+    with psycopg.connect(PG_DSN, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (_lock_key("setup", schema),))
+        # Check an up-to-date schema opens at once (one version query, no lock), with and
+        # without create_schema, and setup() itself returns too.
+        for create in (True, False):
+            with PostgresEventStore(
+                PG_DSN, schema=schema, create_schema=create, statement_timeout=2
+            ) as s:
+                s.setup()
+                assert texts(s.read("u1")) == []
+
+
+def test_setup_still_migrates_a_schema_that_is_behind(store, schema, monkeypatch):
+    import eventlog.postgres
+    from eventlog.postgres import MIGRATIONS, PostgresEventStore
+
+    store.append("u1", batch("a"))
+    newer = [*MIGRATIONS, "CREATE TABLE {schema}.extra (x integer);"]
+    monkeypatch.setattr(eventlog.postgres, "MIGRATIONS", newer)
+    # Check a managed store names the missing version instead of opening.
+    with pytest.raises(PersistenceError, match=rf"lacks eventlog migrations \[{len(MIGRATIONS)}\]"):
+        PostgresEventStore(PG_DSN, schema=schema, create_schema=False)
+    # Check setup() applies exactly the missing migration and keeps the data.
+    store.setup()
+    rows = _admin(f'SELECT version FROM "{schema}".eventlog_migrations ORDER BY version')
+    assert [r[0] for r in rows] == list(range(len(newer)))
+    assert _admin(f'SELECT count(*) FROM "{schema}".extra') == [(0,)]
+    with PostgresEventStore(PG_DSN, schema=schema, create_schema=False) as managed:
+        assert texts(managed.read("u1")) == ["a"]
+
+
 def test_schema_name_is_quoted_everywhere():
     from eventlog.postgres import PostgresEventStore
 
@@ -279,17 +316,51 @@ def test_statement_timeout_gives_persistence_error_and_appends_nothing(schema):
         assert s.append("u1", batch("c"), expected_seq=1)[0].seq == 2
 
 
-def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(store, monkeypatch):
-    store.append("u1", batch("a", "b"))
-    # Simulate a writer that bypassed the append lock: our head read is one behind.
-    first = store.read("u1")[0]
-    stale = StreamHead(first.seq, first.hash, first.recorded_at_text)
-    monkeypatch.setattr(store, "_head", lambda conn, key: stale)
-    with pytest.raises(ConcurrencyError) as info:
-        store.append("u1", batch("c"))
-    assert info.value.stream_id == "u1"
-    monkeypatch.undo()
-    assert texts(store.read("u1")) == ["a", "b"]
+def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(schema):
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from eventlog.postgres import PostgresEventStore
+
+    app = f"chatledger-test-{uuid.uuid4().hex[:8]}"
+    with PostgresEventStore(make_conninfo(PG_DSN, application_name=app), schema=schema) as s:
+        s.append("u1", batch("a", "b"))
+        rogue_row = batch("rogue")[0]
+        outcome: list[BaseException | None] = []
+        with psycopg.connect(PG_DSN) as rogue:
+            # A writer that bypasses the append lock inserts seq 3 and has not committed: our
+            # append's head check cannot see it, so only the unique key can stop it.
+            rogue.execute(
+                f'INSERT INTO "{schema}".events (stream_id, seq, recorded_at, kind, '
+                "schema_version, payload, meta, prev_hash, hash) "
+                "VALUES ('u1', 3, '9999', %s, 1, %s, '', 'x', 'y')".encode(),
+                (rogue_row.kind, rogue_row.payload),
+            )
+
+            def ours() -> None:
+                try:
+                    s.append("u1", batch("c"), expected_seq=2)
+                    outcome.append(None)
+                except BaseException as e:
+                    outcome.append(e)
+
+            writer = threading.Thread(target=ours)
+            writer.start()
+            # Wait until our insert is blocked on the rogue's uncommitted seq 3.
+            deadline = time.monotonic() + 10
+            while not _admin(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
+                "AND wait_event_type = 'Lock'",
+                (app,),
+            ):
+                assert time.monotonic() < deadline, "our append never waited on the key"
+            rogue.commit()
+            writer.join()
+        # Check it is a conflict naming the stream, and nothing of ours was written.
+        (error,) = outcome
+        assert isinstance(error, ConcurrencyError)
+        assert (error.stream_id, error.expected) == ("u1", 2)
+        assert texts(s.read("u1")) == ["a", "b", "rogue"]
 
 
 def _kill_backends(app: str) -> None:
@@ -348,6 +419,145 @@ def test_purge_then_vacuum(store, schema):
     assert rows == [(tomb.seq, "memory_purged")]
     assert _admin(f'SELECT count(*) FROM "{schema}".snapshots') == [(0,)]
     assert store.verify().ok
+
+
+# ------------------------------------------------------------------ cached heads
+
+
+@pytest.fixture(params=["pipelined", "sequential"])
+def two_stores(request, schema):
+    """Two store objects on one schema (as two processes would have), each with its own
+    cached heads; `sequential` runs the append without pipeline mode (libpq < 14)."""
+    from eventlog.postgres import PostgresEventStore
+
+    with (
+        PostgresEventStore(PG_DSN, schema=schema) as a,
+        PostgresEventStore(PG_DSN, schema=schema) as b,
+    ):
+        for s in (a, b):
+            s._pipelined = request.param == "pipelined"
+        yield a, b
+
+
+def test_stale_cached_head_is_a_conflict_then_appends_after_catching_up(two_stores):
+    a, b = two_stores
+    a.append("u1", batch("a"))  # a now caches head 1
+    b.append("u1", batch("b"), expected_seq=1)
+    # Check a's append on its stale head conflicts via the unique key and writes nothing.
+    with pytest.raises(ConcurrencyError) as info:
+        a.append("u1", batch("lost"), expected_seq=1)
+    assert (info.value.stream_id, info.value.expected) == ("u1", 1)
+    assert texts(b.read("u1")) == ["a", "b"]
+    # Check the same stale expectation keeps failing (the store does not guess for the
+    # caller), and that after catching up with head() the append lands on the real head.
+    with pytest.raises(ConcurrencyError):
+        a.append("u1", batch("lost"), expected_seq=1)
+    head = a.head("u1")
+    assert head is not None
+    assert head.seq == 2
+    (record,) = a.append("u1", batch("c"), expected_seq=head.seq)
+    assert (record.seq, record.prev_hash) == (3, head.hash)
+    # Check an expectation newer than the cached head is checked against the stored head.
+    b.append("u1", batch("d"), expected_seq=3)
+    assert a.append("u1", batch("e"), expected_seq=4)[0].seq == 5
+    assert texts(a.read("u1")) == ["a", "b", "c", "d", "e"]
+    assert a.verify().ok
+
+
+def test_stale_cached_head_without_expected_seq_still_appends_after_the_real_head(two_stores):
+    a, b = two_stores
+    a.append("u1", batch("a", "b"))
+    b.append("u1", batch("c"))
+    # Check one record and a batch both chain to b's record, not to a's cached head.
+    (one,) = a.append("u1", batch("d"))
+    assert one.seq == 4
+    b.append("u1", batch("e", "f"))
+    two = a.append("u1", batch("g", "h"))
+    assert [r.seq for r in two] == [7, 8]
+    stored = a.read("u1")
+    assert texts(stored) == ["a", "b", "c", "d", "e", "f", "g", "h"]
+    assert [r.prev_hash for r in stored[1:]] == [r.hash for r in stored[:-1]]
+    assert [r.position for r in two] == [r.position for r in stored[-2:]]
+    assert a.verify().ok
+
+
+def test_cached_head_whose_record_vanished_leaves_no_gap(store, schema):
+    store.append("u1", batch("a", "b", "c"))
+    # Behind the store's back (a restore, a hand edit), the cached head's record goes away.
+    _admin(f'DELETE FROM "{schema}".events WHERE seq = 3')
+    # Check the insert refused to chain to it: seq 3 is reused, linked to the stored seq 2.
+    with pytest.raises(ConcurrencyError):
+        store.append("u1", batch("x"), expected_seq=3)
+    (record,) = store.append("u1", batch("d"))
+    stored = store.read("u1")
+    assert [r.seq for r in stored] == [1, 2, 3]
+    assert record.prev_hash == stored[1].hash
+    assert store.verify().ok
+
+
+def test_cached_heads_are_bounded(store, monkeypatch):
+    import eventlog.postgres
+
+    monkeypatch.setattr(eventlog.postgres, "_HEADS_MAX", 2)
+    for key in ("u1", "u2", "u3"):
+        store.append(key, batch(key))
+    store.head("u4")
+    # Check only the newest entries are kept, and a forgotten stream still appends right.
+    assert sorted(store._heads) == ["u3", "u4"]
+    assert store.append("u1", batch("again"))[0].seq == 2
+    assert store.verify().ok
+
+
+def test_conflicts_on_a_caller_pool_leave_its_connections_clean(schema):
+    from psycopg import pq
+    from psycopg_pool import ConnectionPool
+
+    from eventlog.postgres import PostgresEventStore
+
+    # Not autocommit, one connection: a transaction left open would show up right away.
+    with ConnectionPool(PG_DSN, min_size=1, max_size=1, open=True) as pool:
+        with (
+            PostgresEventStore(pool=pool, schema=schema) as a,
+            PostgresEventStore(pool=pool, schema=schema) as b,
+        ):
+            a.append("u1", batch("a"))
+            b.append("u1", batch("b"))
+            with pytest.raises(ConcurrencyError):
+                a.append("u1", batch("x"), expected_seq=1)
+            assert a.append("u1", batch("c"))[0].seq == 3
+            with pool.connection() as conn:
+                assert conn.info.transaction_status == pq.TransactionStatus.IDLE
+        with pool.connection() as conn:
+            rows = conn.execute(f'SELECT seq FROM "{schema}".events ORDER BY seq'.encode())
+            assert [r[0] for r in rows] == [1, 2, 3]
+
+
+def test_threads_sharing_one_store_append_gaplessly_to_one_stream(store):
+    threads, each = 4, 40
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def write(t: int) -> None:
+        barrier.wait()
+        try:
+            for i in range(each):
+                store.append("shared", batch(f"{t}:{i}") if i % 2 else batch(f"{t}:{i}", "x"))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    # Check no append without expected_seq failed although they raced on one cached head.
+    assert errors == []
+    stored = store.read("shared")
+    assert [r.seq for r in stored] == list(range(1, threads * each * 3 // 2 + 1))
+    assert store.verify().ok
+    assert store.head("shared") == StreamHead(
+        stored[-1].seq, stored[-1].hash, stored[-1].recorded_at_text
+    )
 
 
 # ------------------------------------------------------------------ multi-process
