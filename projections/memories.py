@@ -32,6 +32,7 @@ from projections.base import ChatMemory
 from projections.replay import (
     encode_refs,
     materialize,
+    origin_entries,
     resolve_seq,
     view_at,
     what_if,
@@ -51,6 +52,7 @@ from projections.windows import (
 __all__ = ["MessageWindowChatMemory", "TokenWindowChatMemory"]
 
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage)
+_CATCH_UP_READ = 64  # events behind: read them all at once rather than head + lookups
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 
 
@@ -138,7 +140,16 @@ class _WindowChatMemory(ChatMemory):
             known = {e.ref: e for e in self._entries}
             if self._position < 0:
                 known.update(load_window_snapshot(self._store, self._key, head_seq, identity))
-            (record,) = self._store.read(self._key, gt=head_seq - 1, lte=head_seq)
+            behind = head_seq - self._position
+            if 0 < behind <= _CATCH_UP_READ and self._position >= 0:
+                # A few events by another writer: one read brings the head event and every
+                # message it can add to the window (the rest is already in hand).
+                records = self._store.read(self._key, gt=self._position, lte=head_seq)
+                for new in records:
+                    known.update(origin_entries(new, identity))
+                record = records[-1]
+            else:
+                (record,) = self._store.read(self._key, gt=head_seq - 1, lte=head_seq)
             entries = materialize(
                 self._store, self._key, window_refs(record), identity=identity, known=known
             )

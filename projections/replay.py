@@ -30,6 +30,7 @@ __all__ = [
     "decode_refs",
     "encode_refs",
     "materialize",
+    "origin_entries",
     "replay_views",
     "resolve_seq",
     "view_at",
@@ -115,7 +116,7 @@ def window_refs(record: Record) -> list[tuple[int, int]]:
     return decode_refs(meta["w"])
 
 
-def _origin_entries(record: Record, identity: str | None) -> dict[tuple[int, int], Entry]:
+def origin_entries(record: Record, identity: str | None) -> dict[tuple[int, int], Entry]:
     """The entries an add or set event contributes, keyed by ref, with recorded counts."""
     # Meta is parsed only when its counts could be used: as_of and replay don't need them.
     meta = _meta(record) if identity is not None else {}
@@ -164,7 +165,7 @@ def materialize(
             end += 1
         for record in store.read(memory_id, gt=needed[start] - 1, lte=needed[end]):
             if record.seq in needed:
-                have.update(_origin_entries(record, identity))
+                have.update(origin_entries(record, identity))
         start = end + 1
     try:
         return [have[ref] for ref in refs]
@@ -226,7 +227,7 @@ class _Simulation:
     def apply(self, record: Record) -> None:
         policy, kind = self.policy, record.kind
         if kind == "message_added":
-            (entry,) = _origin_entries(record, None).values()
+            (entry,) = origin_entries(record, None).values()
             entry = Entry(entry.message, entry.ref, policy.count(entry.message))
             work = list(self.entries)
             policy.ensure_capacity(work, policy.limit_for(self.memory_id))
@@ -239,7 +240,7 @@ class _Simulation:
         elif kind == "messages_set":
             work = [
                 Entry(e.message, e.ref, policy.count(e.message))
-                for e in _origin_entries(record, None).values()
+                for e in origin_entries(record, None).values()
             ]
             policy.ensure_capacity(work, policy.limit_for(self.memory_id))
             self.entries = work
