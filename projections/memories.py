@@ -53,11 +53,14 @@ __all__ = ["MessageWindowChatMemory", "TokenWindowChatMemory"]
 
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage)
 _CATCH_UP_READ = 64  # events behind: read them all at once rather than head + lookups
+_EXACT_TYPES = frozenset(_MESSAGE_TYPES)
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 
 
 def _as_list(args: tuple[Any, ...], operation: str) -> list[_ChatMessage]:
     """``add(m)``, ``add(m1, m2)`` and ``add([m1, m2])`` -> a checked list (nothing written yet)."""
+    if len(args) == 1 and type(args[0]) in _EXACT_TYPES:  # the common add(message)
+        return [args[0]]
     if len(args) == 1 and not isinstance(args[0], _MESSAGE_TYPES) and isinstance(args[0], Iterable):
         if isinstance(args[0], str | bytes | dict):
             items: list[Any] = [args[0]]
@@ -167,7 +170,7 @@ class _WindowChatMemory(ChatMemory):
     def _write(self, build: Any) -> None:
         """Run ``build(entries, position) -> (records, new_entries)`` and append, retrying on
         a lost race until the append lands or the retry time is used up."""
-        deadline = time.monotonic() + _RETRY_FOR
+        deadline = 0.0  # set at the first lost race: the common path never reads the clock
         if self._position < 0:
             self._sync()
         while True:
@@ -179,7 +182,9 @@ class _WindowChatMemory(ChatMemory):
             try:
                 stored = self._store.append(self._key, records, expected_seq=self._position)
             except ConcurrencyError:
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                deadline = deadline or now + _RETRY_FOR
+                if now > deadline:
                     raise
                 self._sync()
                 continue
