@@ -19,7 +19,7 @@ from eventlog.messages import (
     UserMessage,
 )
 from eventlog.messages import ChatMessage as _ChatMessage
-from eventlog.models import LoggedEvent, NewRecord
+from eventlog.models import LoggedEvent, NewRecord, Record
 from eventlog.serialization import (
     added_record,
     cleared_record,
@@ -136,26 +136,48 @@ class _WindowChatMemory(ChatMemory):
             self._load(head_seq)
 
     def _load(self, head_seq: int) -> None:
-        identity = self._policy.identity
         if head_seq == 0:
-            entries: list[Entry] = []
-        else:
-            known = {e.ref: e for e in self._entries}
-            if self._position < 0:
-                known.update(load_window_snapshot(self._store, self._key, head_seq, identity))
-            behind = head_seq - self._position
-            if 0 < behind <= _CATCH_UP_READ and self._position >= 0:
-                # A few events by another writer: one read brings the head event and every
-                # message it can add to the window (the rest is already in hand).
-                records = self._store.read(self._key, gt=self._position, lte=head_seq)
-                for new in records:
-                    known.update(origin_entries(new, identity))
-                record = records[-1]
-            else:
-                (record,) = self._store.read(self._key, gt=head_seq - 1, lte=head_seq)
-            entries = materialize(
-                self._store, self._key, window_refs(record), identity=identity, known=known
+            self._settle([], 0)
+            return
+        behind = head_seq - self._position
+        if 0 < behind <= _CATCH_UP_READ and self._position >= 0:
+            # A few events by another writer: one read brings the head event and every
+            # message it can add to the window (the rest is already in hand).
+            self._apply_tail(self._store.read(self._key, gt=self._position, lte=head_seq))
+            return
+        known = {e.ref: e for e in self._entries}
+        if self._position < 0:
+            known.update(
+                load_window_snapshot(self._store, self._key, head_seq, self._policy.identity)
             )
+        (record,) = self._store.read(self._key, gt=head_seq - 1, lte=head_seq)
+        self._settle(self._window(record, known), head_seq)
+
+    def _catch_up(self) -> None:
+        """After a lost race: what others appended since our position, in one query."""
+        if self._position >= 0:
+            tail = self._store.read(self._key, gt=self._position, limit=_CATCH_UP_READ)
+            if 0 < len(tail) < _CATCH_UP_READ:
+                self._apply_tail(tail)
+                return
+        self._sync()
+
+    def _apply_tail(self, tail: list[Record]) -> None:
+        known = {e.ref: e for e in self._entries}
+        for record in tail:
+            known.update(origin_entries(record, self._policy.identity))
+        self._settle(self._window(tail[-1], known), tail[-1].seq)
+
+    def _window(self, record: Record, known: dict[tuple[int, int], Entry]) -> list[Entry]:
+        return materialize(
+            self._store,
+            self._key,
+            window_refs(record),
+            identity=self._policy.identity,
+            known=known,
+        )
+
+    def _settle(self, entries: list[Entry], position: int) -> None:
         if isinstance(self._policy, TokenWindowPolicy):
             # Counts recorded under another estimator are not ours: count those once now.
             entries = [
@@ -165,7 +187,7 @@ class _WindowChatMemory(ChatMemory):
                 for e in entries
             ]
         self._entries = entries
-        self._position = head_seq
+        self._position = position
 
     def _write(self, build: Any) -> None:
         """Run ``build(entries, position) -> (records, new_entries)`` and append, retrying on
@@ -186,7 +208,7 @@ class _WindowChatMemory(ChatMemory):
                 deadline = deadline or now + _RETRY_FOR
                 if now > deadline:
                     raise
-                self._sync()
+                self._catch_up()
                 continue
             self._entries = entries
             self._position = stored[-1].seq

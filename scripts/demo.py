@@ -164,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         status = "[bold green]intact[/]" if report.ok else "[bold red]BROKEN[/]"
         console.print(
             Panel(
-                f"Hash chains: {status} — {report.records} records in {len(report.checked)} "
-                f"memory ids re-hashed (SHA-256 over id, seq, kind, time and the exact stored "
-                f"JSON, chained per id).\nTry: [bold]chatledger verify --db {path}[/] after "
-                "editing a row with sqlite3.",
+                f"Hash chains: {status} — {report.records} records of {len(report.checked)} "
+                f"conversation(s) re-hashed (SHA-256 over id, seq, kind, time and the exact "
+                f"stored JSON, chained per id).\nTry: [bold]chatledger verify --db {path}[/] "
+                "after editing a row with sqlite-utils or sqlite3.",
                 title="verification",
             )
         )
