@@ -158,12 +158,13 @@ class SQLiteEventStore(EventStore):
                     os.fspath(path), check_same_thread=False, timeout=0, isolation_level=None
                 )
             except sqlite3.Error as e:
-                msg_0 = "open"
-                raise PersistenceError(msg_0, f"cannot open SQLite file {self._where}: {e}") from e
+                detail = f"cannot open SQLite file {self._where}: {e}"
+                raise PersistenceError("open", detail) from e
             self._db = sqlite_utils.Database(conn)
         self._conn = self._db.conn
-        # Per-stream head cache, valid while PRAGMA data_version is unchanged (it changes
-        # exactly when another connection commits), so head() rarely touches the table.
+        # Per-stream head cache. head() trusts it while PRAGMA data_version is unchanged (it
+        # changes exactly when another connection commits); append() trusts it outright,
+        # because chaining to a stale head makes the INSERT hit the unique (stream_id, seq) key.
         self._heads: dict[str, StreamHead] = {}
         self._version = -1
 
