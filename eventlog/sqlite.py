@@ -158,8 +158,8 @@ class SQLiteEventStore(EventStore):
                     os.fspath(path), check_same_thread=False, timeout=0, isolation_level=None
                 )
             except sqlite3.Error as e:
-                detail = f"cannot open SQLite file {self._where}: {e}"
-                raise PersistenceError("open", detail) from e
+                operation, detail = "open", f"cannot open SQLite file {self._where}: {e}"
+                raise PersistenceError(operation, detail) from e
             self._db = sqlite_utils.Database(conn)
         self._conn = self._db.conn
         # Per-stream head cache. head() trusts it while PRAGMA data_version is unchanged (it
