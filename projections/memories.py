@@ -11,13 +11,7 @@ from typing import Any, Self
 from eventlog.errors import ConcurrencyError
 from eventlog.ids import MemoryId, StreamKey, memory_key
 from eventlog.memory import InMemoryEventStore
-from eventlog.messages import (
-    AiMessage,
-    CustomMessage,
-    SystemMessage,
-    ToolExecutionResultMessage,
-    UserMessage,
-)
+from eventlog.messages import MESSAGE_TYPES
 from eventlog.messages import ChatMessage as _ChatMessage
 from eventlog.models import LoggedEvent, NewRecord, Record
 from eventlog.serialization import (
@@ -51,7 +45,7 @@ from projections.windows import (
 
 __all__ = ["MessageWindowChatMemory", "TokenWindowChatMemory"]
 
-_MESSAGE_TYPES = (SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage)
+_MESSAGE_TYPES = tuple(MESSAGE_TYPES.values())
 _CATCH_UP_READ = 64  # events behind: read them all at once rather than head + lookups
 _EXACT_TYPES = frozenset(_MESSAGE_TYPES)
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up

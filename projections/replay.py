@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from eventlog.ids import MemoryId
 from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage
 from eventlog.models import Record
+from eventlog.serialization import decode_meta
 from eventlog.store import EventStore
 from projections.windows import Entry, WindowPolicy, add_with_system_rules
 
@@ -91,13 +91,6 @@ def decode_refs(runs: Refs) -> list[tuple[int, int]]:
     return refs
 
 
-def _meta(record: Record) -> dict[str, Any]:
-    if not record.meta:
-        return {}
-    value = json.loads(record.meta)
-    return value if isinstance(value, dict) else {}
-
-
 def window_refs(record: Record) -> list[tuple[int, int]]:
     """The refs of the window right after ``record`` (empty after a clear or a purge).
 
@@ -106,7 +99,7 @@ def window_refs(record: Record) -> list[tuple[int, int]]:
     """
     if record.kind in ("memory_cleared", "memory_purged"):
         return []
-    meta = _meta(record)
+    meta = decode_meta(record)
     if "w" not in meta:
         msg = (
             f"event {record.stream_id}#{record.seq} ({record.kind}) records no window; it was "
@@ -119,7 +112,7 @@ def window_refs(record: Record) -> list[tuple[int, int]]:
 def origin_entries(record: Record, identity: str | None) -> dict[tuple[int, int], Entry]:
     """The entries an add or set event contributes, keyed by ref, with recorded counts."""
     # Meta is parsed only when its counts could be used: as_of and replay don't need them.
-    meta = _meta(record) if identity is not None else {}
+    meta = decode_meta(record) if identity is not None else {}
     reuse = identity is not None and meta.get("est") == identity
     payload = json.loads(record.payload)
     if record.kind == "message_added":

@@ -471,6 +471,22 @@ _FAKE_META = '{"lim":20,"w":[[1000001,1000020]]}'  # as long as a real window's 
 _FAKE_TIME = "2025-01-01T00:00:00.000000Z"
 
 
+def _raw_row(payloads: Sequence[str], i: int) -> tuple[object, ...]:
+    """The i-th raw row: a real payload, fixed fields as long as chatledger's."""
+    payload = payloads[i % len(payloads)]
+    return (
+        "raw",
+        i + 1,
+        _FAKE_TIME,
+        "message_added",
+        1,
+        payload,
+        _FAKE_META,
+        _FAKE_HASH,
+        _FAKE_HASH,
+    )
+
+
 def raw_sqlite(path: pathlib.Path, payloads: Sequence[str]) -> tuple[Run, Callable[[], None]]:
     """The physical limit: sqlite3, one INSERT + COMMIT per message, same pragmas."""
     conn = sqlite3.connect(path, check_same_thread=False)
@@ -478,23 +494,9 @@ def raw_sqlite(path: pathlib.Path, payloads: Sequence[str]) -> tuple[Run, Callab
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute(_RAW_DDL)
     conn.commit()
-    n = len(payloads)
 
     def op(i: int) -> None:
-        conn.execute(
-            _RAW_INSERT,
-            (
-                "raw",
-                i + 1,
-                _FAKE_TIME,
-                "message_added",
-                1,
-                payloads[i % n],
-                _FAKE_META,
-                _FAKE_HASH,
-                _FAKE_HASH,
-            ),
-        )
+        conn.execute(_RAW_INSERT, _raw_row(payloads, i))
         conn.commit()
 
     return timed_loop(op), conn.close
@@ -523,23 +525,9 @@ def raw_postgres(dsn: str, schema: str, payloads: Sequence[str]) -> tuple[Run, C
         .format(ident)
         .as_bytes(conn)
     )
-    n = len(payloads)
 
     def op(i: int) -> None:
-        conn.execute(
-            insert,
-            (
-                "raw",
-                i + 1,
-                _FAKE_TIME,
-                "message_added",
-                1,
-                payloads[i % n],
-                _FAKE_META,
-                _FAKE_HASH,
-                _FAKE_HASH,
-            ),
-        )
+        conn.execute(insert, _raw_row(payloads, i))
         conn.commit()
 
     return timed_loop(op), conn.close
