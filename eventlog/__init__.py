@@ -1,13 +1,18 @@
 """chatledger's event log: messages, LangChain4j JSON, events and hash-chained stores.
 
-The PostgreSQL store lives in :mod:`eventlog.postgres` (``pip install 'chatledger[postgres]'``)
-and is imported from there, so this package never needs psycopg.
+:class:`SQLiteEventStore` is imported on first access, so ``import eventlog`` loads
+sqlite-utils only when it is used. The PostgreSQL store lives in :mod:`eventlog.postgres`
+(``pip install 'chatledger[postgres]'``) and is imported from there, so this package never
+needs psycopg.
 """
 
 from __future__ import annotations
 
+import typing
+
 from eventlog.errors import (
     ChainIntegrityError,
+    ChainKeyError,
     ConcurrencyError,
     EventLogError,
     PersistenceError,
@@ -15,12 +20,14 @@ from eventlog.errors import (
     StoreClosedError,
 )
 from eventlog.ids import MemoryId
+from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
 from eventlog.lc4j_json import (
     message_from_json,
     message_to_json,
     messages_from_json,
     messages_to_json,
 )
+from eventlog.ledger import DigestReport, InclusionProof, LedgerDigest, verify_inclusion
 from eventlog.memory import InMemoryEventStore
 from eventlog.messages import (
     AiMessage,
@@ -38,8 +45,11 @@ from eventlog.messages import (
     VideoContent,
 )
 from eventlog.models import (
+    ContentErased,
+    ErasureReceipt,
     LoggedEvent,
     MemoryCleared,
+    MemoryErased,
     MemoryPurged,
     MessageAdded,
     MessagesSet,
@@ -47,23 +57,33 @@ from eventlog.models import (
     StreamInfo,
     VerifyReport,
 )
-from eventlog.sqlite import SQLiteEventStore
 from eventlog.store import EventStore
+
+if typing.TYPE_CHECKING:
+    from eventlog.sqlite import SQLiteEventStore
 
 __all__ = [
     "AiMessage",
     "AudioContent",
     "ChainIntegrityError",
+    "ChainKeyError",
     "ChatMessage",
     "ConcurrencyError",
     "Content",
+    "ContentErased",
     "CustomMessage",
+    "DigestReport",
+    "ErasureReceipt",
     "EventLogError",
     "EventStore",
     "ImageContent",
+    "ImportReport",
     "InMemoryEventStore",
+    "InclusionProof",
+    "LedgerDigest",
     "LoggedEvent",
     "MemoryCleared",
+    "MemoryErased",
     "MemoryId",
     "MemoryPurged",
     "MessageAdded",
@@ -82,8 +102,28 @@ __all__ = [
     "UserMessage",
     "VerifyReport",
     "VideoContent",
+    "export_jsonl",
+    "import_jsonl",
     "message_from_json",
     "message_to_json",
     "messages_from_json",
     "messages_to_json",
+    "verify_inclusion",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # SQLiteEventStore is imported on first access: sqlite-utils (with click, dateutil and
+    # pluggy behind it) costs ~25 ms, which `import eventlog` should not pay when no SQLite
+    # store is used. Stored in the module afterwards, so later lookups are plain attributes.
+    if name == "SQLiteEventStore":
+        from eventlog.sqlite import SQLiteEventStore
+
+        globals()[name] = SQLiteEventStore
+        return SQLiteEventStore
+    msg = f"module 'eventlog' has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "SQLiteEventStore"})

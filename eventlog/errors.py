@@ -6,6 +6,7 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     EventLogError
     ├── ConcurrencyError        an append lost an optimistic-concurrency race
     ├── ChainIntegrityError     a hash chain does not verify (tampering or corruption)
+    ├── ChainKeyError           a keyed store was opened with a wrong key, or written without one
     ├── SchemaVersionError      the database or a record was written by a newer chatledger
     ├── StoreClosedError        the store was used after close()
     └── PersistenceError        the database failed (locked too long, unreachable, disk full)
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "ChainIntegrityError",
+    "ChainKeyError",
     "ConcurrencyError",
     "EventLogError",
     "PersistenceError",
@@ -31,23 +33,42 @@ class EventLogError(Exception):
 
 
 class ConcurrencyError(EventLogError):
-    """An append expected the stream's head at one seq, but another writer moved it.
+    """An append expected the stream's head at one seq (or hash), but another writer moved it.
 
     Attributes:
         stream_id: Canonical key of the stream (memory id).
         expected: The seq the caller expected the head to be at.
         actual: The head seq found in the store (None when unknown).
+        expected_hash: The head hash the caller expected (None when it gave none).
+        actual_hash: The head hash found (None when unknown or not compared).
     """
 
-    def __init__(self, stream_id: str, expected: int, actual: int | None) -> None:
+    def __init__(
+        self,
+        stream_id: str,
+        expected: int,
+        actual: int | None,
+        *,
+        expected_hash: str | None = None,
+        actual_hash: str | None = None,
+    ) -> None:
         self.stream_id = stream_id
         self.expected = expected
         self.actual = actual
+        self.expected_hash = expected_hash
+        self.actual_hash = actual_hash
         found = "unknown" if actual is None else str(actual)
-        msg = (
-            f"append to {stream_id} expected head seq {expected}, but head is {found}; "
-            "another writer appended first: read the new events (catch up) and retry"
-        )
+        if actual_hash is not None:
+            msg = (
+                f"append to {stream_id} expected head hash {expected_hash}, but head (seq "
+                f"{found}) has hash {actual_hash}; history changed under you (another writer, "
+                "a failover or a restore): reload the memory from the store and retry"
+            )
+        else:
+            msg = (
+                f"append to {stream_id} expected head seq {expected}, but head is {found}; "
+                "another writer appended first: read the new events (catch up) and retry"
+            )
         super().__init__(msg)
 
 
@@ -65,6 +86,23 @@ class ChainIntegrityError(EventLogError):
         self.seq = seq
         self.reason = reason
         msg = f"hash chain of {stream_id} breaks at seq {seq}: {reason}"
+        super().__init__(msg)
+
+
+class ChainKeyError(EventLogError):
+    """The store's chain key is wrong, missing, or unusable.
+
+    Raised when a keyed database is opened with a key that does not match its stored key
+    check (or the check is missing while keyed records exist), and when a store opened
+    without the key tries to append to a keyed database.
+
+    Attributes:
+        operation: What the store was doing (``"open"``, ``"append"``, ...).
+    """
+
+    def __init__(self, operation: str, detail: str) -> None:
+        self.operation = operation
+        msg = f"{operation} refused: {detail}"
         super().__init__(msg)
 
 

@@ -12,8 +12,8 @@ The format is what LangChain4j 1.19's ``JacksonChatMessageJsonCodec`` writes:
   order (see `_java_hashmap_order`); the other messages keep insertion order.
 
 Where Java's output depends on the JVM, this module matches JDK 19 and later (21, 25, ...):
-JDK 17 orders a ``HashMap`` copy of 3, 6, 12, ... keys differently, and its ``Double.toString``
-sometimes prints a longer or different decimal (``9.999999999999999E22`` for ``1e23``).
+JDK 17 orders a ``HashMap`` copy of 3, 6, 12, ... keys differently; ``Double.toString`` is
+emulated in :mod:`eventlog.java`, shared with the token estimator.
 
 Reading accepts everything the serializer writes plus the legacy tool-result form with
 ``"text"``; anything else raises `ValueError` naming the position (``$[2].contents[0]``),
@@ -28,12 +28,12 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal, localcontext
 from functools import lru_cache
 from typing import Any, Final, NoReturn
 
 from pydantic import ValidationError
 
+from eventlog.java import TRIM_CHARS, double_to_string
 from eventlog.messages import (
     DETAIL_LEVELS,
     MESSAGE_TYPES,
@@ -162,71 +162,6 @@ def _grow_for_crowded_buckets(hashes: list[int], length: int) -> int:
     return length
 
 
-# Doubles below this are subnormal; only they can have a 2-digit Java form that beats the
-# 1-digit shortest form (Double.MIN_VALUE prints as 4.9E-324, Python says 5e-324).
-_MIN_NORMAL: Final = 2.2250738585072014e-308
-
-
-def _java_double(value: float) -> str:
-    """``Double.toString(value)`` as specified since JDK 19 (shortest uniquely-rounding decimal).
-
-    Python's ``repr`` picks the same digits; only the layout differs: plain notation for
-    ``1e-3 <= |v| < 1e7``, otherwise ``d.dddE[-]n``, always with a digit after the point.
-    """
-    if value == 0.0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    sign = "-" if value < 0 else ""
-    magnitude = -value if value < 0 else value
-    digits, exponent = _shortest_digits(magnitude)
-    if 1e-3 <= magnitude < 1e7:
-        if exponent >= 0:
-            whole = digits[: exponent + 1].ljust(exponent + 1, "0")
-            fraction = digits[exponent + 1 :] or "0"
-        else:
-            whole = "0"
-            fraction = "0" * (-exponent - 1) + digits
-        return f"{sign}{whole}.{fraction}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
-
-
-def _shortest_digits(magnitude: float) -> tuple[str, int]:
-    """Significant digits (no leading/trailing zeros) and decimal exponent of ``magnitude``."""
-    mantissa, _, exp = float.__repr__(magnitude).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    all_digits = whole + fraction
-    point = len(whole) + (int(exp) if exp else 0)
-    stripped = all_digits.lstrip("0")
-    leading_zeros = len(all_digits) - len(stripped)
-    digits = stripped.rstrip("0")
-    exponent = point - leading_zeros - 1
-    if len(digits) == 1 and magnitude < _MIN_NORMAL:
-        return _two_digit_subnormal(magnitude, digits, exponent)
-    return digits, exponent
-
-
-def _two_digit_subnormal(magnitude: float, digits: str, exponent: int) -> tuple[str, int]:
-    # JDK 19+: when the shortest form has one digit, the closest 2-digit decimal that still
-    # rounds to the value wins. The candidates bracket the exact value at 2 significant digits.
-    with localcontext() as context:
-        context.prec = 1200  # a double's exact decimal expansion has at most 767 digits
-        exact = Decimal(magnitude)
-        scale = exact.adjusted() - 1
-        low = int(exact.scaleb(-scale))
-        best: tuple[Decimal, int, int] | None = None
-        for candidate in (low, low + 1):
-            decimal = Decimal(candidate).scaleb(scale)
-            if float(decimal) != magnitude:
-                continue
-            # Ties go to the even last digit, as Java specifies.
-            rank = (abs(decimal - exact), candidate % 2, candidate)
-            if best is None or rank[:2] < best[:2]:
-                best = rank
-    if best is None:  # pragma: no cover - the 1-digit form always brackets the value
-        return digits, exponent
-    text = str(best[2])
-    return text.rstrip("0"), scale + len(text) - 1
-
-
 def _encode_java(value: Any) -> str:
     """Compact JSON of a JSON value, numbers formatted like Jackson's."""
     # Exact-type checks first: attributes are almost always plain str/int/dict/list.
@@ -244,7 +179,7 @@ def _encode_java(value: Any) -> str:
     if kind is bool:
         return "true" if value else "false"
     if kind is float:
-        return _java_double(value)
+        return double_to_string(value)
     return _encode_java_subclass(value)
 
 
@@ -257,7 +192,7 @@ def _encode_java_subclass(value: Any) -> str:
     if isinstance(value, int):
         return int.__repr__(value)
     if isinstance(value, float):
-        return _java_double(value)
+        return double_to_string(value)
     if isinstance(value, dict):
         return _encode_java(dict(value))
     return _encode_java(list(value))
@@ -566,7 +501,7 @@ def _reject_constant(name: str) -> NoReturn:
 
 _decode_json: Final = json.JSONDecoder(parse_constant=_reject_constant).decode
 
-_WHITESPACE_AND_CONTROLS: Final = {code: None for code in range(0x21)}
+_WHITESPACE_AND_CONTROLS: Final = str.maketrans("", "", TRIM_CHARS)
 
 
 def _parse(operation: str, text: str | bytes | bytearray) -> Any:

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from eventlog.errors import ConcurrencyError, StoreClosedError
-from eventlog.ids import MemoryId, memory_key
-from eventlog.models import NewRecord, Record, Snapshot, StreamHead, format_time
-from eventlog.store import EventStore
+from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.models import ErasureReceipt, NewRecord, Record, Snapshot, StreamHead, format_time
+from eventlog.store import RECEIPT_KINDS, EventStore
 
 __all__ = ["InMemoryEventStore"]
 
@@ -20,9 +20,14 @@ class InMemoryEventStore(EventStore):
 
     The lock plays the role of the SQL stores' unique (stream, seq) key: the head check and
     the insert happen under it, so a conflicting append can never slip in between.
+
+    Args:
+        key: Chain key (at least 16 bytes): records are format 3, HMAC-SHA256 under it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, key: bytes | None = None) -> None:
+        self._key = self._valid_key(key)
+        self._keyed_db = key is not None
         self._lock = threading.RLock()
         self._streams: dict[str, list[Record]] = {}
         self._all: list[Record] = []
@@ -40,6 +45,7 @@ class InMemoryEventStore(EventStore):
         items: Sequence[NewRecord],
         *,
         expected_seq: int | None = None,
+        expected_hash: str | None = None,
     ) -> list[Record]:
         key = memory_key(memory_id)
         self._check_items(items)
@@ -52,6 +58,9 @@ class InMemoryEventStore(EventStore):
             actual = 0 if head is None else head.seq
             if expected_seq is not None and expected_seq != actual:
                 raise ConcurrencyError(key, expected_seq, actual)
+            conflict = self._hash_conflict(key, head, expected_hash)
+            if conflict is not None:
+                raise conflict
             rows = self._build(key, head, items, self._now())  # validates before any write
             records = []
             for row in rows:
@@ -85,6 +94,30 @@ class InMemoryEventStore(EventStore):
             self._streams[key].append(record)
             self._all.append(record)
             return record
+
+    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
+        with self._lock:
+            self._open("erase")
+            stream = self._streams.get(key, [])
+            pending = [
+                r for r in stream if r.kind not in RECEIPT_KINDS and (r.format == 1 or not r.erased)
+            ]
+            now = self._now()
+            built = self._erasure(key, [(r.seq, r.format) for r in pending], reason, now)
+            if built is None:
+                return None
+            item, event = built
+            (row,) = self._build(key, _head_of(stream), [item], now)  # validates before writing
+            blank = {r.position: r._replace(payload="", salt="") for r in pending}
+            stream[:] = [blank.get(r.position, r) for r in stream]
+            self._all = [blank.get(r.position, r) for r in self._all]
+            for snap_key in [k for k in self._snapshots if k[0] == key]:
+                del self._snapshots[snap_key]
+            self._position += 1
+            record = Record(self._position, *row)
+            stream.append(record)
+            self._all.append(record)
+            return ErasureReceipt(memory_id_from_key(key), event, record)
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = memory_key(memory_id)

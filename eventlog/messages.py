@@ -41,6 +41,8 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
+from eventlog.java import is_blank
+
 __all__ = [
     "CONTENT_TYPES",
     "DETAIL_LEVELS",
@@ -82,17 +84,9 @@ Python's JSON codec recurses once per level and shares the interpreter's recursi
 # Jackson 2.15+ refuses to read numbers longer than 1000 digits; 10**1000 < 2**3322.
 _MAX_INT_BITS: Final = 3321
 
-_CONFIG: Final = ConfigDict(frozen=True, extra="forbid")
-
-# LangChain4j's ensureNotBlank is ``text.trim().isEmpty()``, and Java's trim() strips every
-# char <= U+0020 -- not Unicode whitespace (U+00A0 and U+2003 are *not* blank in Java).
-_JAVA_TRIM_CHARS: Final = "".join(map(chr, range(0x21)))
-
-
-def _is_java_blank(text: str) -> bool:
-    # Fast path: almost every real text starts with a visible character.
-    return not text or (text[0] <= " " and not text.strip(_JAVA_TRIM_CHARS))
-
+# defer_build: each class builds its validator on first use, not at import. Validation is
+# unchanged; `import eventlog` only stops paying for classes a program never instantiates.
+_CONFIG: Final = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 # A node of the attribute walk: (container, depth, parent node, key in parent). Paths for error
 # messages are rebuilt from the parent chain only when something is wrong.
@@ -464,7 +458,7 @@ class SystemMessage(BaseModel):
     @field_validator("text")
     @classmethod
     def _not_blank(cls, text: str) -> str:
-        if _is_java_blank(text):
+        if is_blank(text):
             msg = (
                 f"SystemMessage.text cannot be null or blank, got {text!r:.60}; "
                 "pass the instructions"

@@ -1,8 +1,9 @@
 """Typed events, stored records and the small value objects stores return.
 
-Two layers (house style rule 1): typed events (pydantic, what users and projections handle) and
-:class:`Record` (what stores keep and return: canonical text plus seq, position and hash fields).
-:mod:`eventlog.serialization` converts between them; stores never serialize.
+Two layers: typed events (pydantic, what users and projections handle) and :class:`Record`
+(what stores keep and return: canonical text plus seq, position and hash fields).
+:mod:`eventlog.serialization` converts between them; stores never serialize, so every backend
+stores and hashes the same bytes and none needs to change when an event type does.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from eventlog.messages import ChatMessage
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
     "CompactionRun",
+    "ContentErased",
+    "ErasureReceipt",
     "Event",
     "LoggedEvent",
     "MemoryCleared",
+    "MemoryErased",
     "MemoryPurged",
     "MessageAdded",
     "MessagesSet",
@@ -38,7 +42,9 @@ __all__ = [
 CURRENT_SCHEMA_VERSION = 1
 """Version of the payload format written by this code; older versions are upcast on read."""
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(
+    frozen=True, extra="forbid", defer_build=True
+)  # built on first use: import time
 
 
 def format_time(moment: datetime) -> str:
@@ -105,6 +111,42 @@ class MemoryPurged(BaseModel):
     reason: str
 
 
+class MemoryErased(BaseModel):
+    """Receipt left where :meth:`EventStore.erase` deleted the content of a memory's records.
+
+    The erased records stay in the log with their seq, kind, time, meta and hashes; only their
+    payload and salt are gone, so the chain and every ledger digest still verify.
+
+    Attributes:
+        first_seq: Seq of the first record whose content was erased.
+        last_seq: Seq of the last record whose content was erased.
+        record_count: How many records had their content erased.
+        erased_at: When the erasure ran.
+        reason: Why (e.g. ``"GDPR request #123"``).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["memory_erased"] = "memory_erased"
+    first_seq: int
+    last_seq: int
+    record_count: int
+    erased_at: datetime
+    reason: str
+
+
+class ContentErased(BaseModel):
+    """What :func:`~eventlog.serialization.decode_event` gives for a record whose content was
+    erased: only its kind is left. Never stored, so it is not an :data:`Event` kind.
+
+    Attributes:
+        erased_kind: The kind of the erased record (``message_added``, ``messages_set``, ...).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["content_erased"] = "content_erased"
+    erased_kind: str
+
+
 class CompactionRun(BaseModel):
     """One compaction run, logged in the store's own ``~sys:compaction`` stream.
 
@@ -132,7 +174,7 @@ class CompactionRun(BaseModel):
 
 
 Event: TypeAlias = Annotated[
-    MessageAdded | MessagesSet | MemoryCleared | MemoryPurged | CompactionRun,
+    MessageAdded | MessagesSet | MemoryCleared | MemoryPurged | MemoryErased | CompactionRun,
     Field(discriminator="kind"),
 ]
 
@@ -145,7 +187,8 @@ class LoggedEvent(BaseModel):
         seq: Position within the memory's stream (1, 2, 3, ...).
         position: Position in the store's global order.
         recorded_at: When the store recorded it (aware, UTC).
-        event: The typed event.
+        event: The typed event, or :class:`ContentErased` when :meth:`EventStore.erase` deleted
+            its content (see :attr:`erased`).
     """
 
     model_config = _FROZEN
@@ -153,7 +196,12 @@ class LoggedEvent(BaseModel):
     seq: int
     position: int
     recorded_at: datetime
-    event: Event
+    event: Event | ContentErased
+
+    @property
+    def erased(self) -> bool:
+        """True when the event's content was erased (``event`` is :class:`ContentErased`)."""
+        return isinstance(self.event, ContentErased)
 
     @property
     def kind(self) -> str:
@@ -180,6 +228,11 @@ class NewRecord(NamedTuple):
         meta: Canonical JSON text of projection bookkeeping ("" when none).
         schema_version: Version of the payload format.
         recorded_at: Keep this time instead of the store's clock (imports); None means now.
+        format: Record format to write (imports that reproduce stored hashes); None means the
+            store's own: 2 (salted SHA-256), or 3 (salted HMAC-SHA256) for a keyed store.
+        salt: Hex salt of the payload commitment (imports); None draws a fresh random one.
+        commitment: Hex commitment (imports, e.g. of an erased payload); None computes it
+            from ``salt`` and ``payload``.
     """
 
     kind: str
@@ -187,6 +240,9 @@ class NewRecord(NamedTuple):
     meta: str = ""
     schema_version: int = CURRENT_SCHEMA_VERSION
     recorded_at: datetime | None = None
+    format: int | None = None
+    salt: str | None = None
+    commitment: str | None = None
 
 
 class Record(NamedTuple):
@@ -204,7 +260,14 @@ class Record(NamedTuple):
         payload: Stored payload text.
         meta: Stored meta text.
         prev_hash: Hash of the previous record of the stream (GENESIS for seq 1).
-        hash: SHA-256 of this record chained to ``prev_hash``.
+        hash: This record's chain hash over its fields and ``prev_hash`` (see
+            :mod:`eventlog.hashing`; how it is computed depends on ``format``).
+        salt: Hex of the 16 random bytes salting the payload commitment ("" for format 1,
+            and once the payload is erased).
+        commitment: Hex SHA-256 of ``salt || payload``, which the chain hash covers instead of
+            the payload ("" for format 1); it outlives an erasure of payload and salt.
+        format: 1 = SHA-256 over the payload (records written before format 2), 2 = salted
+            SHA-256 over the commitment, 3 = salted HMAC-SHA256 (a keyed store).
     """
 
     position: int
@@ -217,6 +280,9 @@ class Record(NamedTuple):
     meta: str
     prev_hash: str
     hash: str
+    salt: str = ""
+    commitment: str = ""
+    format: int = 1
 
     @property
     def recorded_at(self) -> datetime:
@@ -227,6 +293,12 @@ class Record(NamedTuple):
     def memory_id(self) -> MemoryId:
         """The memory id the stream key was made from."""
         return memory_id_from_key(self.stream_id)
+
+    @property
+    def erased(self) -> bool:
+        """True when :meth:`EventStore.erase` deleted this record's payload and salt (only a
+        format 2/3 record can be erased; its commitment keeps the chain verifiable)."""
+        return self.format != 1 and not self.salt and not self.payload
 
 
 class StreamHead(NamedTuple):
@@ -264,6 +336,21 @@ class StreamInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ErasureReceipt:
+    """What :meth:`EventStore.erase` did to one memory.
+
+    Attributes:
+        memory_id: The memory id.
+        event: The receipt event (erased seq range, record count, time, reason).
+        record: The stored ``memory_erased`` record that carries it.
+    """
+
+    memory_id: MemoryId
+    event: MemoryErased
+    record: Record
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Snapshot:
     """A projection's state saved at a seq, so a cold open reads it and the tail only."""
 
@@ -280,17 +367,22 @@ class VerifyReport:
 
     Attributes:
         checked: Memory ids (stream keys) checked, in order.
-        records: Number of records whose hash was recomputed.
-        failures: Stream key -> ``(first bad seq, reason)`` for every broken chain.
+        records: Number of records read, including those after a stream's first break.
+        failures: Stream key -> ``(first bad seq, reason)`` for every stream that does not
+            verify: a broken chain, a malformed row, or a keyed record that cannot be
+            checked without the key.
+        malformed: ``(stream key, seq, reason)`` of every malformed row (bad text in a column
+            a store never writes that way), including those after a stream's first failure.
     """
 
     checked: tuple[str, ...]
     records: int
     failures: dict[str, tuple[int, str]]
+    malformed: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def ok(self) -> bool:
-        """True when every checked chain is intact."""
+        """True when every checked chain is intact and verifiable."""
         return not self.failures
 
     def first_bad_seq(self, memory_id: MemoryId) -> int | None:

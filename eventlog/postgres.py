@@ -1,83 +1,58 @@
 """PostgresEventStore: the shared-server backend, one row per event in a PostgreSQL table.
 
-Install with ``pip install 'chatledger[postgres]'`` and import from here; :mod:`eventlog` itself
-never imports psycopg.
+psycopg is the ``[postgres]`` extra: from your chatledger clone, ``pip install -e '.[postgres]'``.
+Import the store from here; :mod:`eventlog` itself never imports psycopg. The SQL it runs, and
+its migrations, live in :mod:`eventlog.postgres_sql`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-import psycopg
-import psycopg.errors
-import psycopg_pool
+try:
+    import psycopg
+    import psycopg.errors
+    import psycopg_pool
+except ImportError as e:
+    msg = (
+        f"import eventlog.postgres: psycopg is missing ({e}); install the [postgres] extra "
+        "from your chatledger clone: pip install -e '.[postgres]'"
+    )
+    raise ImportError(msg) from e
 from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
-from eventlog.errors import (
-    ConcurrencyError,
-    PersistenceError,
-    SchemaVersionError,
-    StoreClosedError,
-)
+from eventlog import postgres_sql as pgsql
+from eventlog.errors import ConcurrencyError, PersistenceError, SchemaVersionError, StoreClosedError
 from eventlog.hashing import GENESIS
-from eventlog.ids import MemoryId, memory_key
-from eventlog.models import NewRecord, Record, Snapshot, StreamHead, format_time, parse_time
-from eventlog.store import EventStore
+from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.models import (
+    ErasureReceipt,
+    NewRecord,
+    Record,
+    Snapshot,
+    StreamHead,
+    format_time,
+    parse_time,
+)
+from eventlog.postgres_sql import MIGRATIONS
+from eventlog.store import KEY_CHECK, RECEIPT_KINDS, EventStore
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     Conn = psycopg.Connection[TupleRow]
-    Row = tuple[str, int, str, str, int, str, str, str, str]
+    Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
 
 __all__ = ["MIGRATIONS", "PostgresEventStore"]
 
 _T = TypeVar("_T")
 
-MIGRATIONS: list[str] = [
-    # 0: events and snapshots. ``{schema}`` is replaced by the quoted schema identifier.
-    """
-    CREATE TABLE {schema}.events (
-        -- An identity is never reused: a purge deletes rows, and a reused position would
-        -- make a tailing reader (read_all(gt=last_seen)) skip or repeat records.
-        position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        stream_id text COLLATE "C" NOT NULL,
-        seq bigint NOT NULL,
-        -- Canonical fixed-width UTC text, exactly what is hashed; "C" makes text order
-        -- equal time order whatever the database's default collation is.
-        recorded_at text COLLATE "C" NOT NULL,
-        kind text NOT NULL,
-        schema_version integer NOT NULL,
-        -- text, not jsonb: jsonb rewrites key order and whitespace, and the hash covers the
-        -- exact stored bytes.
-        payload text NOT NULL,
-        meta text NOT NULL,
-        prev_hash text NOT NULL,
-        hash text NOT NULL,
-        CONSTRAINT events_stream_seq UNIQUE (stream_id, seq)
-    );
-    CREATE TABLE {schema}.snapshots (
-        stream_id text COLLATE "C" NOT NULL,
-        name text NOT NULL,
-        seq bigint NOT NULL,
-        state text NOT NULL,
-        created_at text NOT NULL,
-        PRIMARY KEY (stream_id, name, seq)
-    );
-    """,
-]
-"""Schema migrations, index = version. A shipped entry is never edited; a wrong one becomes
-``"SELECT 1"`` (with a comment) and a new entry fixes it."""
-
-_UNIQUE_SEQ = "events_stream_seq"
 _NO_UPPER = 1 << 62
 _CONNECT_TIMEOUT = 5  # seconds, for each connection attempt and for opening the pool
 _CHECKOUT_TIMEOUT = 10.0  # seconds to wait for a free pooled connection
@@ -87,127 +62,23 @@ _HEADS_MAX = 10_000  # cached stream heads per store; the oldest entry goes firs
 _EMPTY = StreamHead(0, GENESIS, "")  # cached head of an empty stream (what _build chains to)
 _HANDOFF = "chatledger_handoff"  # pool kwarg carrying the connection the store opened itself
 
-# SQL templates; {schema} is filled with the quoted identifier once per store (see _TEMPLATES).
-_Q_LOCK = "SELECT pg_advisory_xact_lock(%s)"
-_Q_BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
-# A connection that is not in autocommit mode has begun its transaction itself.
-_Q_SET_READ_COMMITTED = b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
-_Q_COMMIT = b"COMMIT"
-_Q_BEGIN_WRITE = (
-    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({key})"
-)
-_Q_HEAD = (
-    "SELECT seq, hash, recorded_at FROM {schema}.events WHERE stream_id = %s "
-    "ORDER BY seq DESC LIMIT 1"
-)
-# Both inserts write all rows, or none unless the stream's stored head is the record they were
-# chained to (its hash covers its seq; an empty stream's "hash" is the fallback parameter).
-# A stale cached head therefore inserts nothing - no gap, no broken link, and no aborted
-# transaction to roll back; the unique (stream_id, seq) key still stops a writer that skipped
-# the lock.
-_Q_INSERT_ONE = (
-    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
-    "meta, prev_hash, hash) SELECT %s::text, %s::bigint, %s::text, %s::text, %s::integer, "
-    "%s::text, %s::text, %s::text, %s::text WHERE COALESCE((SELECT hash FROM {schema}.events "
-    "WHERE stream_id = %s ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
-)
-_Q_INSERT = (
-    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
-    "meta, prev_hash, hash) SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], "
-    "%s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-    "WHERE COALESCE((SELECT hash FROM {schema}.events WHERE stream_id = %s "
-    "ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
-)
-_Q_SELECT = (
-    "SELECT position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
-    "prev_hash, hash FROM {schema}.events "
-)
-_Q_READ = _Q_SELECT + "WHERE stream_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
-_Q_READ_DESC = _Q_READ.replace("ORDER BY seq", "ORDER BY seq DESC")
-_Q_READ_ALL = _Q_SELECT + "WHERE position > %s ORDER BY position LIMIT %s"
-_Q_SEQ_AT = (
-    "SELECT seq FROM {schema}.events WHERE stream_id = %s AND recorded_at <= %s "
-    "ORDER BY seq DESC LIMIT 1"
-)
-_Q_STREAMS = (
-    "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
-    "FROM {schema}.events GROUP BY stream_id"
-)
-_Q_DELETE_EVENTS = "DELETE FROM {schema}.events WHERE stream_id = %s"
-_Q_DELETE_SNAPSHOTS = "DELETE FROM {schema}.snapshots WHERE stream_id = %s"
-_Q_SAVE_SNAPSHOT = (
-    "INSERT INTO {schema}.snapshots (stream_id, name, seq, state, created_at) "
-    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, name, seq) "
-    "DO UPDATE SET state = EXCLUDED.state, created_at = EXCLUDED.created_at"
-)
-_Q_PRUNE_SNAPSHOTS = (
-    "DELETE FROM {schema}.snapshots WHERE stream_id = %s AND name = %s AND seq < %s"
-)
-_Q_EVENT_EXISTS = "SELECT 1 FROM {schema}.events WHERE stream_id = %s AND seq = %s"
-_Q_LOAD_SNAPSHOT = (
-    "SELECT stream_id, name, seq, state, created_at FROM {schema}.snapshots "
-    "WHERE stream_id = %s AND name = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"
-)
-_Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
-_Q_VACUUM_FULL = "VACUUM FULL {schema}.events, {schema}.snapshots"
-_Q_SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
-_Q_CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
-_Q_CREATE_MIGRATIONS = (
-    "CREATE TABLE IF NOT EXISTS {schema}.eventlog_migrations "
-    "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-)
-_Q_MIGRATIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
-_Q_VERSIONS = "SELECT version FROM {schema}.eventlog_migrations"
-_Q_VERSION = "SELECT count(*), max(version) FROM {schema}.eventlog_migrations"
-_Q_RECORD_VERSION = "INSERT INTO {schema}.eventlog_migrations (version) VALUES (%s)"
-
-_TEMPLATES = {
-    "head": _Q_HEAD,
-    "insert": _Q_INSERT,
-    "insert_one": _Q_INSERT_ONE,
-    "read": _Q_READ,
-    "read_desc": _Q_READ_DESC,
-    "read_all": _Q_READ_ALL,
-    "seq_at": _Q_SEQ_AT,
-    "streams": _Q_STREAMS,
-    "delete_events": _Q_DELETE_EVENTS,
-    "delete_snapshots": _Q_DELETE_SNAPSHOTS,
-    "save_snapshot": _Q_SAVE_SNAPSHOT,
-    "event_exists": _Q_EVENT_EXISTS,
-    "prune_snapshots": _Q_PRUNE_SNAPSHOTS,
-    "load_snapshot": _Q_LOAD_SNAPSHOT,
-    "vacuum": _Q_VACUUM,
-    "vacuum_full": _Q_VACUUM_FULL,
-    "create_schema": _Q_CREATE_SCHEMA,
-    "create_migrations": _Q_CREATE_MIGRATIONS,
-    "versions": _Q_VERSIONS,
-    "version": _Q_VERSION,
-    "record_version": _Q_RECORD_VERSION,
-}
-
-
-def _render(template: str, schema: sql.Identifier) -> bytes:
-    # Rendered to bytes once: identifiers are quoted by psycopg, never string-formatted.
-    return sql.SQL(template).format(schema=schema).as_bytes(None)
-
-
-@functools.lru_cache(maxsize=32)
-def _statements(schema: str) -> dict[str, bytes]:
-    """Every statement of one schema, rendered once per process (a third of a millisecond,
-    which a store opened per request would otherwise pay each time). Never mutated."""
-    ident = sql.Identifier(schema)
-    rendered = {name: _render(template, ident) for name, template in _TEMPLATES.items()}
-    key = sql.Literal(_lock_key("append", schema))
-    rendered["begin_write"] = sql.SQL(_Q_BEGIN_WRITE).format(key=key).as_bytes()
-    rendered["lock_append"] = sql.SQL(_Q_LOCK.replace("%s", "{}")).format(key).as_bytes()
-    return rendered
-
 
 def _pool_params(pool: psycopg_pool.ConnectionPool[Conn] | None) -> dict[str, Any]:
     """The pool's connection parameters, for messages (a callable conninfo is not called)."""
     conninfo = "" if pool is None or not isinstance(pool.conninfo, str) else pool.conninfo
     kwargs = pool.kwargs if pool is not None and isinstance(pool.kwargs, dict) else {}
     return conninfo_to_dict(conninfo, **kwargs)
+
+
+def _login_refused(e: psycopg.Error) -> bool:
+    """The server rejected the user or password. libpq reports a failed login with no SQLSTATE,
+    so this matches the server's text, in English unless lc_messages says otherwise."""
+    if e.sqlstate not in (None, "28000", "28P01"):
+        return False
+    text = str(e)
+    return any(s in text for s in ("authentication failed", "no password supplied")) or (
+        "role " in text and "does not exist" in text  # a missing role, e.g. under trust auth
+    )
 
 
 def _connection_lost(e: psycopg.Error) -> bool:
@@ -218,12 +89,6 @@ def _connection_lost(e: psycopg.Error) -> bool:
     return isinstance(e, psycopg.OperationalError) and (
         state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
     )
-
-
-def _lock_key(purpose: str, schema: str) -> int:
-    """A signed 64-bit advisory-lock key private to chatledger and to one schema."""
-    digest = hashlib.blake2b(f"chatledger.eventlog.{purpose}:{schema}".encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "big", signed=True)
 
 
 class _PoolConnection(psycopg.Connection["TupleRow"]):
@@ -263,9 +128,13 @@ class PostgresEventStore(EventStore):
             including waiting for locks); None keeps the server's setting. Only with ``dsn``:
             configure your own pool's connections yourself.
         read_retries: How many times a read is retried after a transient connection error.
+        key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
+            records are format 3, HMAC-SHA256 under it. Keep it outside the database.
 
     Raises:
-        ValueError: Not exactly one of ``dsn`` and ``pool``, or ``dsn`` cannot be parsed.
+        ChainKeyError: ``key`` does not match the schema's key check value.
+        ValueError: Not exactly one of ``dsn`` and ``pool``, ``dsn`` cannot be parsed, or
+            ``key`` is shorter than 16 bytes.
         PersistenceError: The server is unreachable or the schema is not set up.
         SchemaVersionError: A newer chatledger migrated the schema.
     """
@@ -279,7 +148,9 @@ class PostgresEventStore(EventStore):
         create_schema: bool = True,
         statement_timeout: float | None = None,
         read_retries: int = 3,
+        key: bytes | None = None,
     ) -> None:
+        self._key = self._valid_key(key)
         if (dsn is None) == (pool is None):
             msg = "PostgresEventStore: pass exactly one of dsn= and pool="
             raise ValueError(msg)
@@ -306,11 +177,11 @@ class PostgresEventStore(EventStore):
         dbname = params.get("dbname") or params.get("user") or ""
         self._where = f"{host}:{params.get('port') or 5432}/{dbname}"
         self._name = f"PostgresEventStore({self._where}, schema={schema!r})"
-        self._q = _statements(schema)
+        self._q = pgsql.statements(schema)
         self._ident = sql.Identifier(schema)
-        self._setup_key = _lock_key("setup", schema)
+        self._setup_key = pgsql.lock_key("setup", schema)
         # Head per stream as last written or read here: never ahead of a committed head, and
-        # checked by every insert (see _Q_INSERT), so a stale entry costs a retry, not a gap.
+        # checked by every insert (see pgsql._Q_INSERT): a stale entry costs a retry, not a gap.
         self._heads: dict[str, StreamHead] = {}
         self._heads_lock = threading.Lock()
         self._pipelined = psycopg.Pipeline.is_supported()  # libpq >= 14
@@ -324,6 +195,7 @@ class PostgresEventStore(EventStore):
                 self.setup()
             else:
                 self._check_schema()
+            self._load_key_check()
         except BaseException:
             self.close()
             raise
@@ -379,17 +251,17 @@ class PostgresEventStore(EventStore):
         if self._up_to_date("setup"):
             return
         with self._guard("setup") as conn, conn.transaction():
-            conn.execute(_Q_LOCK, (self._setup_key,))
+            conn.execute(pgsql.LOCK, (self._setup_key,))
             # Check first: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
             # database even when the schema exists.
-            if conn.execute(_Q_SCHEMA_EXISTS, (self._schema,)).fetchone() is None:
+            if conn.execute(pgsql.SCHEMA_EXISTS, (self._schema,)).fetchone() is None:
                 conn.execute(self._q["create_schema"])
             conn.execute(self._q["create_migrations"])
             applied = {row[0] for row in conn.execute(self._q["versions"])}
             self._check_version(applied)
             for version, ddl in enumerate(MIGRATIONS):
                 if version not in applied:
-                    conn.execute(_render(ddl, self._ident))
+                    conn.execute(pgsql.render(ddl, self._ident))
                     conn.execute(self._q["record_version"], (version,))
 
     def _up_to_date(self, operation: str) -> bool:
@@ -414,7 +286,7 @@ class PostgresEventStore(EventStore):
             return
         with self._guard("open") as conn:
             table = f"{self._ident.as_string()}.eventlog_migrations"
-            row = conn.execute(_Q_MIGRATIONS_EXIST, (table,)).fetchone()
+            row = conn.execute(pgsql.MIGRATIONS_EXIST, (table,)).fetchone()
             applied = (
                 set()
                 if not row or not row[0]
@@ -437,17 +309,41 @@ class PostgresEventStore(EventStore):
             what = f"PostgreSQL schema {self._schema!r} at {self._where}"
             raise SchemaVersionError(what, newest, len(MIGRATIONS) - 1)
 
+    def _load_key_check(self) -> None:
+        """Read the key check value; the first keyed open writes one (see _adopt_key_check)."""
+        where = f"schema {self._schema!r} at {self._where}"
+
+        def stored(conn: Conn) -> str | None:
+            row = conn.execute(self._q["get_setting"], (KEY_CHECK,)).fetchone()
+            return None if row is None else str(row[0])
+
+        found = self._read("open", stored)
+        if self._key is None or found is not None:
+            self._adopt_key_check(where, found, False, 0)
+            return
+        # Under the append lock: two first opens with different keys are serialized, and no
+        # append moves the last position while it is being recorded.
+        with self._write("open") as conn:
+            keyed = conn.execute(self._q["keyed_records"]).fetchone()
+            last = conn.execute(self._q["last_position"]).fetchone()
+            value = self._adopt_key_check(
+                where, stored(conn), bool(keyed and keyed[0]), int(last[0]) if last else 0
+            )
+            if value is not None:
+                conn.execute(self._q["put_setting"], (KEY_CHECK, value))
+
     # ------------------------------------------------------------ error choke point
 
     @contextlib.contextmanager
     def _errors(
         self, operation: str, conflict: Callable[[], ConcurrencyError] | None = None
     ) -> Iterator[None]:
-        """The one place psycopg errors become EventLogErrors (house style rule 8)."""
+        """The one place psycopg errors become EventLogErrors, so every operation reports a
+        driver failure the same way and no caller needs to know psycopg."""
         try:
             yield
         except psycopg.errors.UniqueViolation as e:
-            if conflict is not None and e.diag.constraint_name == _UNIQUE_SEQ:
+            if conflict is not None and e.diag.constraint_name == pgsql.UNIQUE_SEQ:
                 raise conflict() from e
             raise PersistenceError(operation, self._detail(e)) from e
         except psycopg_pool.PoolClosed as e:
@@ -470,6 +366,8 @@ class PostgresEventStore(EventStore):
             )
         elif isinstance(e, psycopg_pool.PoolTimeout):
             remedy = "no pooled connection became free or could be opened; is the server up?"
+        elif _login_refused(e):
+            remedy = "the server refused the login; check user and password"
         elif _connection_lost(e):
             remedy = "check that the server is running and reachable"
         else:
@@ -532,7 +430,7 @@ class PostgresEventStore(EventStore):
 
     def _insert_query(self, rows: list[Row], *, after_purge: bool = False) -> tuple[bytes, Any]:
         """The INSERT of ``rows`` and its parameters: it inserts nothing unless the stored head
-        is the record the first row chains to (see _Q_INSERT). A tombstone chains to the last
+        is the record the first row chains to (see pgsql._Q_INSERT). A tombstone chains to the last
         record it erased, so there the emptied stream counts as that record."""
         first = rows[0]
         link = (first[0], first[7] if after_purge else GENESIS, first[7])
@@ -565,6 +463,7 @@ class PostgresEventStore(EventStore):
         items: Sequence[NewRecord],
         *,
         expected_seq: int | None = None,
+        expected_hash: str | None = None,
     ) -> list[Record]:
         key = memory_key(memory_id)
         self._check_items(items)
@@ -573,9 +472,10 @@ class PostgresEventStore(EventStore):
             raise StoreClosedError(operation, self._name)
         if not items:
             return []
+        self._writable(operation, self._name)
         for attempt in range(_STALE_HEAD_RETRIES):
             try:
-                records = self._append(key, items, expected_seq, cached=attempt == 0)
+                records = self._append(key, items, expected_seq, expected_hash, cached=attempt == 0)
                 break
             except ConcurrencyError as e:
                 # actual None: the insert met a writer our cached head missed. With no
@@ -588,11 +488,22 @@ class PostgresEventStore(EventStore):
         return records
 
     def _append(
-        self, key: str, items: Sequence[NewRecord], expected_seq: int | None, *, cached: bool
+        self,
+        key: str,
+        items: Sequence[NewRecord],
+        expected_seq: int | None,
+        expected_hash: str | None,
+        *,
+        cached: bool,
     ) -> list[Record]:
         head = self._heads.get(key) if cached else None
-        if head is not None and expected_seq is not None and expected_seq != head.seq:
+        if head is not None and (
+            (expected_seq is not None and expected_seq != head.seq)
+            or (expected_hash is not None and expected_hash != head.hash)
+        ):
             head = None  # the caller knows better, or not: ask before calling it a conflict
+        # A cached head that matches expected_hash is still checked: the insert writes nothing
+        # unless the stored head is the record it chains to (see pgsql._Q_INSERT).
         # On a cache hit everything is built before the transaction, so lock, insert and
         # commit go to the server in one pipeline: one round trip instead of five.
         rows = None if head is None else self._build(key, head, items, self._now())
@@ -605,7 +516,7 @@ class PostgresEventStore(EventStore):
             with self._guard("append", conflict) as conn:
                 with self._pipeline(conn):
                     # READ COMMITTED and the append lock, for the reasons given in _write.
-                    conn.execute(_Q_BEGIN if conn.autocommit else _Q_SET_READ_COMMITTED)
+                    conn.execute(pgsql.BEGIN if conn.autocommit else pgsql.SET_READ_COMMITTED)
                     conn.execute(self._q["lock_append"])
                     if rows is None:
                         fresh = self._head(conn, key)  # under the lock: the real head
@@ -613,10 +524,13 @@ class PostgresEventStore(EventStore):
                         self._remember(key, fresh or _EMPTY)
                         if expected_seq is not None and expected_seq != actual:
                             raise ConcurrencyError(key, expected_seq, actual)
+                        mismatch = self._hash_conflict(key, fresh, expected_hash)
+                        if mismatch is not None:
+                            raise mismatch
                         rows = self._build(key, fresh, items, self._now())
                     chained_to = rows[0][1] - 1
                     cursor = conn.execute(*self._insert_query(rows))
-                    conn.execute(_Q_COMMIT)
+                    conn.execute(pgsql.COMMIT)
                 positions: dict[int, int] = dict(cursor.fetchall())
                 if not positions:
                     # The head is not the one we chained to (another writer appended, a purge,
@@ -642,6 +556,7 @@ class PostgresEventStore(EventStore):
         expire. Physical erasure therefore needs a vacuum plus your WAL and backup retention.
         """
         key = memory_key(memory_id)
+        self._writable("purge", self._name)
         with self._write("purge", lambda: ConcurrencyError(key, expected_seq, None)) as conn:
             head = self._head(conn, key)
             if head is None:
@@ -658,6 +573,27 @@ class PostgresEventStore(EventStore):
         record = Record(position, *rows[0])
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         return record
+
+    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
+        """See :meth:`EventStore.erase`. As with :meth:`purge`, the old row versions (with the
+        erased text) stay in the table files until :meth:`vacuum`, and in the WAL and backups
+        until they are recycled."""
+        kinds = list(RECEIPT_KINDS)
+        with self._write("erase") as conn:
+            head = self._head(conn, key)
+            pending = conn.execute(self._q["to_erase"], (key, kinds)).fetchall()
+            now = self._now()
+            built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+            if built is None:
+                return None
+            item, event = built
+            rows = self._build(key, head, [item], now)
+            conn.execute(self._q["blank"], (key, kinds))
+            conn.execute(self._q["delete_snapshots"], (key,))
+            ((_, position),) = conn.execute(*self._insert_query(rows)).fetchall()
+        record = Record(position, *rows[0])
+        self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
+        return ErasureReceipt(memory_id_from_key(key), event, record)
 
     def vacuum(self, *, full: bool = False) -> None:
         """Run ``VACUUM`` on the events and snapshots tables, e.g. after :meth:`purge`.

@@ -24,9 +24,11 @@ from eventlog.messages import ChatMessage
 from eventlog.models import (
     CURRENT_SCHEMA_VERSION,
     CompactionRun,
+    ContentErased,
     Event,
     LoggedEvent,
     MemoryCleared,
+    MemoryErased,
     MemoryPurged,
     MessageAdded,
     MessagesSet,
@@ -44,7 +46,6 @@ __all__ = [
     "encode_meta",
     "logged_event",
     "set_record",
-    "window_meta",
 ]
 
 UPCASTERS: dict[int, Callable[[str, str], tuple[str, str]]] = {}
@@ -54,7 +55,6 @@ Empty while version 1 is the only format; the mechanism is here so that the firs
 the format is an addition, never a rewrite of stored bytes."""
 
 _dumps = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
-_CLEARED_META = _dumps({"w": []})
 
 
 def encode_meta(meta: Mapping[str, Any] | None) -> str:
@@ -73,54 +73,41 @@ def decode_meta(record: Record) -> dict[str, Any]:
     return value
 
 
-def encode_event(event: Event, meta: Mapping[str, Any] | None = None) -> NewRecord:
-    """Convert a typed event (and optional projection meta) to a record to append."""
+def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> NewRecord:
+    """Convert a typed event (and optional projection meta: a mapping, or text already
+    canonical) to a record to append."""
     if isinstance(event, MessageAdded):
         payload = message_to_json(event.message)
     elif isinstance(event, MessagesSet):
         payload = messages_to_json(event.messages)
     elif isinstance(event, MemoryCleared):
         payload = "{}"
-    elif isinstance(event, MemoryPurged | CompactionRun):
+    elif isinstance(event, MemoryPurged | MemoryErased | CompactionRun):
         payload = _dumps(event.model_dump(mode="json", exclude={"kind"}))
     else:
         msg = (
             f"encode_event: {type(event).__name__} is not an event; expected one of the event kinds"
         )
         raise TypeError(msg)
-    return NewRecord(kind=event.kind, payload=payload, meta=encode_meta(meta))
-
-
-def added_record(message: ChatMessage, meta: Mapping[str, Any] | str | None = None) -> NewRecord:
-    """Fast path of ``encode_event(MessageAdded(message=message), meta)`` for the hot ``add``:
-    the same bytes, without building the event model first. ``meta`` may be text already
-    encoded with :func:`window_meta`."""
     text = meta if isinstance(meta, str) else encode_meta(meta)
-    return NewRecord("message_added", message_to_json(message), text)
+    return NewRecord(kind=event.kind, payload=payload, meta=text)
 
 
-def window_meta(
-    runs: list[list[int]], limit: int, tokens: int | None, estimator: str | None
-) -> str:
-    """``encode_meta({"est": estimator, "lim": limit, "tok": tokens, "w": runs})`` (None values
-    left out), written directly: it runs on every add and is several times faster than the
-    general encoder. Same canonical bytes (sorted keys, compact), as a test checks."""
-    window = ",".join(
-        f"[{run[0]},{run[1]}]" if len(run) == 2 else f"[{run[0]},{run[1]},{run[2]}]" for run in runs
-    )
-    if tokens is None:
-        return f'{{"lim":{limit},"w":[{window}]}}'
-    return f'{{"est":{_dumps(estimator)},"lim":{limit},"tok":{tokens},"w":[{window}]}}'
+def added_record(message: ChatMessage, meta: str = "") -> NewRecord:
+    """Fast path of ``encode_event(MessageAdded(message=message), meta)`` for the hot ``add``:
+    the same bytes, without building the event model first. ``meta`` is canonical meta text
+    (the projections own what it says)."""
+    return NewRecord("message_added", message_to_json(message), meta)
 
 
-def set_record(messages: Sequence[ChatMessage], meta: Mapping[str, Any] | None = None) -> NewRecord:
-    """Same as ``encode_event(MessagesSet(messages=...), meta)``."""
-    return NewRecord("messages_set", messages_to_json(messages), encode_meta(meta))
+def set_record(messages: Sequence[ChatMessage], meta: str = "") -> NewRecord:
+    """Same as ``encode_event(MessagesSet(messages=...), meta)``; ``meta`` is canonical text."""
+    return NewRecord("messages_set", messages_to_json(messages), meta)
 
 
-def cleared_record() -> NewRecord:
-    """Same as ``encode_event(MemoryCleared(), {"w": []})``: the window is empty afterwards."""
-    return NewRecord("memory_cleared", "{}", _CLEARED_META)
+def cleared_record(meta: str = "") -> NewRecord:
+    """Same as ``encode_event(MemoryCleared(), meta)``; ``meta`` is canonical text."""
+    return NewRecord("memory_cleared", "{}", meta)
 
 
 def _upcast(record: Record) -> tuple[str, str]:
@@ -134,13 +121,16 @@ def _upcast(record: Record) -> tuple[str, str]:
     return kind, payload
 
 
-def decode_event(record: Record) -> Event:
-    """Convert a stored record back to its typed event.
+def decode_event(record: Record) -> Event | ContentErased:
+    """Convert a stored record back to its typed event; a record whose content was erased
+    (:attr:`Record.erased`) gives :class:`ContentErased` naming its kind.
 
     Raises:
         SchemaVersionError: The record was written by a newer chatledger.
         ValueError: The record's kind is unknown or its payload is malformed.
     """
+    if record.erased:
+        return ContentErased(erased_kind=record.kind)
     kind, payload = _upcast(record)
     if kind == "message_added":
         return MessageAdded(message=message_from_json(payload))
@@ -150,6 +140,8 @@ def decode_event(record: Record) -> Event:
         return MemoryCleared()
     if kind == "memory_purged":
         return MemoryPurged.model_validate_json(payload)
+    if kind == "memory_erased":
+        return MemoryErased.model_validate_json(payload)
     if kind == "compaction_run":
         return CompactionRun.model_validate_json(payload)
     msg = f"record {record.stream_id}#{record.seq} has unknown kind {kind!r}"

@@ -15,9 +15,18 @@ from typing import Literal, TypeVar
 import sqlite_utils
 
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
-from eventlog.ids import MemoryId, memory_key
-from eventlog.models import NewRecord, Record, Snapshot, StreamHead, format_time, parse_time
-from eventlog.store import EventStore
+from eventlog.hashing import GENESIS
+from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.models import (
+    ErasureReceipt,
+    NewRecord,
+    Record,
+    Snapshot,
+    StreamHead,
+    format_time,
+    parse_time,
+)
+from eventlog.store import KEY_CHECK, RECEIPT_KINDS, EventStore
 
 __all__ = ["MIGRATIONS", "SQLiteEventStore"]
 
@@ -58,13 +67,46 @@ def m001_events(db: sqlite_utils.Database) -> None:
     )
 
 
+@MIGRATIONS()
+def m002_record_format(db: sqlite_utils.Database) -> None:
+    """Record format 2/3: salted payload commitments and the format of each record. Rows
+    written before keep the defaults, which say what they are: format 1, no salt or commitment.
+    Plus the settings table, which holds a keyed store's key check value."""
+    # ALTER TABLE has no IF NOT EXISTS; checking first keeps a re-run harmless, as m001 is.
+    have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
+    for name, ddl in (
+        ("salt", "salt TEXT NOT NULL DEFAULT ''"),
+        ("commitment", "commitment TEXT NOT NULL DEFAULT ''"),
+        ("format", "format INTEGER NOT NULL DEFAULT 1"),
+    ):
+        if name not in have:
+            db.execute(f"ALTER TABLE events ADD COLUMN {ddl}")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) "
+        "WITHOUT ROWID"
+    )
+
+
 _COLUMNS = (
-    "position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash"
+    "position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash, "
+    "salt, commitment, format"
 )
-_INSERT = (
+_INSERT_COLUMNS = (
     "INSERT INTO events (stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
-    "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "prev_hash, hash, salt, commitment, format) "
 )
+_INSERT = _INSERT_COLUMNS + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# With expected_hash: inserts nothing unless the STORED head is the record the row chains to
+# (the cached head may predate a head replaced at the same seq, which the unique key cannot see).
+_INSERT_IF_HEAD = (
+    _INSERT_COLUMNS + "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE coalesce((SELECT hash "
+    "FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1), ?) = ?"
+)
+_SETTINGS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settings'"
+_GET_SETTING = "SELECT value FROM settings WHERE name = ?"
+_PUT_SETTING = "INSERT INTO settings (name, value) VALUES (?, ?)"
+_KEYED_RECORDS = "SELECT 1 FROM events WHERE format = 3 LIMIT 1"
+_LAST_POSITION = "SELECT coalesce(max(position), 0) FROM events"
 _HEAD = "SELECT seq, hash, recorded_at FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1"
 _SEQ_AT = (
     "SELECT seq FROM events WHERE stream_id = ? AND recorded_at <= ? ORDER BY seq DESC LIMIT 1"
@@ -85,6 +127,15 @@ _READ = {
 _STREAMS = (
     "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
     "FROM events GROUP BY stream_id"
+)
+# Records erase() must blank: content left (format 1 always counts: it cannot be blanked).
+_TO_ERASE = (
+    "SELECT seq, format FROM events WHERE stream_id = ? AND kind NOT IN (?, ?) "
+    "AND (format = 1 OR salt != '' OR payload != '') ORDER BY seq"
+)
+_BLANK = (
+    "UPDATE events SET payload = '', salt = '' WHERE stream_id = ? AND kind NOT IN (?, ?) "
+    "AND (salt != '' OR payload != '')"
 )
 _EVENT_EXISTS = "SELECT 1 FROM events WHERE stream_id = ? AND seq = ?"
 _PRUNE_SNAPSHOTS = "DELETE FROM snapshots WHERE stream_id = ? AND name = ? AND seq < ?"
@@ -127,6 +178,13 @@ class SQLiteEventStore(EventStore):
             :class:`PersistenceError`.
         create_schema: Apply the schema migrations on open (default). Pass False for a
             database whose schema is managed elsewhere.
+        key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
+            records are format 3, HMAC-SHA256 under it. Keep it outside the database.
+
+    Raises:
+        ChainKeyError: ``key`` does not match the database's key check value.
+        ValueError: ``key`` is shorter than 16 bytes.
+        PersistenceError: The file cannot be opened.
     """
 
     def __init__(
@@ -136,7 +194,9 @@ class SQLiteEventStore(EventStore):
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout: float = 30.0,
         create_schema: bool = True,
+        key: bytes | None = None,
     ) -> None:
+        self._key = self._valid_key(key)
         if synchronous not in ("NORMAL", "FULL"):
             msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}"
             raise ValueError(msg)
@@ -170,8 +230,9 @@ class SQLiteEventStore(EventStore):
 
         def prepare() -> None:
             self._conn.execute("PRAGMA busy_timeout = 0")  # for a Database passed in, too
-            # Cold opens are measured (W4): change the journal mode and run the migration
-            # machinery only when needed; both are cheap reads when nothing is to do.
+            # Apps may open a store per request, so opening must stay cheap: change the journal
+            # mode and run the migration machinery only when needed; both are cheap reads when
+            # nothing is to do.
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
             if not self._db.memory and str(mode).lower() != "wal":
                 self._db.enable_wal()
@@ -184,6 +245,39 @@ class SQLiteEventStore(EventStore):
         with self._guard("open"):
             # Another process may be writing or migrating: wait as for any lock.
             self._retry_locked(prepare, "open")
+        try:
+            self._load_key_check()
+        except BaseException:
+            self.close()
+            raise
+
+    def _load_key_check(self) -> None:
+        """Read the key check value; the first keyed open writes one (see _adopt_key_check)."""
+
+        def stored(conn: sqlite3.Connection) -> str | None:
+            if conn.execute(_SETTINGS_EXIST).fetchone() is None:
+                return None  # create_schema=False on a database migrated by an older version
+            row = conn.execute(_GET_SETTING, (KEY_CHECK,)).fetchone()
+            return None if row is None else str(row[0])
+
+        found = self._read("open", stored)
+        if self._key is None or found is not None:
+            self._adopt_key_check(self._where, found, False, 0)
+            return
+
+        def first_keyed_open(conn: sqlite3.Connection) -> None:
+            # In the write transaction: two first opens with different keys are serialized,
+            # and the second meets the first one's value.
+            value = self._adopt_key_check(
+                self._where,
+                stored(conn),
+                conn.execute(_KEYED_RECORDS).fetchone() is not None,
+                conn.execute(_LAST_POSITION).fetchone()[0],
+            )
+            if value is not None:
+                conn.execute(_PUT_SETTING, (KEY_CHECK, value))
+
+        self._write("open", first_keyed_open)
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -194,7 +288,8 @@ class SQLiteEventStore(EventStore):
 
     @contextlib.contextmanager
     def _guard(self, operation: str) -> Iterator[sqlite3.Connection]:
-        """The one place sqlite3 errors become EventLogErrors (house style rule 8)."""
+        """The one place sqlite3 errors become EventLogErrors, so every operation reports a
+        driver failure the same way and no caller needs to know sqlite3."""
         with self._lock:
             if self._closed:
                 raise StoreClosedError(operation, f"SQLiteEventStore({self._where})")
@@ -322,28 +417,42 @@ class SQLiteEventStore(EventStore):
         items: Sequence[NewRecord],
         *,
         expected_seq: int | None = None,
+        expected_hash: str | None = None,
     ) -> list[Record]:
         key = memory_key(memory_id)
         self._check_items(items)
         if not items:
             with self._guard("append"):
                 return []
+        self._writable("append", self._where)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
             head = self._head_locked(conn, key)
             actual = 0 if head is None else head.seq
-            if expected_seq is not None and expected_seq != actual:
+            if (expected_seq is not None and expected_seq != actual) or self._hash_conflict(
+                key, head, expected_hash
+            ):
                 # The cached head may be behind (another connection appended); look again
                 # before calling it a conflict.
                 self._heads.pop(key, None)
                 head = self._head_locked(conn, key)
                 actual = 0 if head is None else head.seq
-                if expected_seq != actual:
+                if expected_seq is not None and expected_seq != actual:
                     raise ConcurrencyError(key, expected_seq, actual)
-            records = []
+                conflict = self._hash_conflict(key, head, expected_hash)
+                if conflict is not None:
+                    raise conflict
+            records: list[Record] = []
             try:
                 for row in self._build(key, head, items, self._now()):
-                    records.append(Record(conn.execute(_INSERT, row).lastrowid or 0, *row))
+                    if expected_hash is None or records:
+                        cursor = conn.execute(_INSERT, row)
+                    else:
+                        cursor = conn.execute(_INSERT_IF_HEAD, (*row, key, GENESIS, row[7]))
+                        if cursor.rowcount == 0:  # the stored head is not the cached one
+                            self._heads.pop(key, None)
+                            raise ConcurrencyError(key, actual, None)
+                    records.append(Record(cursor.lastrowid or 0, *row))
             except sqlite3.IntegrityError as e:
                 # The unique (stream_id, seq) key caught a writer the cached head missed:
                 # exactly the optimistic-concurrency check, without a read per append.
@@ -353,10 +462,11 @@ class SQLiteEventStore(EventStore):
 
         try:
             records = self._write("append", work, one_insert=len(items) == 1)
-        except ConcurrencyError:
+        except ConcurrencyError as e:
             # With no expectation, a stale cached head is ours to fix: once more, reading the
             # head inside a BEGIN IMMEDIATE transaction, where no other writer can move it.
-            if expected_seq is not None:
+            # (expected_hash is checked against the head read there, so it stays enforced.)
+            if expected_seq is not None or e.actual is not None:
                 raise
             records = self._write("append", work)
         last = records[-1]
@@ -365,6 +475,7 @@ class SQLiteEventStore(EventStore):
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = memory_key(memory_id)
+        self._writable("purge", self._where)
 
         def work(conn: sqlite3.Connection) -> Record:
             self._heads.pop(key, None)  # rare and destructive: decide on the stored head
@@ -393,6 +504,31 @@ class SQLiteEventStore(EventStore):
         # it is checkpointed and truncated - which readers in other connections can delay.
         self._checkpoint("purge")
         return record
+
+    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
+        def work(conn: sqlite3.Connection) -> tuple[Record, ErasureReceipt] | None:
+            self._heads.pop(key, None)  # rare and destructive: decide on the stored head
+            head = self._head_locked(conn, key)
+            pending = conn.execute(_TO_ERASE, (key, *RECEIPT_KINDS)).fetchall()
+            now = self._now()
+            built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+            if built is None:
+                return None
+            item, event = built
+            (row,) = self._build(key, head, [item], now)
+            conn.execute(_BLANK, (key, *RECEIPT_KINDS))
+            conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
+            record = Record(conn.execute(_INSERT, row).lastrowid or 0, *row)
+            return record, ErasureReceipt(memory_id_from_key(key), event, record)
+
+        done = self._write("erase", work)
+        if done is None:
+            return None
+        record, receipt = done
+        self._heads[key] = StreamHead(record.seq, record.hash, record.recorded_at_text)
+        # As after purge: secure_delete zeroed the old cells, the WAL still holds copies.
+        self._checkpoint("erase")
+        return receipt
 
     def _checkpoint(self, operation: str) -> None:
         """``wal_checkpoint(TRUNCATE)``, retried until no reader blocks it (up to busy_timeout).

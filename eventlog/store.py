@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+import hmac
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from hashlib import sha256
 from types import TracebackType
-from typing import Self
+from typing import Self, overload
 
-from eventlog.hashing import GENESIS, chain_hash, first_break
-from eventlog.ids import SYSTEM_PREFIX, MemoryId, memory_key
+from eventlog.errors import ChainKeyError, ConcurrencyError
+from eventlog.hashing import (
+    FORMATS,
+    GENESIS,
+    chain_hash,
+    chain_hash_v2,
+    check_stream,
+    commit,
+    new_salt,
+    record_problem,
+)
+from eventlog.ids import SYSTEM_PREFIX, MemoryId, memory_id_from_key, memory_key
+from eventlog.ledger import (
+    DigestReport,
+    InclusionProof,
+    LedgerDigest,
+    verify_digest,
+)
+from eventlog.ledger import digest as _digest
+from eventlog.ledger import prove as _prove
 from eventlog.models import (
+    ErasureReceipt,
+    MemoryErased,
     MemoryPurged,
     NewRecord,
     Record,
@@ -21,9 +44,16 @@ from eventlog.models import (
     format_time,
 )
 
-__all__ = ["EventStore"]
+__all__ = ["KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore"]
 
 _VERIFY_PAGE = 5_000
+RECEIPT_KINDS = ("memory_erased", "memory_purged")
+"""Kinds :meth:`EventStore.erase` leaves alone: receipts hold no message."""
+MIN_KEY_BYTES = 16
+"""The shortest chain key accepted (HMAC-SHA256 keys shorter than this are guessable)."""
+KEY_CHECK = "key_check"
+"""Name of the setting holding a keyed database's key check value."""
+_Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
 
 
 class EventStore(ABC):
@@ -33,7 +63,18 @@ class EventStore(ABC):
     (see :mod:`eventlog.ids`); any other type raises ``TypeError``. There is no update and no
     delete, except :meth:`purge`, which a retention policy calls explicitly and which leaves a
     tombstone. Stores are thread-safe and usable as context managers (``with`` closes them).
+
+    A store opened with ``key=`` (at least 16 bytes) writes format 3 records, whose chain is an
+    HMAC-SHA256 under the key, so write access to the database alone cannot forge history. The
+    database keeps a key check value, written by the first keyed open: opening it with another
+    key raises :class:`ChainKeyError`, and a store opened without the key reads it but refuses
+    to append and reports keyed records as unverifiable.
     """
+
+    # Set by keyed backends in __init__ (see _adopt_key_check); class defaults mean "unkeyed".
+    _key: bytes | None = None
+    _keyed_since = 0  # records at positions after this must be format 3 (keyed stores)
+    _keyed_db = False  # the database has a key check: appends need the key
 
     # ---------------------------------------------------------------- writing
 
@@ -44,6 +85,7 @@ class EventStore(ABC):
         items: Sequence[NewRecord],
         *,
         expected_seq: int | None = None,
+        expected_hash: str | None = None,
     ) -> list[Record]:
         """Append records to a memory's stream, all or none.
 
@@ -57,15 +99,23 @@ class EventStore(ABC):
             items: Records to append, in order. An empty sequence writes nothing.
             expected_seq: The seq the caller believes the head is at (0 for a new stream);
                 None appends after whatever the head is.
+            expected_hash: The hash the caller believes the head has (:data:`GENESIS` for a
+                new stream); None skips the check. Unlike ``expected_seq`` this notices a
+                head *replaced* at the same seq (a failover to a replica that lost the last
+                commit, then another writer): checked against the stored head, not a cache.
 
         Returns:
             The stored records, in order, with seq, position, time and hashes.
 
         Raises:
-            ConcurrencyError: ``expected_seq`` is not the head seq. Enforced by the unique
-                (stream, seq) key, so two writers can never both succeed.
+            ConcurrencyError: ``expected_seq`` is not the head seq, or ``expected_hash`` is not
+                the head's hash. Enforced by the unique (stream, seq) key, so two writers can
+                never both succeed.
+            ChainKeyError: The database is keyed and this store was opened without the key.
             TypeError: An item is not a :class:`NewRecord` (nothing is written).
-            ValueError: An item's ``recorded_at`` is naive or earlier than the head's.
+            ValueError: An item's ``recorded_at`` is naive or earlier than the head's, or its
+                ``format``, ``salt`` or ``commitment`` (imports) is invalid or does not suit
+                this store (a keyed store writes only format 3).
             PersistenceError: The database failed; nothing was written.
             StoreClosedError: The store is closed.
         """
@@ -90,6 +140,87 @@ class EventStore(ABC):
             ConcurrencyError: The head is not ``expected_seq`` (nothing is erased).
             ValueError: The stream is empty.
         """
+
+    def erase(self, memory_id: MemoryId, *, reason: str) -> ErasureReceipt:
+        """Delete the content of every record of a memory and append a receipt, atomically.
+
+        Each record keeps its seq, kind, time, meta, commitment and hashes; only its payload
+        and salt become empty (:attr:`Record.erased`). The chain hash covers the commitment,
+        not the payload, so :meth:`verify` and ``verify(digest=...)`` of a digest taken before
+        keep passing, as do inclusion proofs. Snapshots of the memory are deleted (they hold
+        its messages). The ``memory_erased`` receipt (:class:`MemoryErased`) records the seq
+        range, count, time and reason and leaves the memory's window empty, so the same id
+        keeps working for new messages. Receipts (``memory_erased``, ``memory_purged``) are
+        never erased: they hold no message.
+
+        SQLite checkpoints and truncates its WAL before returning (``secure_delete`` zeroed
+        the old bytes); PostgreSQL keeps dead row versions until ``vacuum()``.
+
+        Args:
+            memory_id: The memory id.
+            reason: Why, recorded in the receipt.
+
+        Returns:
+            The receipt.
+
+        Raises:
+            ValueError: The memory has no records, nothing is left to erase (it was erased
+                already and nothing was added since), or it holds format 1 (legacy) records,
+                whose hash covers the payload itself: erasing them would break the chain, so
+                nothing is erased (use :meth:`purge` for such a memory).
+            ChainKeyError: The database is keyed and this store was opened without the key.
+            PersistenceError: The database failed; nothing was erased.
+            StoreClosedError: The store is closed.
+        """
+        key = memory_key(memory_id)
+        self._writable("erase", type(self).__name__)
+        receipt = self._erase(key, reason)
+        if receipt is None:
+            msg = (
+                f"erase of {key}: nothing to erase (no records, or their content was erased "
+                "already and nothing was added since)"
+            )
+            raise ValueError(msg)
+        return receipt
+
+    def erase_subject(self, prefix: tuple[object, ...], *, reason: str) -> list[ErasureReceipt]:
+        """:meth:`erase` every memory whose tuple id starts with ``prefix`` (e.g. ``(user_id,)``
+        for every session of a user), one transaction per memory. Memories with nothing left
+        to erase are skipped.
+
+        Args:
+            prefix: A non-empty tuple; ids ``(user_id, session_id)`` match ``(user_id,)``.
+            reason: Why, recorded in every receipt.
+
+        Returns:
+            The receipts, in stream key order.
+
+        Raises:
+            ValueError: ``prefix`` is empty (it would erase every memory), or a matching
+                memory holds format 1 records (memories before it stay erased).
+            TypeError: ``prefix`` is not a tuple.
+        """
+        if not isinstance(prefix, tuple):
+            msg = f"erase_subject: prefix must be a tuple, not {type(prefix).__name__}"
+            raise TypeError(msg)
+        if not prefix:
+            msg = "erase_subject: the prefix is empty and would erase every memory; name a subject"
+            raise ValueError(msg)
+        self._writable("erase", type(self).__name__)
+        receipts = []
+        for key, *_ in sorted(self._stream_rows()):
+            mid = memory_id_from_key(key)
+            if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
+                receipt = self._erase(key, reason)
+                if receipt is not None:
+                    receipts.append(receipt)
+        return receipts
+
+    @abstractmethod
+    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
+        """Backend hook of :meth:`erase`, in one write transaction: read the head, fetch the
+        records to erase, :meth:`_erasure` them, blank payload and salt, delete snapshots and
+        append the receipt. None (nothing written) when there is nothing to erase."""
 
     @abstractmethod
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
@@ -190,29 +321,91 @@ class EventStore(ABC):
             if include_system or not key.startswith(SYSTEM_PREFIX)
         ]
 
-    def verify(self, memory_id: MemoryId | None = None) -> VerifyReport:
-        """Recompute the hash chain of one memory id, or of every stream.
+    def check(self, record: Record) -> str | None:
+        """Check one record on its own: its chain hash (keyed when the store has a key) and its
+        payload commitment. Cheap (one SHA-256 or HMAC, plus one for the commitment), for
+        readers that must not serve a record that does not verify. Links between records are
+        :meth:`verify`'s job.
+
+        Args:
+            record: A record read from this store.
+
+        Returns:
+            None when the record verifies, else the reason (e.g. ``KEYED_CHAIN`` for a format 3
+            record read without the key).
+        """
+        if self._key is not None and record.format != 3 and record.position > self._keyed_since:
+            # Without this a forger would rewrite keyed records as format 1 or 2, which need
+            # no key; the boundary is covered by the key check value, so it cannot be moved.
+            return (
+                f"unkeyed record (format {record.format!r}) in a keyed store: it was written "
+                "after the store was keyed, so only a forger without the key wrote it"
+            )
+        return record_problem(record, self._key)
+
+    @overload
+    def verify(self, memory_id: MemoryId | None = None) -> VerifyReport: ...
+
+    @overload
+    def verify(self, *, digest: LedgerDigest) -> DigestReport: ...
+
+    def verify(
+        self, memory_id: MemoryId | None = None, *, digest: LedgerDigest | None = None
+    ) -> VerifyReport | DigestReport:
+        """Check the hash chain of one memory id, or of every stream, without stopping early.
+
+        With ``digest``, check instead that the whole log is an append-only extension of a
+        digest taken earlier (:meth:`digest`): every record re-read and re-hashed, the Merkle
+        root of the first ``digest.size`` records recomputed (see :mod:`eventlog.ledger`).
+
+        Every record is read and counted; every stream that fails is listed with its first bad
+        seq and the reason, and every malformed row (text no store writes, such as a
+        non-canonical stream key or time, or a hash that is not hex) is listed as well. Bad
+        data never raises.
 
         Args:
             memory_id: The memory id to check; None checks every stream of the store.
+            digest: A digest of this store taken earlier (not with ``memory_id``).
 
         Returns:
-            A report with ``.ok`` and the first bad seq per broken stream.
+            A report with ``.ok``, the first bad seq per failing stream and malformed rows.
+
+        Raises:
+            StoreClosedError: The store is closed.
+            PersistenceError: The database failed.
+            ValueError: Both ``memory_id`` and ``digest`` were given.
         """
+        if digest is not None:
+            if memory_id is not None:
+                msg = "verify(digest=...) checks the whole log; leave out the memory id"
+                raise ValueError(msg)
+            return verify_digest(self, digest)
         keys = (
             [memory_key(memory_id)]
             if memory_id is not None
-            else [info.stream_id for info in self.streams(include_system=True)]
+            else sorted(row[0] for row in self._stream_rows())
         )
         failures: dict[str, tuple[int, str]] = {}
+        bad_rows: list[tuple[str, int, str]] = []
         count = 0
         for key in keys:
             counted = _Counter(self._pages(key))
-            failure = first_break(counted)
+            failure, odd = check_stream(counted, self._safe_check, full=True)
             count += counted.n
+            bad_rows.extend((key, seq, reason) for seq, reason in odd)
             if failure is not None:
                 failures[key] = failure
-        return VerifyReport(checked=tuple(keys), records=count, failures=failures)
+        return VerifyReport(
+            checked=tuple(keys), records=count, failures=failures, malformed=tuple(bad_rows)
+        )
+
+    def _safe_check(self, record: Record) -> str | None:
+        # verify() never raises for bad data; malformed() has already vetted each row, so
+        # this only guards against a kind of bad text nobody foresaw.
+        try:
+            return self.check(record)
+        except (ValueError, TypeError, AttributeError) as e:
+            return f"malformed record: {e}"
 
     def _pages(self, key: str) -> Iterator[Record]:
         from eventlog.ids import StreamKey
@@ -226,6 +419,37 @@ class EventStore(ABC):
             after = page[-1].seq
 
     # ---------------------------------------------------------------- lifecycle
+
+    def digest(self) -> LedgerDigest:
+        """The size and Merkle root (RFC 9162 shape) of every record in the global order.
+
+        Keep it outside the database; ``verify(digest=d)`` later says whether the log is still
+        an append-only extension of it. Incremental: after the first call on this object, only
+        the records appended since are read.
+
+        Raises:
+            StoreClosedError: The store is closed.
+            PersistenceError: The database failed.
+        """
+        return _digest(self)
+
+    def prove(
+        self, memory_id: MemoryId, seq: int, *, digest: LedgerDigest | None = None
+    ) -> InclusionProof:
+        """An inclusion proof of one record, checkable with ``verify_inclusion(proof, d)`` and
+        no database.
+
+        Args:
+            memory_id: The memory id.
+            seq: The record's seq.
+            digest: Prove against this digest's size (default: the log's current size).
+
+        Raises:
+            LookupError: There is no such record.
+            ValueError: ``digest`` is not of this log, or was taken before the record.
+            ChainIntegrityError: The stored record does not verify; it is not proved.
+        """
+        return _prove(self, memory_id, seq, digest=digest)
 
     @abstractmethod
     def close(self) -> None:
@@ -259,20 +483,23 @@ class EventStore(ABC):
                 )
                 raise TypeError(msg)
 
-    @staticmethod
     def _build(
+        self,
         key: str,
         head: StreamHead | None,
         items: Sequence[NewRecord],
         now: datetime,
-    ) -> list[tuple[str, int, str, str, int, str, str, str, str]]:
+    ) -> list[_Row]:
         """Chain ``items`` onto ``head``: rows ``(key, seq, time, kind, version, payload,
-        meta, prev_hash, hash)`` ready to insert. Pure; backends call it inside their write
-        transaction, after reading the head under the same lock."""
+        meta, prev_hash, hash, salt, commitment, format)`` ready to insert. Pure but for the
+        random salts; backends call it inside their write transaction, after reading the head
+        under the same lock."""
         seq, prev, floor = (
             (0, GENESIS, "") if head is None else (head.seq, head.hash, head.recorded_at_text)
         )
         now_text = format_time(now)
+        chain_key = self._key
+        own_format = 2 if chain_key is None else 3
         rows = []
         for item in items:
             seq += 1
@@ -288,9 +515,29 @@ class EventStore(ABC):
                         f"previous record's {floor}; keep records in time order"
                     )
                     raise ValueError(msg)
-            digest = chain_hash(
-                prev, key, seq, item.kind, item.schema_version, when, item.payload, item.meta
-            )
+            if item.format is None and item.salt is None and item.commitment is None:
+                # The hot path, spelled out: hashing.commit/new_salt cost a call each.
+                raw = os.urandom(16)
+                fmt, salt = own_format, raw.hex()
+                commitment = sha256(raw + item.payload.encode()).hexdigest()
+            else:
+                fmt, salt, commitment = self._imported(key, seq, item, own_format)
+            if fmt == 1:
+                digest = chain_hash(
+                    prev, key, seq, item.kind, item.schema_version, when, item.payload, item.meta
+                )
+            else:
+                digest = chain_hash_v2(
+                    prev,
+                    key,
+                    seq,
+                    item.kind,
+                    item.schema_version,
+                    when,
+                    commitment,
+                    item.meta,
+                    chain_key,
+                )
             rows.append(
                 (
                     key,
@@ -302,10 +549,175 @@ class EventStore(ABC):
                     item.meta,
                     prev,
                     digest,
+                    salt,
+                    commitment,
+                    fmt,
                 )
             )
             prev, floor = digest, when
         return rows
+
+    def _imported(
+        self, key: str, seq: int, item: NewRecord, own_format: int
+    ) -> tuple[int, str, str]:
+        """``(format, salt, commitment)`` of an item that names its own (an import)."""
+        fmt = own_format if item.format is None else item.format
+        where = f"append to {key} at seq {seq}"
+        if fmt not in FORMATS:
+            msg = f"{where}: format {fmt!r} is unknown; use 1, 2 or 3 (or None for the store's)"
+            raise ValueError(msg)
+        if fmt != own_format and (fmt == 3 or self._key is not None):
+            msg = f"{where}: a format {fmt} record cannot go into " + (
+                "a keyed store, which writes only format 3 (import into an unkeyed store)"
+                if self._key is not None
+                else "a store without a key; open it with the key the records were keyed with"
+            )
+            raise ValueError(msg)
+        if fmt == 1:
+            if item.salt or item.commitment:
+                msg = f"{where}: a format 1 record has no salt or commitment"
+                raise ValueError(msg)
+            return 1, "", ""
+        salt = item.salt if item.salt is not None else new_salt().hex()
+        try:
+            raw = bytes.fromhex(salt)
+        except ValueError:
+            raw = b""
+        if salt and (len(raw) != 16 or raw.hex() != salt):
+            msg = f"{where}: salt {salt!r} is not 32 lowercase hex digits"
+            raise ValueError(msg)
+        if not salt and (item.payload or item.commitment is None):
+            msg = (
+                f"{where}: an empty salt is only for an erased record (empty payload, "
+                "commitment given)"
+            )
+            raise ValueError(msg)
+        commitment = commit(raw, item.payload) if salt else ""
+        if item.commitment is not None and salt and item.commitment != commitment:
+            msg = f"{where}: commitment {item.commitment!r} does not match the payload and salt"
+            raise ValueError(msg)
+        return fmt, salt, item.commitment if item.commitment is not None else commitment
+
+    # ---------------------------------------------------------------- keys
+
+    @staticmethod
+    def _valid_key(key: bytes | None) -> bytes | None:
+        """Validate a ``key=`` argument (backends call this first in __init__)."""
+        if key is None:
+            return None
+        if not isinstance(key, bytes):
+            msg = f"key must be bytes, not {type(key).__name__}; e.g. key=os.urandom(32)"
+            raise TypeError(msg)
+        if len(key) < MIN_KEY_BYTES:
+            msg = (
+                f"key is {len(key)} bytes, shorter than {MIN_KEY_BYTES}; use a random key of "
+                "32 bytes (os.urandom(32)) kept outside the database"
+            )
+            raise ValueError(msg)
+        return key
+
+    @staticmethod
+    def _key_check_value(key: bytes, keyed_since: int) -> str:
+        """``"<keyed_since>:<HMAC>"``: binding the position where keying began to the key, so a
+        forger cannot move the boundary before which unkeyed records are accepted."""
+        mac = hmac.digest(key, f"chatledger key check\x1f{keyed_since}".encode(), "sha256")
+        return f"{keyed_since}:{mac.hex()}"
+
+    def _adopt_key_check(
+        self, where: str, stored: str | None, keyed_records: bool, last_position: int
+    ) -> str | None:
+        """Reconcile the store's key with the database's key check value.
+
+        Args:
+            where: The database, for messages.
+            stored: The stored key check value, or None when there is none.
+            keyed_records: Whether the database holds format 3 records.
+            last_position: The largest position in the database (0 when empty).
+
+        Returns:
+            A key check value to store (the first keyed open), else None.
+
+        Raises:
+            ChainKeyError: The key does not match, or keyed records exist without a check.
+        """
+        self._keyed_db = stored is not None
+        key = self._key
+        if key is None:
+            return None
+        if stored is None:
+            if keyed_records:
+                detail = (
+                    f"{where} holds keyed records but no key check value (it was deleted); "
+                    "restore the settings table from a backup"
+                )
+                operation = "open"
+                raise ChainKeyError(operation, detail)
+            self._keyed_since = last_position
+            self._keyed_db = True
+            return self._key_check_value(key, last_position)
+        since, _, _ = stored.partition(":")
+        if not since.isdigit() or not hmac.compare_digest(
+            self._key_check_value(key, int(since)), stored
+        ):
+            detail = (
+                f"the key does not match the key check stored in {where} (a wrong key, or an "
+                "altered check value); open it with the key it was created with"
+            )
+            operation = "open"
+            raise ChainKeyError(operation, detail)
+        self._keyed_since = int(since)
+        return None
+
+    def _writable(self, operation: str, where: str) -> None:
+        if self._keyed_db and self._key is None:
+            detail = (
+                f"{where} is a keyed store and this store was opened without its key; "
+                "open it with key= to write"
+            )
+            raise ChainKeyError(operation, detail)
+
+    def _hash_conflict(
+        self, key: str, head: StreamHead | None, expected_hash: str | None
+    ) -> ConcurrencyError | None:
+        """The error for an ``expected_hash`` the head does not have, else None."""
+        actual = GENESIS if head is None else head.hash
+        if expected_hash is None or expected_hash == actual:
+            return None
+        seq = 0 if head is None else head.seq
+        return ConcurrencyError(key, seq, seq, expected_hash=expected_hash, actual_hash=actual)
+
+    @staticmethod
+    def _erasure(
+        key: str, pending: Sequence[tuple[int, int]], reason: str, now: datetime
+    ) -> tuple[NewRecord, MemoryErased] | None:
+        """The receipt for erasing ``pending`` ``(seq, format)`` records (those with content,
+        receipts excluded), or None when there are none.
+
+        Raises:
+            ValueError: A pending record is format 1 (its hash covers the payload).
+        """
+        from eventlog.serialization import encode_event
+
+        if not pending:
+            return None
+        legacy = [seq for seq, fmt in pending if fmt == 1]
+        if legacy:
+            shown = ", ".join(map(str, legacy[:5])) + (", ..." if len(legacy) > 5 else "")
+            msg = (
+                f"erase of {key}: {len(legacy)} record(s) (seq {shown}) are format 1, whose "
+                "hash covers the payload itself, so erasing them would break the chain; nothing "
+                "was erased - use purge() to delete this memory's records with a tombstone"
+            )
+            raise ValueError(msg)
+        seqs = [seq for seq, _ in pending]
+        event = MemoryErased(
+            first_seq=min(seqs),
+            last_seq=max(seqs),
+            record_count=len(seqs),
+            erased_at=now,
+            reason=reason,
+        )
+        return encode_event(event), event
 
     @staticmethod
     def _tombstone(head: StreamHead, count: int, reason: str, now: datetime) -> NewRecord:

@@ -3,7 +3,7 @@ what-if views, the memory provider and compaction."""
 
 from __future__ import annotations
 
-from projections.audit import ViewDiff, diff, explain, export_jsonl, fork, import_jsonl, walk
+from projections.audit import ViewDiff, diff, explain, fork, walk
 from projections.base import ChatMemory, Clock
 from projections.compaction import (
     CompactionReport,
@@ -15,7 +15,7 @@ from projections.memories import MessageWindowChatMemory, TokenWindowChatMemory
 from projections.provider import ChatMemoryProvider, ProviderStats
 from projections.replay import what_if
 from projections.tokens import OpenAiTokenCountEstimator, TokenCountEstimator
-from projections.windows import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
+from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
 
 __all__ = [
     "ChatMemory",
@@ -36,9 +36,7 @@ __all__ = [
     "compaction_runs",
     "diff",
     "explain",
-    "export_jsonl",
     "fork",
-    "import_jsonl",
     "walk",
     "what_if",
 ]

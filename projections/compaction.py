@@ -26,8 +26,9 @@ from typing import Any, Literal, Self
 from eventlog.errors import ConcurrencyError
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.models import CompactionRun, LoggedEvent, StreamInfo
-from eventlog.serialization import decode_meta, encode_event, logged_event
+from eventlog.serialization import encode_event, logged_event
 from eventlog.store import EventStore
+from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.provider import ChatMemoryProvider
 from projections.replay import view_at
 from projections.snapshots import SNAPSHOT_NAME, save_window_snapshot
@@ -215,16 +216,16 @@ def _compact_one(
         except ConcurrencyError:
             return "skipped"  # a writer came back: it is not idle, and nothing was erased
         return "purged"
-    meta = decode_meta(head)
-    if "w" not in meta and head.kind != "memory_cleared":
+    # (A purge tombstone at the head was skipped above.)
+    meta = WindowMeta([]) if head.kind in EMPTYING_KINDS else WindowMeta.decode(head.meta)
+    if meta is None:
         return "skipped"
     existing = store.load_snapshot(key, SNAPSHOT_NAME, lte=head.seq)
     if existing is not None and existing.seq == head.seq:
         return "unchanged"
     # The head's estimator identity lets the snapshot keep the token counts recorded under
     # it, so a cold open with the same estimator counts nothing again.
-    est = meta.get("est")
-    identity = est if isinstance(est, str) else None
+    identity = meta.estimator
     entries = view_at(store, key, head.seq, identity=identity)
     save_window_snapshot(store, key, head.seq, entries, identity)
     return "compacted"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -9,38 +10,33 @@ from datetime import datetime
 from typing import Any, Self
 
 from eventlog.errors import ConcurrencyError
+from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, StreamKey, memory_key
 from eventlog.memory import InMemoryEventStore
 from eventlog.messages import MESSAGE_TYPES
 from eventlog.messages import ChatMessage as _ChatMessage
 from eventlog.models import LoggedEvent, NewRecord, Record
-from eventlog.serialization import (
-    added_record,
-    cleared_record,
-    logged_event,
-    set_record,
-    window_meta,
-)
+from eventlog.serialization import added_record, cleared_record, logged_event, set_record
 from eventlog.store import EventStore
 from projections.base import ChatMemory
+from projections.meta import WindowMeta
 from projections.replay import (
-    encode_refs,
     materialize,
     origin_entries,
+    read_checked,
     resolve_seq,
     view_at,
     what_if,
     window_refs,
 )
-from projections.snapshots import load_window_snapshot
 from projections.tokens import TokenCountEstimator
-from projections.windows import (
+from projections.window import (
     Entry,
     Limit,
     MessageWindowPolicy,
     TokenWindowPolicy,
+    Window,
     WindowPolicy,
-    add_with_system_rules,
 )
 
 __all__ = ["MessageWindowChatMemory", "TokenWindowChatMemory"]
@@ -49,6 +45,8 @@ _MESSAGE_TYPES = tuple(MESSAGE_TYPES.values())
 _CATCH_UP_READ = 64  # events behind: read them all at once rather than head + lookups
 _EXACT_TYPES = frozenset(_MESSAGE_TYPES)
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
+_CLEARED_META = WindowMeta([]).encode()
+_log = logging.getLogger("chatledger.memories")
 
 
 def _as_list(args: tuple[Any, ...], operation: str) -> list[_ChatMessage]:
@@ -76,10 +74,10 @@ def _as_list(args: tuple[Any, ...], operation: str) -> list[_ChatMessage]:
 class _WindowChatMemory(ChatMemory):
     """The shared machinery: a cached window kept in step with the log.
 
-    The object holds the window as of ``position`` (the last seq it has seen). Every call first
+    The object holds the window as of ``seq`` (the last event it has seen). Every call first
     asks the store for the head - one cheap indexed lookup, often answered from the store's
     cache - and, if another object or process appended, rebuilds the window from the head
-    event (O(window), never a replay). Writes append with ``expected_seq=position``; losing a
+    event (O(window), never a replay). Writes append with ``expected_seq=seq``; losing a
     race raises ConcurrencyError inside, and the add is recomputed on the new state and retried.
     """
 
@@ -94,8 +92,10 @@ class _WindowChatMemory(ChatMemory):
         policy.limit_for(memory_id)  # LangChain4j validates a dynamic provider once at build
         self._store: EventStore = store if store is not None else InMemoryEventStore()
         self._lock = threading.RLock()
-        self._entries: list[Entry] = []
-        self._position = -1  # nothing loaded yet
+        self._window = Window(policy)
+        self._seq = -1  # nothing loaded yet
+        self._hash = ""  # hash of event self._seq: a head with the same seq but another hash
+        # means the history changed under this object (a failover lost a commit, a restore)
 
     # ------------------------------------------------------------------ properties
 
@@ -115,54 +115,65 @@ class _WindowChatMemory(ChatMemory):
         return self._policy
 
     @property
-    def position(self) -> int:
-        """Seq of the last event reflected in the cached window (0: empty history)."""
+    def seq(self) -> int:
+        """Seq of the last event reflected in the window (0: empty history)."""
         with self._lock:
             self._sync()
-            return self._position
+            return self._seq
 
     # ------------------------------------------------------------------ keeping in step
 
     def _sync(self) -> None:
         head = self._store.head(self._key)
-        head_seq = 0 if head is None else head.seq
-        if head_seq != self._position:
-            self._load(head_seq)
+        if head is None:
+            if self._seq > 0:
+                self._changed_under_us("it has no events now")
+            self._settle([], 0, "")
+        elif head.seq != self._seq or head.hash != self._hash:
+            self._load(head.seq)
+
+    def _changed_under_us(self, what: str) -> None:
+        _log.warning(
+            "memory %r: history changed under this object (it held seq %d, %s); reloading "
+            "from the store - run verify() if nothing restored or failed over the database",
+            self._key,
+            self._seq,
+            what,
+        )
+        self._window = Window(self._policy)  # nothing cached is trusted any more
+        self._seq, self._hash = -1, ""
 
     def _load(self, head_seq: int) -> None:
-        if head_seq == 0:
-            self._settle([], 0)
-            return
-        behind = head_seq - self._position
-        if 0 < behind <= _CATCH_UP_READ and self._position >= 0:
+        behind = head_seq - self._seq
+        if 0 < behind <= _CATCH_UP_READ and self._seq >= 0:
             # A few events by another writer: one read brings the head event and every
             # message it can add to the window (the rest is already in hand).
-            self._apply_tail(self._store.read(self._key, gt=self._position, lte=head_seq))
-            return
-        known = {e.ref: e for e in self._entries}
-        if self._position < 0:
-            known.update(
-                load_window_snapshot(self._store, self._key, head_seq, self._policy.identity)
-            )
-        (record,) = self._store.read(self._key, gt=head_seq - 1, lte=head_seq)
-        self._settle(self._window(record, known), head_seq)
+            tail = read_checked(self._store, self._key, gt=self._seq, lte=head_seq)
+            if tail and tail[0].prev_hash == self._hash and tail[-1].seq == head_seq:
+                self._apply_tail(tail)
+                return
+        if self._seq >= 0:
+            self._changed_under_us(f"the head is now seq {head_seq}, not a continuation")
+        (record,) = read_checked(self._store, self._key, gt=head_seq - 1, lte=head_seq)
+        self._settle(self._recorded(record, {}), head_seq, record.hash)
 
     def _catch_up(self) -> None:
-        """After a lost race: what others appended since our position, in one query."""
-        if self._position >= 0:
-            tail = self._store.read(self._key, gt=self._position, limit=_CATCH_UP_READ)
-            if 0 < len(tail) < _CATCH_UP_READ:
+        """After a lost race: what others appended since our seq, in one query."""
+        if self._seq >= 0:
+            tail = read_checked(self._store, self._key, gt=self._seq, limit=_CATCH_UP_READ)
+            if 0 < len(tail) < _CATCH_UP_READ and tail[0].prev_hash == self._hash:
                 self._apply_tail(tail)
                 return
         self._sync()
 
     def _apply_tail(self, tail: list[Record]) -> None:
-        known = {e.ref: e for e in self._entries}
+        known = {e.ref: e for e in self._window.entries}
         for record in tail:
             known.update(origin_entries(record, self._policy.identity))
-        self._settle(self._window(tail[-1], known), tail[-1].seq)
+        self._settle(self._recorded(tail[-1], known), tail[-1].seq, tail[-1].hash)
 
-    def _window(self, record: Record, known: dict[tuple[int, int], Entry]) -> list[Entry]:
+    def _recorded(self, record: Record, known: dict[tuple[int, int], Entry]) -> list[Entry]:
+        """The window ``record`` recorded, reading only the messages not ``known``."""
         return materialize(
             self._store,
             self._key,
@@ -171,7 +182,7 @@ class _WindowChatMemory(ChatMemory):
             known=known,
         )
 
-    def _settle(self, entries: list[Entry], position: int) -> None:
+    def _settle(self, entries: list[Entry], seq: int, head_hash: str) -> None:
         if isinstance(self._policy, TokenWindowPolicy):
             # Counts recorded under another estimator are not ours: count those once now.
             entries = [
@@ -180,23 +191,31 @@ class _WindowChatMemory(ChatMemory):
                 else Entry(e.message, e.ref, self._policy.count(e.message))
                 for e in entries
             ]
-        self._entries = entries
-        self._position = position
+        self._window = Window(self._policy, entries)
+        self._seq = seq
+        self._hash = head_hash
 
     def _write(self, build: Any) -> None:
-        """Run ``build(entries, position) -> (records, new_entries)`` and append, retrying on
-        a lost race until the append lands or the retry time is used up."""
+        """Run ``build(window, seq) -> (records, new_window)`` and append, retrying on a lost
+        race until the append lands or the retry time is used up."""
         deadline = 0.0  # set at the first lost race: the common path never reads the clock
-        if self._position < 0:
+        if self._seq < 0:
             self._sync()
         while True:
             # No head check first: the append names the seq it expects, so a write by
             # anyone else since our last call fails it, and only then do we catch up.
-            records, entries = build(self._entries, self._position)
+            records, window = build(self._window, self._seq)
             if not records:
                 return
             try:
-                stored = self._store.append(self._key, records, expected_seq=self._position)
+                # The hash too, not only the seq: a head lost in a failover and replaced by
+                # another writer at the same seq must not be continued from our copy.
+                stored = self._store.append(
+                    self._key,
+                    records,
+                    expected_seq=self._seq,
+                    expected_hash=self._hash or GENESIS,
+                )
             except ConcurrencyError:
                 now = time.monotonic()
                 deadline = deadline or now + _RETRY_FOR
@@ -204,8 +223,9 @@ class _WindowChatMemory(ChatMemory):
                     raise
                 self._catch_up()
                 continue
-            self._entries = entries
-            self._position = stored[-1].seq
+            self._window = window
+            self._seq = stored[-1].seq
+            self._hash = stored[-1].hash
             return
 
     # ------------------------------------------------------------------ ChatMemory
@@ -214,13 +234,9 @@ class _WindowChatMemory(ChatMemory):
         with self._lock:
             limit = self._policy.limit_for(self._id)  # before touching the store, as LC4j
             self._sync()
-            entries = self._entries
-            if not self._policy.fits(entries, limit):
-                # A limit that shrank since the last write trims the view only; the log is
-                # written at the next add/set, exactly like LangChain4j's store.
-                entries = list(entries)
-                self._policy.ensure_capacity(entries, limit)
-            return [e.message for e in entries]
+            # A limit that shrank since the last write trims the view only; the log is written
+            # at the next add/set, exactly like LangChain4j's store.
+            return [e.message for e in self._window.view(limit)]
 
     def add(self, *messages: Any) -> None:
         items = _as_list(messages, "add")
@@ -228,22 +244,20 @@ class _WindowChatMemory(ChatMemory):
             return
         policy = self._policy
         counts = [policy.count(m) for m in items]  # each message counted once, before writing
-        keep_first = policy.always_keep_system_message_first
-        identity = policy.identity
+        identity = policy.identity if isinstance(policy, TokenWindowPolicy) else None
 
-        def build(current: list[Entry], position: int) -> tuple[list[NewRecord], list[Entry]]:
-            work = list(current)
+        def limit() -> int:
+            return policy.limit_for(self._id)
+
+        def build(current: Window, seq: int) -> tuple[list[NewRecord], Window]:
+            work = current.copy()
             records: list[NewRecord] = []
             for message, tokens in zip(items, counts, strict=True):
-                policy.ensure_capacity(work, policy.limit_for(self._id))  # LC4j step 1
-                entry = Entry(message, (position + len(records) + 1, 0), tokens)
-                changed, _ = add_with_system_rules(work, entry, keep_system_first=keep_first)
-                if not changed:
+                entry = Entry(message, (seq + len(records) + 1, 0), tokens)
+                if work.add(entry, limit) is None:
                     continue  # the same system message again: LangChain4j writes nothing
-                limit = policy.limit_for(self._id)
-                policy.ensure_capacity(work, limit)
-                meta = window_meta(encode_refs(work), limit, tokens, identity)
-                records.append(added_record(message, meta))
+                meta = WindowMeta.of(work.entries, work.limit, tokens, identity)
+                records.append(added_record(message, meta.encode()))
             return records, work
 
         with self._lock:
@@ -256,35 +270,43 @@ class _WindowChatMemory(ChatMemory):
         items = _as_list(messages, "set")
         policy = self._policy
         counts = [policy.count(m) for m in items]
+        token_window = isinstance(policy, TokenWindowPolicy)
 
-        def build(current: list[Entry], position: int) -> tuple[list[NewRecord], list[Entry]]:
-            limit = policy.limit_for(self._id)
-            seq = position + 1
-            work = [
-                Entry(m, (seq, i), t) for i, (m, t) in enumerate(zip(items, counts, strict=True))
+        def build(current: Window, seq: int) -> tuple[list[NewRecord], Window]:
+            work = current.copy()
+            entries = [
+                Entry(m, (seq + 1, i), t)
+                for i, (m, t) in enumerate(zip(items, counts, strict=True))
             ]
-            policy.ensure_capacity(work, limit)
-            meta: dict[str, Any] = {"w": encode_refs(work), "lim": limit}
-            if isinstance(policy, TokenWindowPolicy):
-                meta["tok"] = counts
-                meta["est"] = policy.identity
-            return [set_record(items, meta)], work
+            work.set(entries, policy.limit_for(self._id))
+            meta = WindowMeta.of(
+                work.entries,
+                work.limit,
+                [c or 0 for c in counts] if token_window else None,
+                policy.identity if token_window else None,
+            )
+            return [set_record(items, meta.encode())], work
 
         with self._lock:
             self._write(build)
 
     def clear(self) -> None:
+        def build(current: Window, seq: int) -> tuple[list[NewRecord], Window]:
+            work = current.copy()
+            work.clear()
+            return [cleared_record(_CLEARED_META)], work
+
         with self._lock:
-            self._write(lambda current, position: ([cleared_record()], []))
+            self._write(build)
 
     def history(self, *, gt: int | None = None, lte: int | None = None) -> list[LoggedEvent]:
-        return [logged_event(r) for r in self._store.read(self._key, gt=gt, lte=lte)]
+        return [logged_event(r) for r in read_checked(self._store, self._key, gt=gt, lte=lte)]
 
     def as_of(self, *, seq: int | None = None, at: datetime | None = None) -> list[_ChatMessage]:
         target = resolve_seq(self._store, self._key, seq=seq, at=at)
         with self._lock:
-            if target == self._position:
-                return [e.message for e in self._entries]
+            if target == self._seq:
+                return [e.message for e in self._window.entries]
         return [e.message for e in view_at(self._store, self._key, target)]
 
     def what_if(

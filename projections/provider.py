@@ -6,9 +6,9 @@ it while it is in use. The cache only holds objects: every message is in the eve
 dropping a memory (LRU, idle expiry, :meth:`ChatMemoryProvider.evict`, compaction) never loses
 data, and the next :meth:`ChatMemoryProvider.get` simply opens it again from the store.
 
-There is no "fast-forward on hit" step here (house style rule 17 assigns one to the provider):
-the memories already check the store's head on every call and catch up by themselves, so a
-cached object is never stale, also when another process writes the same id.
+There is no "fast-forward on hit" step here: the memories already check the store's head on
+every call and catch up by themselves, so a cached object is never stale, also when another
+process writes the same id.
 """
 
 from __future__ import annotations

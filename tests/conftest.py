@@ -15,18 +15,8 @@ from typing import Any
 
 import pytest
 
-# Offline tokenizer files: the workplace's shared copy when present, else the copy vendored
-# under tests/data (the same files tiktoken would download, under its own cache names), so the
-# suite passes on a machine without network.
-_SHARED_TIKTOKEN = pathlib.Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
-_VENDORED_TIKTOKEN = pathlib.Path(__file__).resolve().parent / "data" / "tiktoken"
-os.environ.setdefault(
-    "TIKTOKEN_CACHE_DIR",
-    str(_SHARED_TIKTOKEN if _SHARED_TIKTOKEN.is_dir() else _VENDORED_TIKTOKEN),
-)
-
-from eventlog import InMemoryEventStore, SQLiteEventStore  # noqa: E402
-from eventlog.store import EventStore  # noqa: E402
+from eventlog import InMemoryEventStore, SQLiteEventStore
+from eventlog.store import EventStore
 
 BACKENDS = ("memory", "sqlite", "postgres")
 PG_DSN = os.environ.get("CHATLEDGER_TEST_PG_DSN", "host=127.0.0.1 port=5432 dbname=test")
@@ -86,8 +76,10 @@ class Backend:
     def open(self, **kwargs: Any) -> EventStore:
         store: EventStore
         if self.name == "memory":
+            # One object per database: a memory store cannot be reopened, so the first open's
+            # arguments (key=) are the store's for the whole test.
             if self._memory is None:
-                self._memory = InMemoryEventStore()
+                self._memory = InMemoryEventStore(**kwargs)
             store = self._memory
         elif self.name == "sqlite":
             store = SQLiteEventStore(self.path, **kwargs)

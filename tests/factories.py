@@ -1,4 +1,4 @@
-"""Builders for test scenarios (house style rule 25).
+"""Builders for test scenarios.
 
 Tests say *what kind* of thing they need and override only the fields the scenario is about:
 ``a_message("ai", text="2 + 2 = 4")``, ``a_conversation(6, system="Be brief")``,

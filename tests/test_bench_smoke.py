@@ -25,8 +25,11 @@ TINY = [
 ]  # fmt: skip
 
 CORE = [
-    "W1", "W2", "TW", "BUILD", "W3@100", "W3@300", "W4@100", "W4@300", "TT.as_of", "TT.what_if",
+    "W1", "KW", "W2", "TW", "BUILD", "W3@100", "W3@300", "W4@100", "W4@300", "TT.as_of",
+    "TT.what_if", "LD.digest", "LD.verify", "LD.prove", "LD.proof", "LD.inclusion",
 ]  # fmt: skip
+COLD_DIGEST = ["LD.digest.cold"]  # a new store object on the same database: not in memory
+LEDGER = ["LD.digest", "LD.digest.cold", "LD.verify", "LD.prove", "LD.proof", "LD.inclusion"]
 RAW = ["RAW"]
 W5 = ["W5.single", "W5.same", "W5.separate"]
 PEERS = ["PEER.lc.add", "PEER.lg.put", "PEER.lc.read@100", "PEER.lg.read@100"]
@@ -38,6 +41,10 @@ GOALS = [
     "W4 1M <= 2 x 100k",
     "TT as_of <= 1 ms median at 100k",
     "TW >= 0.7 x W1",
+    "LD digest incremental <= 5 ms at 1M",
+    "LD verify(digest) <= 10 s at 1M",
+    "LD prove <= 50 ms at 1M",
+    "LD proof JSON <= 2 KB at 1M",
     "W5 same: zero errors, nothing lost",
     "W5 same: total >= 0.8 x single writer",
     "W5 separate: zero errors, nothing lost",
@@ -92,6 +99,23 @@ def _check_writers(report: dict[str, Any]) -> None:
             assert row["extra"]["verified"] is True, row
 
 
+def _check_ledger(report: dict[str, Any]) -> None:
+    rows = {r["id"]: r for r in report["rows"]}
+    # Check the ledger rows name the log they measured: both histories, plus the rows the
+    # incremental digests appended (the first digest saw 100 + 300 records).
+    for row_id in LEDGER:
+        if rows[row_id]["status"] == "ok":
+            assert rows[row_id]["extra"]["records"] == 400, rows[row_id]
+    # Check the keyed writer is compared with the unkeyed one, and proofs have a real size.
+    assert rows["KW"]["vs"] == "W1"
+    assert rows["LD.proof"]["unit"] == "B"
+    assert 500 < rows["LD.proof"]["value"] < 10_000
+    # Check the 1M goals say they were not run at these sizes, rather than claiming a result.
+    for goal in report["goals"]:
+        if goal["goal"].startswith("LD"):
+            assert goal["met"] == "n/a", goal
+
+
 def _peer_rows(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """Peers are an optional extra: each is measured or says it is not installed."""
     rows = {r["id"]: r for r in report["rows"]}
@@ -103,23 +127,31 @@ def _peer_rows(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
 def test_bench_sqlite(tmp_path):
     report, stdout = _run_bench(tmp_path, "sqlite")
     installed, missing = _peer_rows(report)
-    _check_rows(report, [*RAW, *CORE, *W5, *installed], missing)
+    _check_rows(report, [*RAW, *CORE, *COLD_DIGEST, *W5, *installed], missing)
     _check_writers(report)
+    _check_ledger(report)
     assert report["meta"]["backend"] == "sqlite"
     # Check the printed table and summary carry the rows too.
-    for row_id in ["W1", "W5.same", *PEERS]:
+    for row_id in ["W1", "KW", "LD.digest.cold", "LD.proof", "W5.same", *PEERS]:
         assert row_id in stdout
 
 
 def test_bench_memory(tmp_path):
     report, _ = _run_bench(tmp_path, "memory")
-    absent = {"RAW": "n/a", **dict.fromkeys(W5, "n/a"), **dict.fromkeys(PEERS, "n/a")}
+    absent = {
+        "RAW": "n/a",
+        **dict.fromkeys(COLD_DIGEST, "n/a"),
+        **dict.fromkeys(W5, "n/a"),
+        **dict.fromkeys(PEERS, "n/a"),
+    }
     _check_rows(report, CORE, absent)
+    _check_ledger(report)
 
 
 def test_bench_postgres(tmp_path):
     require_pg()
     report, _ = _run_bench(tmp_path, "postgres")
-    _check_rows(report, [*RAW, *CORE, *W5], dict.fromkeys(PEERS, "n/a"))
+    _check_rows(report, [*RAW, *CORE, *COLD_DIGEST, *W5], dict.fromkeys(PEERS, "n/a"))
     _check_writers(report)
+    _check_ledger(report)
     assert report["meta"]["postgres"]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from eventlog import InMemoryEventStore
-from eventlog.hashing import GENESIS, chain_hash, first_break, record_hash
-from eventlog.models import MessageAdded, MessagesSet
+from eventlog.hashing import GENESIS, chain_hash, chain_hash_v2, first_break, record_hash
+from eventlog.models import ContentErased, MessageAdded, MessagesSet, Record
 from eventlog.serialization import decode_event, encode_event
+from tests.eventlog.contract.records import added
 from tests.strategies import chat_messages
 
 fields = st.tuples(
@@ -28,6 +31,23 @@ def test_different_records_never_share_a_hash_input(a, b):
     assert (chain_hash(GENESIS, *a) == chain_hash(GENESIS, *b)) == (a == b)
 
 
+@given(fields, fields, st.sampled_from([None, b"k" * 16]))
+def test_different_format_2_and_3_records_never_share_a_hash_input(a, b, key):
+    # Format 2/3 length-prefix recorded_at and the commitment too (free text here on purpose).
+    def digest(f):
+        return chain_hash_v2(GENESIS, f[0], f[1], f[2], f[3], f[4], f[5], f[6], key)
+
+    assert (digest(a) == digest(b)) == (a == b)
+
+
+def test_format_2_and_3_preimages_are_tagged_apart_from_format_1():
+    # Same fields, three formats: three different hashes, and format 3 depends on the key.
+    a = (GENESIS, "s", 1, "k", 1, "2025-01-01T00:00:00.000000Z", "p", "")
+    hashes = {chain_hash(*a), chain_hash_v2(*a), chain_hash_v2(*a, b"k" * 16)}
+    assert len(hashes) == 3
+    assert chain_hash_v2(*a, b"k" * 16) != chain_hash_v2(*a, b"j" * 16)
+
+
 @given(st.lists(chat_messages(), min_size=1, max_size=4), st.booleans())
 def test_events_round_trip_through_stored_records(messages, as_set):
     store = InMemoryEventStore()
@@ -43,5 +63,106 @@ def test_events_round_trip_through_stored_records(messages, as_set):
     assert first_break(records) is None
     # Check the same event always encodes to the same bytes (what the hash covers).
     assert [encode_event(e, {"w": []}) for e in events] == [
-        encode_event(decode_event(r), {"w": []}) for r in records
+        encode_event(e, {"w": []})
+        for e in map(decode_event, records)
+        if not isinstance(e, ContentErased)
     ]
+
+
+# ------------------------------------------------------------------ one test per verify rule
+#
+# first_break has five rules. Each test below breaks exactly one of them and leaves every
+# record self-consistent wherever it can (its hash recomputed with record_hash), so removing
+# that one rule from first_break makes that test fail.
+
+
+def _chain(*texts: str, fmt: int = 1) -> list[Record]:
+    # Format 1 by default: these rules hold for every format, and format 1 records written
+    # before format 2 must keep verifying; the v2/v3 tests further down pass fmt=None.
+    store = InMemoryEventStore()
+    return store.append("h", [added(t)._replace(format=fmt) for t in texts])
+
+
+def _rehash(record: Record, **changes: Any) -> Record:
+    """The record with ``changes`` applied and its own hash recomputed, as a forger would."""
+    edited = record._replace(**changes)
+    return edited._replace(hash=record_hash(edited))
+
+
+def test_intact_chains_verify_from_genesis_and_from_a_tombstone():
+    assert first_break(_chain("a", "b", "c")) is None
+    store = InMemoryEventStore()
+    store.append("h", [added("a"), added("b")])
+    store.purge("h", expected_seq=2, reason="test")
+    store.append("h", [added("c")])
+    # Check a purged stream, which starts at its tombstone (seq 3), verifies.
+    assert first_break(store.read("h")) is None
+
+
+def test_rule_hash_matches_content():
+    a, b, c = _chain("a", "b", "c")
+    # Check an edit without a new hash is caught at the edited record itself.
+    assert first_break([a, b._replace(payload=b.payload.replace("b", "B")), c]) == (
+        2,
+        "stored hash does not match the record's content",
+    )
+
+
+def test_rule_prev_hash_links_to_the_previous_record():
+    a, b, c = _chain("a", "b", "c")
+    forged = _rehash(b, payload=b.payload.replace("b", "B"))
+    # Check the forged record is self-consistent, so only the next record's link gives it away.
+    assert record_hash(forged) == forged.hash
+    assert first_break([a, forged, c]) == (
+        3,
+        "prev_hash does not match the previous record's hash",
+    )
+
+
+def test_rule_seq_1_chains_to_genesis():
+    (a,) = _chain("a")
+    forged = _rehash(a, prev_hash="a" * 64)
+    # Check a first record that claims a predecessor is caught, even with nothing after it.
+    assert first_break([forged]) == (1, "prev_hash does not match the previous record's hash")
+
+
+def test_rule_a_stream_starts_at_seq_1_or_at_a_tombstone():
+    _, b, c = _chain("a", "b", "c")
+    # Check losing the first record is caught: seq 2 is no tombstone, so seq 1 must exist.
+    assert first_break([b, c]) == (2, "records before seq 2 are missing")
+
+
+def test_rule_seqs_have_no_gaps():
+    a, b, c = _chain("a", "b", "c")
+    # A forger renumbers seq 3 to 4 and rehashes it (seq is hashed): its link to seq 2 holds,
+    # so only the seq rule sees the hole.
+    renumbered = _rehash(c, seq=4)
+    assert first_break([a, b, renumbered]) == (4, "seq 3 is missing (found 4 next)")
+
+
+def test_known_gap_a_rehashed_last_record_verifies():
+    a, b, c = _chain("a", "b", "c")
+    # Nothing follows the last record, so no link can contradict a rehashed forgery of it:
+    # catching that needs a digest of the head kept outside the store (another issue's work).
+    # This asserts today's behaviour so the gap stays visible; flip it when that lands.
+    assert first_break([a, b, _rehash(c, payload=c.payload.replace("c", "C"))]) is None
+    # Likewise a stream cut down to a tombstone start: the tombstone's prev_hash is trusted.
+    tomb = _rehash(c, kind="memory_purged")
+    assert first_break([tomb]) is None
+
+
+@given(st.binary(min_size=16, max_size=100), st.text(max_size=8))
+def test_the_keyed_chain_hash_is_hmac_sha256(key, meta):
+    import hashlib
+    import hmac
+
+    fields = (GENESIS, "s", 1, "k", 1, "2025-01-01T00:00:00.000000Z", "c" * 64, meta)
+    plain = chain_hash_v2(*fields)
+    # Check against the standard library's HMAC (keys longer than a block included), over the
+    # format 3 preimage, which differs from format 2's only in its version tag.
+    preimage = (
+        f"chatledger.v3\x1f{GENESIS}\x1f1:s\x1f1\x1f1:k\x1f1\x1f27:2025-01-01T00:00:00.000000Z"
+        f"\x1f64:{'c' * 64}\x1f{len(meta)}:{meta}"
+    ).encode()
+    assert chain_hash_v2(*fields, key) == hmac.digest(key, preimage, "sha256").hex()
+    assert plain == hashlib.sha256(preimage.replace(b"v3", b"v2", 1)).hexdigest()

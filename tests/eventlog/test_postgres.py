@@ -166,11 +166,12 @@ def test_schema_from_a_newer_chatledger_is_refused(store, schema):
 def test_opening_an_up_to_date_schema_does_not_wait_for_the_setup_lock(store, schema):
     import psycopg
 
-    from eventlog.postgres import PostgresEventStore, _lock_key
+    from eventlog.postgres import PostgresEventStore
+    from eventlog.postgres_sql import lock_key
 
     # Another process is migrating some schema under the setup lock (held, not released).
     with psycopg.connect(PG_DSN, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_lock_key("setup", schema),))
+        holder.execute("SELECT pg_advisory_lock(%s)", (lock_key("setup", schema),))
         # Check an up-to-date schema opens at once (one version query, no lock), with and
         # without create_schema, and setup() itself returns too.
         for create in (True, False):
@@ -263,6 +264,40 @@ def test_unreachable_server_fails_fast_without_the_password():
         assert "127.0.0.1:1/test" in str(info.value)
         assert info.value.operation == "connect"
         assert "secret" not in chain
+
+
+def test_wrong_user_says_to_check_user_and_password():
+    from eventlog.postgres import PostgresEventStore
+
+    # Under trust auth a missing role is the login failure a newcomer meets first; with
+    # password auth the server says "password authentication failed" and gets the same advice.
+    dsn = f"{PG_DSN} user=chatledger_no_such_user password=hunter2-secret"
+    with pytest.raises(PersistenceError) as info:
+        PostgresEventStore(dsn)
+    # Check the message names the server and the remedy, not the password, and does not
+    # send the reader looking for a server that is down.
+    message = str(info.value)
+    assert "check user and password" in message
+    assert "127.0.0.1:5432" in message
+    assert "chatledger_no_such_user" in message
+    assert "server is running" not in message
+    assert info.value.operation == "connect"
+    assert "hunter2-secret" not in _error_chain(info.value)
+
+
+def test_import_without_psycopg_names_the_extra_to_install():
+    code = (
+        "import sys\n"
+        "sys.modules['psycopg'] = None  # as if the [postgres] extra were not installed\n"
+        "from eventlog.postgres import PostgresEventStore\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: import eventlog.postgres: psycopg is missing")
+    assert "pip install -e '.[postgres]'" in last
 
 
 def test_unparsable_dsn_does_not_echo_the_password():
@@ -688,3 +723,34 @@ def test_tombstone_counts_the_erased_events(store):
     store.append("u1", batch("a", "b", "c"))
     tomb = store.purge("u1", expected_seq=3, reason="x")
     assert json.loads(tomb.payload)["event_count"] == 3
+
+
+def test_a_format_1_schema_migrates_and_keeps_verifying(schema):
+    from eventlog.hashing import GENESIS, chain_hash
+    from eventlog.postgres import MIGRATIONS, PostgresEventStore
+
+    # The schema as the format 1 code left it: migration 0 only, with format 1 rows.
+    _admin(f'CREATE SCHEMA "{schema}"')
+    _admin(
+        f'CREATE TABLE "{schema}".eventlog_migrations (version integer PRIMARY KEY, '
+        "applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    _admin(MIGRATIONS[0].replace("{schema}", f'"{schema}"'))
+    _admin(f'INSERT INTO "{schema}".eventlog_migrations (version) VALUES (0)')
+    prev = GENESIS
+    for seq, text in enumerate(["a", "b"], 1):
+        when = f"2025-01-01T00:00:0{seq}.000000Z"
+        payload = added(text).payload
+        digest = chain_hash(prev, "u1", seq, "message_added", 1, when, payload, "")
+        _admin(
+            f'INSERT INTO "{schema}".events (stream_id, seq, recorded_at, kind, schema_version, '
+            "payload, meta, prev_hash, hash) VALUES (%s, %s, %s, %s, 1, %s, '', %s, %s)",
+            ("u1", seq, when, "message_added", payload, prev, digest),
+        )
+        prev = digest
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        # Check old rows read as format 1, verify, and the chain continues in format 2.
+        assert [(r.format, r.salt, r.commitment) for r in store.read("u1")] == [(1, "", "")] * 2
+        assert store.append("u1", batch("c"))[0].format == 2
+        assert store.verify().ok
+        assert texts(store.read("u1")) == ["a", "b", "c"]

@@ -52,7 +52,7 @@ def test_reopen_keeps_everything_and_migrations_are_idempotent(tmp_path):
         assert store.read("u1") == first
         assert [r.seq for r in store.append("u1", batch("c"))] == [3]
         applied = [m.name for m in MIGRATIONS.applied(store.db)]
-    assert applied == ["m001_events"]
+    assert applied == ["m001_events", "m002_record_format"]
 
 
 def test_accepts_a_sqlite_utils_database(tmp_path):
@@ -86,13 +86,17 @@ def test_waits_for_another_writer_instead_of_failing(tmp_path):
         time.sleep(0.3)
         blocker.execute("COMMIT")
 
-    threading.Thread(target=release).start()
+    releaser = threading.Thread(target=release)
+    releaser.start()
     # Check the append waits for the lock (no "database is locked") and lands.
     started = time.monotonic()
     store.append("u1", batch("a"))
     assert time.monotonic() - started >= 0.25
     assert texts(store.read("u1")) == ["a"]
     store.close()
+    # The append can land while the releasing thread is still inside execute("COMMIT");
+    # closing the connection under it crashes the interpreter.
+    releaser.join()
     blocker.close()
 
 
@@ -180,3 +184,50 @@ def test_purge_leaves_no_copy_in_the_files(tmp_path):
     with SQLiteEventStore(path) as store:
         assert texts(store.read("other")) == ["keep me"]
         assert store.verify().ok
+
+
+def _v1_rows(key, texts_):
+    """Rows as the format 1 code wrote them (before migration m002)."""
+    from eventlog.hashing import GENESIS, chain_hash
+
+    rows, prev = [], GENESIS
+    for seq, text in enumerate(texts_, 1):
+        when = f"2025-01-01T00:00:0{seq}.000000Z"
+        payload = added(text).payload
+        digest = chain_hash(prev, key, seq, "message_added", 1, when, payload, "")
+        rows.append((key, seq, when, "message_added", 1, payload, "", prev, digest))
+        prev = digest
+    return rows
+
+
+def test_a_format_1_database_migrates_and_keeps_verifying(tmp_path):
+    path = tmp_path / "old.db"
+    db = sqlite_utils.Database(path)
+    MIGRATIONS.apply(db, stop_before="m002_record_format")
+    db.conn.executemany(
+        "INSERT INTO events (stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
+        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        _v1_rows("u1", ["a", "b"]),
+    )
+    db.conn.commit()
+    db.close()
+    with SQLiteEventStore(path) as store:
+        # Check old rows read as format 1, verify, and the chain continues in format 2.
+        assert [(r.format, r.salt, r.commitment) for r in store.read("u1")] == [(1, "", "")] * 2
+        assert store.append("u1", batch("c"))[0].format == 2
+        assert store.verify().ok
+        assert texts(store.read("u1")) == ["a", "b", "c"]
+
+
+def test_a_non_integer_column_is_reported_malformed(tmp_path):
+    path = tmp_path / "chat.db"
+    with SQLiteEventStore(path) as store:
+        store.append("u1", batch("a", "b"))
+    # SQLite keeps text in an INTEGER column when it is not a number.
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET schema_version = 'two' WHERE seq = 2")
+    with SQLiteEventStore(path) as store:
+        report = store.verify()
+    reason = "malformed schema_version 'two': not an integer"
+    assert report.failures == {"u1": (2, reason)}
+    assert report.malformed == (("u1", 2, reason),)

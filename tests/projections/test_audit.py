@@ -17,6 +17,7 @@ from freezegun import freeze_time
 from eventlog import SQLiteEventStore, SystemMessage
 from eventlog.hashing import GENESIS
 from eventlog.ids import StreamKey
+from eventlog.jsonl import FORMAT, export_jsonl, import_jsonl
 from eventlog.serialization import added_record, cleared_record, decode_meta
 from projections import (
     MessageWindowChatMemory,
@@ -25,16 +26,8 @@ from projections import (
     TokenWindowChatMemory,
     what_if,
 )
-from projections.audit import (
-    FORMAT,
-    Change,
-    diff,
-    explain,
-    export_jsonl,
-    fork,
-    import_jsonl,
-    walk,
-)
+from projections.audit import Change, diff, explain, fork, walk
+from projections.meta import WindowMeta
 from projections.replay import view_at
 from tests.factories import a_message, a_tool_exchange
 
@@ -124,9 +117,9 @@ def test_diff_names_every_reason(store):
         (9, 0): (9, 9, "evicted"),  # set items the window could not keep: in and out at once
         (9, 1): (9, 9, "evicted"),
         (9, 2): (9, 9, "orphan"),
-        (9, 3): (9, 10, "clear"),
-        (9, 4): (9, 10, "clear"),
-        (9, 5): (9, 10, "clear"),
+        (9, 3): (9, 10, "cleared"),
+        (9, 4): (9, 10, "cleared"),
+        (9, 5): (9, 10, "cleared"),
         (11, 0): (11, None, None),
     }
     assert {ref: (c.entered_at, c.left_at, c.reason) for ref, c in by_ref.items()} == expected
@@ -204,7 +197,7 @@ def test_diff_rejects_bad_ranges(store):
         (4, 0, (4, 6, "orphan")),
         (1, 0, (1, 7, "system_replaced")),
         (9, 2, (9, 9, "orphan")),
-        (9, 5, (9, 10, "clear")),
+        (9, 5, (9, 10, "cleared")),
         (11, 0, (11, None, None)),
     ],
 )
@@ -457,12 +450,15 @@ def test_walk_reads_messages_a_foreign_writer_brought_back(store):
     store.append(
         "foreign",
         [
-            added_record(first, {"w": [[1, 1]]}),
+            added_record(first, WindowMeta([[1, 1]]).encode()),
             cleared_record(),
-            added_record(second, {"w": [[1, 1], [3, 3]]}),
+            added_record(second, WindowMeta([[1, 1], [3, 3]]).encode()),
         ],
     )
     steps = list(walk(store, "foreign"))
+    # Check these events record no limit, so the rules cannot be replayed: the recorded
+    # window is shown and the step says so.
+    assert [s.replayed for s in steps] == [False, True, False]
     assert [e.message for e in steps[2].view] == [first, second]
     assert [e.ref for e in steps[2].entered] == [(1, 0), (3, 0)]
     assert [e.message for e in view_at(store, "foreign", 3)] == [first, second]

@@ -170,7 +170,7 @@ class _CountingReads:
         return records
 
 
-def test_a_cold_open_after_compaction_reads_only_the_head_event(backend):
+def test_a_cold_open_never_serves_a_snapshot_instead_of_the_events(backend):
     writer = _open_subclass(backend, _CountingReads, returned=[])
     _fill(writer, "conv", n=8)
     head = writer.head("conv").seq
@@ -183,10 +183,12 @@ def test_a_cold_open_after_compaction_reads_only_the_head_event(backend):
         return returned
 
     # Check without a snapshot, a cold open reads the events the window refers to.
-    assert {seq for page in cold_open_reads() for seq in page} > {1, head}
+    before = {seq for page in cold_open_reads() for seq in page}
+    assert before > {1, head}
     assert _compact_at("2026-01-03", writer).compacted == ("conv",)
-    # Check with the snapshot, the only event it reads is the head.
-    assert cold_open_reads() == [[head]]
+    # Check a snapshot changes nothing: derived data is not trusted, so the messages still
+    # come from the events themselves.
+    assert {seq for page in cold_open_reads() for seq in page} == before
 
 
 def test_the_snapshot_keeps_the_token_counts_under_the_recorded_estimator(store):

@@ -13,7 +13,6 @@ list, how many events the step appended, that history only grew at its end, and 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -33,8 +32,6 @@ from eventlog import (
 )
 from projections import MessageWindowChatMemory
 from tests.factories import Step, a_conversation, add, clear, play, set_to
-
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", "/work/shared/tiktoken")
 
 # --- Messages -----------------------------------------------------------------------------------
 

@@ -48,10 +48,10 @@ def _play(memory):
     """Run the script, returning messages() after each event-producing step, by seq."""
     views = {}
     for op, arg in _script():
-        before = memory.position
+        before = memory.seq
         getattr(memory, op)(*(() if arg is None else (arg,)))
-        if memory.position != before:
-            views[memory.position] = memory.messages()
+        if memory.seq != before:
+            views[memory.seq] = memory.messages()
     return views
 
 
@@ -120,7 +120,7 @@ def test_dynamic_limit_history_replays_exactly_under_any_later_limit(reopen):
         if i == 14:
             limits["now"] = 10  # grow: evicted messages do not come back
         live.add(UserMessage(f"m{i}"))
-        views[live.position] = live.messages()
+        views[live.seq] = live.messages()
     assert views[14][0] == UserMessage("m12")
     assert views[20] == [UserMessage(f"m{i}") for i in range(12, 20)]
     # Check a reader with a completely different limit still sees the recorded past exactly.
@@ -157,7 +157,7 @@ def test_past_views_do_not_depend_on_todays_tokenizer(reopen):
     views = {}
     for i in range(12):
         live.add(UserMessage(f"message number {i} with a few words"))
-        views[live.position] = live.messages()
+        views[live.seq] = live.messages()
     # Check: reopened with another estimator, the recorded past is unchanged ...
     other = TokenWindowChatMemory(
         id="tok", max_tokens=40, token_count_estimator=_CharCounter(), store=reopen()

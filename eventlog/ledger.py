@@ -1,0 +1,718 @@
+"""Ledger digests and inclusion proofs: the whole log as one RFC 9162 Merkle tree.
+
+Anchors: AWS QLDB digests and proofs, Certificate Transparency (RFC 9162). Every record of a
+store, in the global committed order (ascending ``position``), is one leaf; the leaf index is
+the record's rank in that order, so gaps in positions do not matter. The leaf data is the 32
+bytes of the record's ``hash`` (the chain hash that already covers every stored field and the
+previous record of its stream); the tree hashes it as ``SHA-256(0x00 || hash bytes)`` like
+any RFC 9162 leaf (see :mod:`eventlog.merkle`).
+
+* :func:`digest` returns a :class:`LedgerDigest` (size and root of the tree now) to keep
+  outside the store: printed, mailed, published.
+* :func:`verify_digest` re-reads the whole log and says whether it is an append-only
+  extension of a digest, and if not, what is missing or changed.
+* :func:`prove` returns an :class:`InclusionProof`: one record (every hashed field) with its
+  audit path, which :func:`verify_inclusion` checks against a digest with no database.
+
+A digest is only as good as where it is kept: one read back from the store it describes
+proves nothing. Retention purges (``store.purge``) erase records, so digests taken before a
+purge stop verifying; the report says which tombstone explains it.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import dataclasses
+import threading
+import weakref
+from array import array
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Final, Literal, Self
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from eventlog import merkle
+from eventlog.errors import ChainIntegrityError, EventLogError
+from eventlog.hashing import GENESIS, record_problem
+from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.models import Record, VerifyReport, format_time
+
+if TYPE_CHECKING:
+    # Only for annotations: the store module imports this one for its digest methods.
+    from eventlog.store import EventStore
+
+__all__ = [
+    "DigestReport",
+    "InclusionProof",
+    "LedgerDigest",
+    "ProvenRecord",
+    "digest",
+    "prove",
+    "verify_digest",
+    "verify_inclusion",
+]
+
+DIGEST_FORMAT: Final = "chatledger.ledger-digest/1"
+PROOF_FORMAT: Final = "chatledger.inclusion-proof/1"
+
+_PAGE = 50_000
+_MAX_REBUILDS = 5
+_PURGED = "memory_purged"
+# Validators are built on first use, not at import: `import eventlog` stays cheap.
+_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+
+_Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+_Count = Annotated[int, Field(ge=0)]
+
+
+# ---------------------------------------------------------------- value objects
+
+
+def _validation_message(what: str, error: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'text'}: {e['msg']}" for e in error.errors()[:3]
+    )
+    more = error.error_count() - 3
+    if more > 0:
+        problems += f" (and {more} more)"
+    return f"read {what} from JSON: {problems}; pass the text its to_json() produced"
+
+
+class LedgerDigest(BaseModel):
+    """The size and root of a store's ledger tree at one moment, to keep outside the store.
+
+    Attributes:
+        format: ``"chatledger.ledger-digest/1"``.
+        size: Number of records (leaves) covered.
+        root: RFC 9162 root of those leaves, 64 hex digits.
+        last_position: Position of the last record covered (0 for an empty log); every
+            record at or below it is covered, because positions are assigned in commit order.
+        recorded_at: When the digest was taken (aware, UTC).
+    """
+
+    model_config = _STRICT
+    format: Literal["chatledger.ledger-digest/1"] = DIGEST_FORMAT
+    size: _Count
+    root: _Hex64
+    last_position: _Count
+    recorded_at: AwareDatetime
+
+    @field_validator("recorded_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return value.astimezone(UTC)
+
+    @field_serializer("recorded_at")
+    def _time_text(self, value: datetime) -> str:
+        return format_time(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        # Positions start at 1 and strictly increase, so n records end at position n or later.
+        if self.size == 0 and (self.root != merkle.EMPTY_ROOT or self.last_position != 0):
+            msg = "a digest of size 0 must have the empty root and last_position 0"
+            raise ValueError(msg)
+        if self.last_position < self.size:
+            msg = f"last_position {self.last_position} is below size {self.size}"
+            raise ValueError(msg)
+        return self
+
+    def to_json(self) -> str:
+        """Return the digest as compact JSON (what :meth:`from_json` reads)."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LedgerDigest:
+        """Parse and validate a digest written by :meth:`to_json`.
+
+        Raises:
+            ValueError: ``text`` is not JSON of a well-formed digest; the message says which
+                field is wrong.
+        """
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as e:
+            raise ValueError(_validation_message("a ledger digest", e)) from None
+
+
+class ProvenRecord(BaseModel):
+    """Every field of a record that its hash covers, as a proof carries it.
+
+    ``recorded_at`` is the exact stored text, because that text (not the instant) is hashed.
+    """
+
+    model_config = _STRICT
+    stream_id: str
+    seq: Annotated[int, Field(ge=1)]
+    kind: str
+    schema_version: int
+    recorded_at: str
+    payload: str
+    meta: str
+    prev_hash: _Hex64
+    hash: _Hex64
+    # Format 2/3 records hash a salted commitment instead of the payload; format 1 has none.
+    salt: str = ""
+    commitment: str = ""
+    format: Annotated[int, Field(ge=1, le=3)] = 1
+
+    @classmethod
+    def of(cls, record: Record) -> ProvenRecord:
+        """The hashed fields of a stored record."""
+        return cls(
+            stream_id=record.stream_id,
+            seq=record.seq,
+            kind=record.kind,
+            schema_version=record.schema_version,
+            recorded_at=record.recorded_at_text,
+            payload=record.payload,
+            meta=record.meta,
+            prev_hash=record.prev_hash,
+            hash=record.hash,
+            salt=record.salt,
+            commitment=record.commitment,
+            format=record.format,
+        )
+
+    def to_record(self) -> Record:
+        """A :class:`Record` of these fields. Its ``position`` is 0: a proof does not carry
+        the storage position (it is not hashed); the leaf index orders the ledger instead."""
+        return Record(
+            0,
+            self.stream_id,
+            self.seq,
+            self.recorded_at,
+            self.kind,
+            self.schema_version,
+            self.payload,
+            self.meta,
+            self.prev_hash,
+            self.hash,
+            self.salt,
+            self.commitment,
+            self.format,
+        )
+
+    @property
+    def memory_id(self) -> MemoryId:
+        """The memory id the stream key was made from."""
+        return memory_id_from_key(self.stream_id)
+
+
+class InclusionProof(BaseModel):
+    """A record and the audit path that ties it to the ledger root of one tree size.
+
+    Attributes:
+        format: ``"chatledger.inclusion-proof/1"``.
+        record: The record's hashed fields.
+        leaf_index: The record's rank in the global order.
+        tree_size: The size of the tree the proof is against (a digest's ``size``).
+        root: That tree's root (a digest's ``root``).
+        audit_path: RFC 9162 audit path, sibling hashes from the leaf up, hex. In JSON it is
+            one base64 string of the raw 32-byte hashes (a list of hex strings is read too).
+    """
+
+    model_config = _STRICT
+    format: Literal["chatledger.inclusion-proof/1"] = PROOF_FORMAT
+    record: ProvenRecord
+    leaf_index: _Count
+    tree_size: Annotated[int, Field(ge=1)]
+    root: _Hex64
+    audit_path: tuple[_Hex64, ...]
+
+    @field_validator("audit_path", mode="before")
+    @classmethod
+    def _from_base64(cls, value: object) -> object:
+        if isinstance(value, list):
+            return tuple(value)  # a hex list read from JSON (strict mode wants a tuple here)
+        if not isinstance(value, str):
+            return value
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except ValueError:
+            msg = "audit_path is neither a list of hex hashes nor base64 of 32-byte hashes"
+            raise ValueError(msg) from None
+        if len(raw) % 32:
+            msg = f"audit_path decodes to {len(raw)} bytes, not a whole number of 32-byte hashes"
+            raise ValueError(msg)
+        return tuple(raw[i : i + 32].hex() for i in range(0, len(raw), 32))
+
+    @field_serializer("audit_path", when_used="json")
+    def _to_base64(self, path: tuple[str, ...]) -> str:
+        # A third smaller than hex: the path is most of a proof, which stays under 2 KB.
+        return base64.b64encode(b"".join(bytes.fromhex(h) for h in path)).decode("ascii")
+
+    @model_validator(mode="after")
+    def _index_in_tree(self) -> Self:
+        if self.leaf_index >= self.tree_size:
+            msg = f"leaf_index {self.leaf_index} is not below tree_size {self.tree_size}"
+            raise ValueError(msg)
+        return self
+
+    def to_json(self) -> str:
+        """Return the proof as compact JSON (what :meth:`from_json` reads)."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> InclusionProof:
+        """Parse and validate a proof written by :meth:`to_json`.
+
+        Raises:
+            ValueError: ``text`` is not JSON of a well-formed proof.
+        """
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as e:
+            raise ValueError(_validation_message("an inclusion proof", e)) from None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DigestReport:
+    """Result of :func:`verify_digest`.
+
+    Attributes:
+        ok: True when the log now is an append-only extension of the digest and every
+            record's hash and chain link verify.
+        message: What was found, naming what is missing or changed.
+        digest: The digest checked.
+        size: Records in the log now.
+        missing: Records the digest covers that the log no longer holds.
+        first_difference: ``(stream_id, seq)`` of the first covered record that differs from
+            the digest, when it can be located (see :func:`verify_digest`).
+        chain: The store's chain verification, run when anything failed (None when ok).
+    """
+
+    ok: bool
+    message: str
+    digest: LedgerDigest
+    size: int
+    missing: int = 0
+    first_difference: tuple[str, int] | None = None
+    chain: VerifyReport | None = None
+
+
+# ---------------------------------------------------------------- the cached tree per store
+
+
+class _Ledger:
+    """One store object's tree, built incrementally from ``read_all(gt=last_position)``.
+
+    Derived data, trusted only for speed: :func:`verify_digest` never reads it to decide,
+    and :func:`prove` checks the leaf it proves against the stored record.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.nodes = merkle.InMemoryNodeStore()
+        self.tree = merkle.MerkleTree(self.nodes)
+        self.positions = array("q")
+        # Streams with a record in the tree: a purge tombstone of one of them means records
+        # the tree holds were erased (a purge erases all of a stream's earlier records).
+        self.streams: set[str] = set()
+        self.last_position = 0
+
+    def absorb(self, store: EventStore) -> None:
+        """Append every record committed since the last call; rebuild after a purge."""
+        for _ in range(_MAX_REBUILDS):
+            if self._absorb_pages(store):
+                return
+            self.reset()
+        msg = (
+            f"build the ledger tree: purges kept erasing records while it was read "
+            f"({_MAX_REBUILDS} attempts); retry when the retention run is over"
+        )
+        raise EventLogError(msg)
+
+    def _absorb_pages(self, store: EventStore) -> bool:
+        while True:
+            page = store.read_all(gt=self.last_position, limit=_PAGE)
+            for i, record in enumerate(page):
+                if record.kind == _PURGED and record.stream_id in self.streams:
+                    self._take(page[:i])
+                    return False
+            self._take(page)
+            if len(page) < _PAGE:
+                return True
+
+    def _take(self, records: list[Record]) -> None:
+        if not records:
+            return
+        self.tree.extend([r.hash for r in records])
+        self.positions.extend(r.position for r in records)
+        self.streams.update(r.stream_id for r in records)
+        self.last_position = records[-1].position
+
+
+_LEDGERS: weakref.WeakKeyDictionary[EventStore, _Ledger] = weakref.WeakKeyDictionary()
+_LEDGERS_LOCK = threading.Lock()
+
+
+def _ledger_of(store: EventStore) -> _Ledger:
+    with _LEDGERS_LOCK:
+        ledger = _LEDGERS.get(store)
+        if ledger is None:
+            ledger = _LEDGERS[store] = _Ledger()
+        return ledger
+
+
+def _cached_tree_at(store: EventStore, d: LedgerDigest) -> _Ledger | None:
+    """This process's tree of ``store`` if it already holds ``d``'s exact leaves."""
+    with _LEDGERS_LOCK:
+        ledger = _LEDGERS.get(store)
+    if ledger is None:
+        return None
+    with ledger.lock:
+        if ledger.tree.size >= d.size and ledger.tree.root(d.size) == d.root:
+            return ledger
+    return None
+
+
+# ---------------------------------------------------------------- digests
+
+
+def digest(store: EventStore) -> LedgerDigest:
+    """Return the digest of every record ``store`` holds now.
+
+    The first call in a process reads the whole log and builds the tree (seconds at a million
+    records); later calls read only the records committed since. The digest covers the stored
+    hashes as they are: check content with :func:`verify_digest` or ``store.verify()``.
+
+    Args:
+        store: Any event store.
+
+    Returns:
+        The size, root and last position of the log, and the time taken.
+
+    Raises:
+        StoreClosedError: The store is closed.
+        PersistenceError: The database failed.
+    """
+    ledger = _ledger_of(store)
+    with ledger.lock:
+        ledger.absorb(store)
+        return LedgerDigest(
+            size=ledger.tree.size,
+            root=ledger.tree.root(),
+            last_position=ledger.last_position,
+            recorded_at=datetime.now(UTC),
+        )
+
+
+@dataclasses.dataclass
+class _Scan:
+    """What one pass over the global order found."""
+
+    size: int = 0
+    covered: int = 0  # records at positions <= the digest's last_position
+    bad: Record | None = None  # first record whose hash or chain link does not verify
+    purges: list[Record] = dataclasses.field(default_factory=list)  # tombstones after the digest
+    positions: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+
+
+def _scan(store: EventStore, d: LedgerDigest, tree: merkle.MerkleTree) -> _Scan:
+    """Read the whole log once: leaves of the first ``d.size`` records into ``tree``, and
+    every record's hash and link checked."""
+    scan = _Scan()
+    heads: dict[str, Record] = {}
+    after = 0
+    while True:
+        page = store.read_all(gt=after, limit=_PAGE)
+        take = max(0, min(len(page), d.size - scan.size))
+        if take:
+            tree.extend([r.hash for r in page[:take]])
+            scan.positions.extend(r.position for r in page[:take])
+        for record in page:
+            if record.position <= d.last_position:
+                scan.covered += 1
+            elif record.kind == _PURGED:
+                scan.purges.append(record)
+            if scan.bad is None and not _links(store, heads.get(record.stream_id), record):
+                scan.bad = record
+            heads[record.stream_id] = record
+        scan.size += len(page)
+        if len(page) < _PAGE:
+            return scan
+        after = page[-1].position
+
+
+def _links(store: EventStore, head: Record | None, record: Record) -> bool:
+    """Whether ``record`` verifies after ``head``, its stream's previous record in the pass.
+
+    The link rule of :func:`eventlog.hashing.check_stream`, inlined so one pass over the
+    global order checks every stream at once (a stream starts at seq 1 on GENESIS, or at a
+    purge tombstone); the record itself is checked by the store, which holds any key.
+    """
+    if head is None:
+        linked = (record.seq == 1 and record.prev_hash == GENESIS) or record.kind == _PURGED
+    else:
+        linked = record.seq == head.seq + 1 and record.prev_hash == head.hash
+    return linked and store.check(record) is None
+
+
+def _first_difference(fresh: merkle.MerkleTree, cached: _Ledger, size: int) -> int:
+    """Index of the first of ``size`` leaves where ``fresh`` and ``cached`` differ.
+
+    A binary search over prefix roots: the first ``k`` leaves of two trees agree exactly when
+    their roots of size ``k`` do, so ``O(log^2 n)`` node lookups find the first change.
+    Returns ``size`` when the first ``size`` leaves agree.
+    """
+    lo, hi = 0, size  # invariant: the prefixes of lo leaves agree; of hi leaves, maybe not
+    with cached.lock:
+        if fresh.root(hi) == cached.tree.root(hi):
+            return size
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fresh.root(mid) == cached.tree.root(mid):
+                lo = mid
+            else:
+                hi = mid
+    return hi - 1
+
+
+def _locate(
+    store: EventStore, d: LedgerDigest, fresh: merkle.MerkleTree, scan: _Scan
+) -> tuple[str | None, tuple[str, int] | None]:
+    """Name the first covered record that changed, when this process's tree holds ``d``.
+
+    Returns:
+        A sentence for the report (None when it cannot tell) and ``(stream_id, seq)`` of the
+        first changed record (None when it was deleted rather than changed).
+    """
+    cached = _cached_tree_at(store, d)
+    if cached is None:
+        return None, None
+    common = min(d.size, fresh.size)
+    index = _first_difference(fresh, cached, common)
+    was_at = cached.positions[index] if index < d.size else None
+    if index == common:
+        if was_at is None:
+            return None, None
+        gone = f"the last {d.size - common} digested records, from leaf {index} (position "
+        return gone + f"{was_at}) on, are gone", None
+    rows = store.read_all(gt=scan.positions[index - 1] if index else 0, limit=1)
+    if not rows:  # deleted since the pass: nothing left to name
+        return None, None
+    now = rows[0]
+    where = f"leaf {index}: {now.stream_id} seq {now.seq} at position {now.position}"
+    if now.position == was_at:
+        return f"the first difference is {where}, which was changed", (now.stream_id, now.seq)
+    if was_at is not None and now.position > was_at:
+        return (
+            f"the first difference is {where}: the record digested at position {was_at} is gone",
+            None,
+        )
+    return f"the first difference is {where}, which was inserted", (now.stream_id, now.seq)
+
+
+def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
+    """Check that the log now is an append-only extension of the log ``d`` was taken of.
+
+    Re-reads every record (never a cached tree): the first ``d.size`` records in global
+    order must hash to ``d.root``, every record's hash must match its fields and every
+    stream's chain must link. When something fails, ``store.verify()`` names the broken
+    chains, and when this process built the tree ``d`` came from, the first changed record
+    is located exactly; a fresh process can only locate changes that break a chain.
+
+    Args:
+        store: The store the digest was taken of.
+        d: The digest, e.g. ``LedgerDigest.from_json(text_kept_elsewhere)``.
+
+    Returns:
+        A report with ``.ok`` and a message naming what is missing or changed.
+
+    Raises:
+        StoreClosedError: The store is closed.
+        PersistenceError: The database failed.
+    """
+    fresh = merkle.MerkleTree()
+    scan = _scan(store, d, fresh)
+    problems = _count_problems(d, scan)
+    if fresh.size == d.size and (root_now := fresh.root()) != d.root:
+        problems.append(
+            f"the first {d.size} records hash to root {root_now}, not the digest's {d.root}: "
+            "history was changed"
+        )
+    first: tuple[str, int] | None = None
+    if problems:
+        sentence, first = _locate(store, d, fresh, scan)
+        if sentence is not None:
+            problems.append(sentence)
+    if scan.bad is None and not problems:
+        message = (
+            f"the log ({scan.size} records) is an append-only extension of the digest "
+            f"({d.size} records, root {d.root})"
+        )
+        return DigestReport(ok=True, message=message, digest=d, size=scan.size)
+    if first is None and scan.bad is not None and scan.bad.position <= d.last_position:
+        first = (scan.bad.stream_id, scan.bad.seq)
+    chain = store.verify()
+    problems.extend(
+        f"the chain of {key} breaks at seq {seq}: {reason}"
+        for key, (seq, reason) in list(chain.failures.items())[:3]
+    )
+    if scan.bad is not None and chain.ok:
+        # Only a record changed between the pass and verify() gets here; name it anyway.
+        problems.append(f"{scan.bad.stream_id} seq {scan.bad.seq} did not verify")
+    message = (
+        "; ".join(problems)
+        + ". Restore the records from a backup, or compare with digests kept elsewhere"
+    )
+    return DigestReport(
+        ok=False,
+        message=message,
+        digest=d,
+        size=scan.size,
+        missing=max(0, d.size - scan.covered),
+        first_difference=first,
+        chain=chain,
+    )
+
+
+def _records(count: int, *, verb: bool = False) -> str:
+    """``1 record``, ``2 records`` (``1 record is``, ``2 records are`` with ``verb``)."""
+    text = f"{count} record{'' if count == 1 else 's'}"
+    return f"{text} {'is' if count == 1 else 'are'}" if verb else text
+
+
+def _count_problems(d: LedgerDigest, scan: _Scan) -> list[str]:
+    """What the record counts alone tell: covered records missing, or records inserted."""
+    problems = []
+    if scan.size < d.size:
+        problems.append(
+            f"the log holds {_records(scan.size)} but the digest covers {d.size}: "
+            f"{_records(d.size - scan.size, verb=True)} missing"
+        )
+    elif scan.covered < d.size:
+        problems.append(
+            f"{d.size - scan.covered} of the digest's {d.size} records (positions up to "
+            f"{d.last_position}) are missing"
+        )
+    elif scan.covered > d.size:
+        problems.append(
+            f"{scan.covered - d.size} records appeared at positions up to {d.last_position} "
+            "after the digest was taken"
+        )
+    if scan.covered < d.size and scan.purges:
+        names = ", ".join(f"{r.stream_id} (tombstone seq {r.seq})" for r in scan.purges[:3])
+        problems.append(f"retention purges since the digest erased records of {names}")
+    return problems
+
+
+# ---------------------------------------------------------------- proofs
+
+
+def prove(
+    store: EventStore, memory_id: MemoryId, seq: int, *, digest: LedgerDigest | None = None
+) -> InclusionProof:
+    """Return the proof that record ``seq`` of ``memory_id`` is in the ledger.
+
+    Args:
+        store: The store holding the record.
+        memory_id: The record's memory id.
+        seq: The record's seq.
+        digest: Prove against this digest's size (the record must be covered by it);
+            None proves against the log now (``proof.tree_size`` and ``proof.root`` name
+            that tree; check it against a digest of the same size).
+
+    Returns:
+        The proof, which :func:`verify_inclusion` checks with the digest alone.
+
+    Raises:
+        LookupError: The memory id has no record ``seq``.
+        ValueError: ``digest`` does not describe this store's history, or does not cover
+            the record.
+        ChainIntegrityError: The stored record does not match its hash, or is not the one
+            the ledger tree holds (changed behind the store's back).
+    """
+    key = memory_key(memory_id)
+    found = store.read(memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
+    if not found:
+        msg = (
+            f"prove {key} seq {seq}: no such record; pass a seq between 1 and the memory's "
+            "head seq (store.head(memory_id))"
+        )
+        raise LookupError(msg)
+    record = found[0]
+    problem = store.check(record)
+    if problem is not None:
+        raise ChainIntegrityError(key, seq, f"{problem}; nothing to prove")
+    ledger = _ledger_of(store)
+    with ledger.lock:
+        ledger.absorb(store)
+        tree = ledger.tree
+        size = tree.size if digest is None else digest.size
+        if digest is not None and (size > tree.size or tree.root(size) != digest.root):
+            msg = (
+                f"prove {key} seq {seq} against digest of size {digest.size}, root "
+                f"{digest.root}: the log holds {tree.size} records and is not an extension "
+                "of it; run verify_digest(store, digest), or pass this store's digest"
+            )
+            raise ValueError(msg)
+        index = bisect.bisect_left(ledger.positions, record.position)
+        if index >= tree.size or ledger.positions[index] != record.position:
+            raise ChainIntegrityError(
+                key, seq, f"position {record.position} is not in the ledger tree"
+            )
+        if ledger.nodes.get(0, index) != bytes.fromhex(
+            merkle.leaf_hash(bytes.fromhex(record.hash))
+        ):
+            raise ChainIntegrityError(
+                key, seq, "the stored record changed after the ledger tree absorbed it"
+            )
+        if index >= size:
+            msg = (
+                f"prove {key} seq {seq} against digest of size {size}: the record is leaf "
+                f"{index}, appended after the digest; take a new digest"
+            )
+            raise ValueError(msg)
+        path = tree.inclusion_proof(index, size)
+        root = tree.root(size)
+    return InclusionProof(
+        record=ProvenRecord.of(record),
+        leaf_index=index,
+        tree_size=size,
+        root=root,
+        audit_path=tuple(path),
+    )
+
+
+def verify_inclusion(proof: InclusionProof, d: LedgerDigest, *, key: bytes | None = None) -> bool:
+    """Check, with no database, that ``proof``'s record is in the ledger ``d`` describes.
+
+    Recomputes the record's payload commitment and hash from the fields the proof carries,
+    checks it is the leaf, and checks the audit path against ``d.root`` at ``d.size``. A proof
+    made for another tree size does not verify: prove with ``prove(..., digest=d)``.
+
+    Args:
+        proof: From :func:`prove`.
+        d: A digest kept outside the database.
+        key: The store's key, needed for a record of a keyed chain (format 3): without it
+            the record's content cannot be tied to its hash, so the proof does not verify.
+
+    Returns:
+        True if the proof holds; False otherwise, including for malformed input of any kind.
+    """
+    if not isinstance(proof, InclusionProof) or not isinstance(d, LedgerDigest):
+        return False
+    if proof.tree_size != d.size or proof.root != d.root:
+        return False
+    record = proof.record
+    if record_problem(record.to_record(), key) is not None:
+        return False
+    return merkle.verify_inclusion(
+        record.hash, proof.leaf_index, d.size, list(proof.audit_path), d.root
+    )

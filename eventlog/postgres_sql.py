@@ -1,0 +1,220 @@
+"""The SQL of :class:`~eventlog.postgres.PostgresEventStore`: its migrations and statements.
+
+Kept apart from the store's logic so each file reads as one thing. Statements are templates with
+a ``{schema}`` placeholder, rendered once per schema by :func:`statements` with the identifier
+quoted by psycopg.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+from psycopg import sql
+
+__all__ = [
+    "BEGIN",
+    "COMMIT",
+    "LOCK",
+    "MIGRATIONS",
+    "MIGRATIONS_EXIST",
+    "SCHEMA_EXISTS",
+    "SET_READ_COMMITTED",
+    "UNIQUE_SEQ",
+    "lock_key",
+    "render",
+    "statements",
+]
+
+MIGRATIONS: list[str] = [
+    # 0: events and snapshots. ``{schema}`` is replaced by the quoted schema identifier.
+    """
+    CREATE TABLE {schema}.events (
+        -- An identity is never reused: a purge deletes rows, and a reused position would
+        -- make a tailing reader (read_all(gt=last_seen)) skip or repeat records.
+        position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        stream_id text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        -- Canonical fixed-width UTC text, exactly what is hashed; "C" makes text order
+        -- equal time order whatever the database's default collation is.
+        recorded_at text COLLATE "C" NOT NULL,
+        kind text NOT NULL,
+        schema_version integer NOT NULL,
+        -- text, not jsonb: jsonb rewrites key order and whitespace, and the hash covers the
+        -- exact stored bytes.
+        payload text NOT NULL,
+        meta text NOT NULL,
+        prev_hash text NOT NULL,
+        hash text NOT NULL,
+        CONSTRAINT events_stream_seq UNIQUE (stream_id, seq)
+    );
+    CREATE TABLE {schema}.snapshots (
+        stream_id text COLLATE "C" NOT NULL,
+        name text NOT NULL,
+        seq bigint NOT NULL,
+        state text NOT NULL,
+        created_at text NOT NULL,
+        PRIMARY KEY (stream_id, name, seq)
+    );
+    """,
+    # 1: record formats 2/3 (salted payload commitments, keyed chains). Existing rows keep the
+    # defaults, which say what they are: format 1, no salt or commitment. A constant default
+    # makes ADD COLUMN a catalog change, not a table rewrite. The settings table holds a keyed
+    # store's key check value.
+    """
+    ALTER TABLE {schema}.events
+        ADD COLUMN salt text NOT NULL DEFAULT '',
+        ADD COLUMN commitment text NOT NULL DEFAULT '',
+        ADD COLUMN format integer NOT NULL DEFAULT 1;
+    CREATE TABLE {schema}.settings (
+        name text PRIMARY KEY,
+        value text NOT NULL
+    );
+    """,
+]
+"""Schema migrations, index = version. A shipped entry is never edited; a wrong one becomes
+``"SELECT 1"`` (with a comment) and a new entry fixes it."""
+
+UNIQUE_SEQ = "events_stream_seq"  # the constraint a conflicting append violates
+
+# SQL templates; {schema} is filled with the quoted identifier once per store (see _TEMPLATES).
+LOCK = "SELECT pg_advisory_xact_lock(%s)"
+BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+# A connection that is not in autocommit mode has begun its transaction itself.
+SET_READ_COMMITTED = b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+COMMIT = b"COMMIT"
+_Q_BEGIN_WRITE = (
+    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({key})"
+)
+_Q_HEAD = (
+    "SELECT seq, hash, recorded_at FROM {schema}.events WHERE stream_id = %s "
+    "ORDER BY seq DESC LIMIT 1"
+)
+# Both inserts write all rows, or none unless the stream's stored head is the record they were
+# chained to (its hash covers its seq; an empty stream's "hash" is the fallback parameter).
+# A stale cached head therefore inserts nothing - no gap, no broken link, and no aborted
+# transaction to roll back; the unique (stream_id, seq) key still stops a writer that skipped
+# the lock.
+_Q_INSERT_ONE = (
+    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
+    "meta, prev_hash, hash, salt, commitment, format) SELECT %s::text, %s::bigint, %s::text, "
+    "%s::text, %s::integer, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, "
+    "%s::integer WHERE COALESCE((SELECT hash FROM {schema}.events "
+    "WHERE stream_id = %s ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
+)
+_Q_INSERT = (
+    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
+    "meta, prev_hash, hash, salt, commitment, format) SELECT * FROM unnest(%s::text[], "
+    "%s::bigint[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::text[], %s::text[], %s::integer[]) "
+    "WHERE COALESCE((SELECT hash FROM {schema}.events WHERE stream_id = %s "
+    "ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
+)
+_Q_SELECT = (
+    "SELECT position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
+    "prev_hash, hash, salt, commitment, format FROM {schema}.events "
+)
+_Q_READ = _Q_SELECT + "WHERE stream_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
+_Q_READ_DESC = _Q_READ.replace("ORDER BY seq", "ORDER BY seq DESC")
+_Q_READ_ALL = _Q_SELECT + "WHERE position > %s ORDER BY position LIMIT %s"
+_Q_SEQ_AT = (
+    "SELECT seq FROM {schema}.events WHERE stream_id = %s AND recorded_at <= %s "
+    "ORDER BY seq DESC LIMIT 1"
+)
+_Q_STREAMS = (
+    "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
+    "FROM {schema}.events GROUP BY stream_id"
+)
+_Q_DELETE_EVENTS = "DELETE FROM {schema}.events WHERE stream_id = %s"
+# Records erase() must blank (format 1 always counts: it cannot be blanked), and the blanking.
+_Q_TO_ERASE = (
+    "SELECT seq, format FROM {schema}.events WHERE stream_id = %s AND kind <> ALL(%s) "
+    "AND (format = 1 OR salt <> '' OR payload <> '') ORDER BY seq"
+)
+_Q_BLANK = (
+    "UPDATE {schema}.events SET payload = '', salt = '' WHERE stream_id = %s "
+    "AND kind <> ALL(%s) AND (salt <> '' OR payload <> '')"
+)
+_Q_DELETE_SNAPSHOTS = "DELETE FROM {schema}.snapshots WHERE stream_id = %s"
+_Q_SAVE_SNAPSHOT = (
+    "INSERT INTO {schema}.snapshots (stream_id, name, seq, state, created_at) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, name, seq) "
+    "DO UPDATE SET state = EXCLUDED.state, created_at = EXCLUDED.created_at"
+)
+_Q_PRUNE_SNAPSHOTS = (
+    "DELETE FROM {schema}.snapshots WHERE stream_id = %s AND name = %s AND seq < %s"
+)
+_Q_EVENT_EXISTS = "SELECT 1 FROM {schema}.events WHERE stream_id = %s AND seq = %s"
+_Q_LOAD_SNAPSHOT = (
+    "SELECT stream_id, name, seq, state, created_at FROM {schema}.snapshots "
+    "WHERE stream_id = %s AND name = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"
+)
+_Q_GET_SETTING = "SELECT value FROM {schema}.settings WHERE name = %s"
+_Q_PUT_SETTING = "INSERT INTO {schema}.settings (name, value) VALUES (%s, %s)"
+_Q_KEYED_RECORDS = "SELECT EXISTS (SELECT 1 FROM {schema}.events WHERE format = 3)"
+_Q_LAST_POSITION = "SELECT COALESCE(max(position), 0) FROM {schema}.events"
+_Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
+_Q_VACUUM_FULL = "VACUUM FULL {schema}.events, {schema}.snapshots"
+SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+_Q_CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+_Q_CREATE_MIGRATIONS = (
+    "CREATE TABLE IF NOT EXISTS {schema}.eventlog_migrations "
+    "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+)
+MIGRATIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
+_Q_VERSIONS = "SELECT version FROM {schema}.eventlog_migrations"
+_Q_VERSION = "SELECT count(*), max(version) FROM {schema}.eventlog_migrations"
+_Q_RECORD_VERSION = "INSERT INTO {schema}.eventlog_migrations (version) VALUES (%s)"
+
+_TEMPLATES = {
+    "head": _Q_HEAD,
+    "insert": _Q_INSERT,
+    "insert_one": _Q_INSERT_ONE,
+    "read": _Q_READ,
+    "read_desc": _Q_READ_DESC,
+    "read_all": _Q_READ_ALL,
+    "seq_at": _Q_SEQ_AT,
+    "streams": _Q_STREAMS,
+    "delete_events": _Q_DELETE_EVENTS,
+    "delete_snapshots": _Q_DELETE_SNAPSHOTS,
+    "to_erase": _Q_TO_ERASE,
+    "blank": _Q_BLANK,
+    "save_snapshot": _Q_SAVE_SNAPSHOT,
+    "event_exists": _Q_EVENT_EXISTS,
+    "prune_snapshots": _Q_PRUNE_SNAPSHOTS,
+    "load_snapshot": _Q_LOAD_SNAPSHOT,
+    "get_setting": _Q_GET_SETTING,
+    "put_setting": _Q_PUT_SETTING,
+    "keyed_records": _Q_KEYED_RECORDS,
+    "last_position": _Q_LAST_POSITION,
+    "vacuum": _Q_VACUUM,
+    "vacuum_full": _Q_VACUUM_FULL,
+    "create_schema": _Q_CREATE_SCHEMA,
+    "create_migrations": _Q_CREATE_MIGRATIONS,
+    "versions": _Q_VERSIONS,
+    "version": _Q_VERSION,
+    "record_version": _Q_RECORD_VERSION,
+}
+
+
+def render(template: str, schema: sql.Identifier) -> bytes:
+    # Rendered to bytes once: identifiers are quoted by psycopg, never string-formatted.
+    return sql.SQL(template).format(schema=schema).as_bytes(None)
+
+
+@functools.lru_cache(maxsize=32)
+def statements(schema: str) -> dict[str, bytes]:
+    """Every statement of one schema, rendered once per process (a third of a millisecond,
+    which a store opened per request would otherwise pay each time). Never mutated."""
+    ident = sql.Identifier(schema)
+    rendered = {name: render(template, ident) for name, template in _TEMPLATES.items()}
+    key = sql.Literal(lock_key("append", schema))
+    rendered["begin_write"] = sql.SQL(_Q_BEGIN_WRITE).format(key=key).as_bytes()
+    rendered["lock_append"] = sql.SQL(LOCK.replace("%s", "{}")).format(key).as_bytes()
+    return rendered
+
+
+def lock_key(purpose: str, schema: str) -> int:
+    """A signed 64-bit advisory-lock key private to chatledger and to one schema."""
+    digest = hashlib.blake2b(f"chatledger.eventlog.{purpose}:{schema}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)

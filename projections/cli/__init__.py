@@ -1,0 +1,20 @@
+"""The ``chatledger`` command: inspect, audit, copy and maintain a ledger from the shell.
+
+Every command is a thin layer over :mod:`projections.audit`, :mod:`projections.replay`,
+:mod:`eventlog.jsonl` and the store API. Run ``chatledger --help`` or
+``chatledger COMMAND --help`` for the options; ``--db``, ``--dsn``, ``--schema`` and ``--json``
+go before or after the command. How memory ids are written: :mod:`projections.cli.args`.
+
+Exit status: 0 on success, 1 on a failure (missing database, unknown id, broken chain, refused
+import), 2 on a usage error. Errors are one line on stderr: ``chatledger: error: ...``.
+
+Modules: ``args`` (grammar, ids), ``store`` (opening the store), ``model`` (the only user of
+window internals), ``render`` (output), ``inspect`` and ``maintain`` (the commands), ``errors``,
+``app`` (the entry point).
+"""
+
+from __future__ import annotations
+
+from projections.cli.app import main
+
+__all__ = ["main"]

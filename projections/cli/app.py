@@ -1,0 +1,110 @@
+"""The entry point: parse, open the store, run one command, turn failures into exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eventlog.errors import EventLogError
+from projections.cli import inspect, ledger, maintain
+from projections.cli.args import PROG, build_parser, parse
+from projections.cli.errors import Failure, UsageError, message
+from projections.cli.store import missing_db, open_store
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
+
+__all__ = ["main"]
+
+Command = Callable[[argparse.Namespace, "EventStore"], int]
+
+COMMANDS: dict[str, Command] = {
+    "ids": inspect.ids,
+    "history": inspect.history,
+    "show": inspect.show,
+    "diff": inspect.diff_cmd,
+    "explain": inspect.explain_cmd,
+    "replay": inspect.replay,
+    "verify": inspect.verify,
+    "digest": ledger.digest_cmd,
+    "prove": ledger.prove_cmd,
+    "export": maintain.export,
+    "import": maintain.import_cmd,
+    "fork": maintain.fork_cmd,
+    "compact": maintain.compact_cmd,
+    "erase": maintain.erase_cmd,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``chatledger`` command line.
+
+    Args:
+        argv: The arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 ok, 1 failure, 2 usage error (also for --help: 0).
+    """
+    try:
+        args = parse(build_parser(), argv)
+    except SystemExit as e:  # argparse's usage errors, --help and --version
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    except UsageError as e:
+        sys.stderr.write(f"{PROG}: error: {message(e)}\n")
+        return 2
+    if args.command == "check-proof":
+        # Checked with the two files alone: the point is that no database is needed.
+        return _run_without_store(args)
+    # import is the one command that may create its SQLite file; a refused import must not
+    # leave an empty database behind.
+    creating = args.command == "import"
+    new_file = missing_db(args) if creating else None
+    status = 1
+    try:
+        status = _run(args, create=creating)
+    finally:
+        if new_file is not None and status != 0:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{new_file}{suffix}").unlink(missing_ok=True)
+    return status
+
+
+def _run_without_store(args: argparse.Namespace) -> int:
+    try:
+        return ledger.check_proof(args)
+    except UsageError as e:
+        sys.stderr.write(f"{PROG}: error: {message(e)}\n")
+        return 2
+    except (Failure, ValueError, OSError) as e:
+        sys.stderr.write(f"{PROG}: error: {message(e)}\n")
+        return 1
+
+
+def _run(args: argparse.Namespace, *, create: bool) -> int:
+    store: EventStore | None = None
+    try:
+        store = open_store(args, create=create)
+        status = COMMANDS[args.command](args, store)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
+        return status
+    except UsageError as e:
+        sys.stderr.write(f"{PROG}: error: {message(e)}\n")
+        return 2
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (Failure, EventLogError, ValueError, OSError, RuntimeError) as e:
+        # RuntimeError: tiktoken's EncodingUnavailableError when a --policy needs an encoding.
+        sys.stderr.write(f"{PROG}: error: {message(e)}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    finally:
+        if store is not None:
+            store.close()

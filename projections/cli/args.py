@@ -1,0 +1,535 @@
+"""The command line's grammar: the parser, argument types and memory ids.
+
+Global options (``--db``, ``--dsn``, ``--schema``, ``--json``) are accepted before or after the
+command: the top parser defines them with real defaults and every subparser again with
+``argparse.SUPPRESS``, so a value given after the command overrides one given before it and an
+absent one never resets it.
+
+A memory id ``ID`` is written one of three ways:
+
+* as ``chatledger ids`` lists it, which is the stored key: a string id is itself (``conv-42``),
+  an int ``~i:42``, a UUID ``~u:<uuid>``, a tuple ``~t:<JSON list>`` (``'~t:["demo",1]'``:
+  quote it for the shell, as ``ids`` prints it), a string starting with ``~`` with the tilde
+  doubled (``~~x``), a string holding ``/`` as ``~s:<JSON string>`` (``'~s:"a/b"'``);
+* a tuple as shorthand, its parts joined by ``/``: ``demo/1`` is ``("demo", 1)``; a part
+  written as Python prints an int (``0``, ``42``, ``-7``; no leading zeros or ``+``) is an int,
+  every other part a string. So an ``ID`` without ``/`` and not starting with ``~`` is always
+  the plain string itself;
+* ``--id-json JSON`` instead of ``ID``: a JSON string, integer, ``{"uuid": "..."}`` or an array
+  of those (a tuple), e.g. ``--id-json '["demo",1]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
+from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
+from projections.cli.errors import UsageError
+
+__all__ = [
+    "DEFAULT_DB",
+    "PROG",
+    "build_parser",
+    "check_globals",
+    "parse",
+    "parse_duration",
+    "parse_id",
+    "parse_id_json",
+    "parse_when",
+    "resolve_ids",
+    "shell_id",
+    "shorthand",
+]
+
+PROG = "chatledger"
+DEFAULT_DB = "chatledger.db"
+
+_ID_HELP = (
+    "memory id as `chatledger ids` prints it (~i:42, '~t:[\"demo\",1]', ...), "
+    "or a tuple as demo/1 (see --id-json)"
+)
+_ID_JSON_HELP = "the memory id as JSON instead of ID: '\"a/b\"', 42, '[\"demo\",1]'"
+_EXAMPLE = """'~t:["demo",1]'"""
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+# ---------------------------------------------------------------------------- memory ids
+
+
+def _bad_id(text: str, reason: str) -> UsageError:
+    msg = (
+        f"{text!r} is not a memory id ({reason}); paste it as `chatledger ids` prints it, "
+        f"in single quotes for the shell (e.g. {_EXAMPLE}), or write a tuple as demo/1 "
+        "or --id-json '[\"demo\",1]'"
+    )
+    return UsageError(msg)
+
+
+def parse_id(text: str) -> StreamKey:
+    """The stored key of an ``ID`` argument (see the module docstring).
+
+    Raises:
+        UsageError: ``text`` starts with ``~`` but is not a key chatledger writes.
+    """
+    if text.startswith("~"):
+        try:
+            return StreamKey(memory_key(memory_id_from_key(text)))
+        except ValueError as e:
+            raise _bad_id(text, str(e).replace("stored memory key ", "key ")) from e
+    if "/" in text:
+        parts = text.split("/")
+        return StreamKey(memory_key(tuple(int(p) if _INT.fullmatch(p) else p for p in parts)))
+    return StreamKey(text)
+
+
+def _from_json(value: object, text: str) -> MemoryId:
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, list):
+        return tuple(_from_json(part, text) for part in value)
+    if isinstance(value, dict) and set(value) == {"uuid"} and isinstance(value["uuid"], str):
+        try:
+            return uuid.UUID(value["uuid"])
+        except ValueError:
+            pass
+    msg = (
+        f"--id-json {text!r}: {json.dumps(value)} is not a memory id part; write a string, "
+        'an integer, {"uuid": "..."} or an array of those'
+    )
+    raise UsageError(msg)
+
+
+def parse_id_json(text: str) -> StreamKey:
+    """The stored key of an ``--id-json`` value.
+
+    Raises:
+        UsageError: It is not JSON, or not a memory id.
+    """
+    try:
+        value = json.loads(text)
+    except ValueError:
+        msg = (
+            f"--id-json {text!r} is not JSON; quote it for the shell, "
+            "e.g. --id-json '[\"demo\",1]' or --id-json '\"a/b\"'"
+        )
+        raise UsageError(msg) from None
+    return StreamKey(memory_key(_from_json(value, text)))
+
+
+def shorthand(key: str) -> str | None:
+    """``demo/1`` for the key of ``("demo", 1)``; None when no shorthand gives back ``key``."""
+    try:
+        memory_id = memory_id_from_key(key)
+    except ValueError:
+        return None
+    if not isinstance(memory_id, tuple) or len(memory_id) < 2:
+        return None
+    if not all(isinstance(p, str | int) and "/" not in str(p) for p in memory_id):
+        return None
+    text = "/".join(str(p) for p in memory_id)
+    return text if parse_id(text) == key else None
+
+
+def shell_id(key: str) -> str:
+    """How to write the memory of ``key`` as a shell word that :func:`parse_id` reads back."""
+    if "/" in key and not key.startswith("~"):
+        # A plain string with "/" would read as tuple shorthand: give it as a JSON string.
+        key = "~s:" + json.dumps(key, ensure_ascii=False)
+    return shlex.quote(key)
+
+
+def resolve_ids(args: argparse.Namespace) -> None:
+    """Turn ``ID``/``--id-json`` into ``args.key`` (None where the ID is optional and absent).
+
+    Raises:
+        UsageError: Both or (where required) neither were given, or one does not parse.
+    """
+    if not hasattr(args, "id"):
+        return
+    if args.id is not None and args.id_json is not None:
+        msg = f"pass the memory id once: {args.id!r} and --id-json {args.id_json!r}"
+        raise UsageError(msg)
+    if args.id_json is not None:
+        args.key = parse_id_json(args.id_json)
+    elif args.id is not None:
+        args.key = parse_id(args.id)
+    elif args.id_required:
+        msg = f"{args.command} needs a memory ID (or --id-json JSON); `chatledger ids` lists them"
+        raise UsageError(msg)
+    else:
+        args.key = None
+    if getattr(args, "new", None) is not None:
+        args.new_key = parse_id(args.new)
+
+
+# ---------------------------------------------------------------------------- argument types
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``30m``, ``12h``, ``1d``, ``90d``, ``2w`` or a sum like ``1d12h``.
+
+    Raises:
+        argparse.ArgumentTypeError: The text is not a duration.
+    """
+    compact = text.replace(" ", "").lower()
+    if not compact or _DURATION.sub("", compact):
+        msg = f"{text!r} is not a duration; write e.g. 30m, 12h, 1d, 90d or 1d12h"
+        raise argparse.ArgumentTypeError(msg)
+    parts: dict[str, float] = {}
+    for number, unit in _DURATION.findall(compact):
+        parts[_UNITS[unit]] = parts.get(_UNITS[unit], 0.0) + float(number)
+    return timedelta(**parts)
+
+
+def parse_when(text: str) -> datetime:
+    """Parse an ISO 8601 time; a time without an offset is taken as UTC.
+
+    Raises:
+        argparse.ArgumentTypeError: The text is not an ISO 8601 time.
+    """
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        msg = f"{text!r} is not an ISO 8601 time; write e.g. 2025-06-01T12:00:00Z (no offset = UTC)"
+        raise argparse.ArgumentTypeError(msg) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _seq(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        msg = f"{text!r} is not a seq; write a whole number >= 0"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _seq(text)
+    if value == 0:
+        msg = "must be at least 1"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _subject(text: str) -> tuple[object, ...]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, list) or not value:
+        msg = f"--subject {text!r}: expected a non-empty JSON array, e.g. '[\"alice\"]'"
+        raise argparse.ArgumentTypeError(msg)
+    return tuple(value)
+
+
+def _policy_spec(text: str) -> tuple[str, int, str | None]:
+    parts = text.split(":")
+    try:
+        if parts[0] == "messages" and len(parts) == 2:
+            return "messages", _positive(parts[1]), None
+        if parts[0] == "tokens" and len(parts) == 3 and parts[2]:
+            return "tokens", _positive(parts[1]), parts[2]
+    except argparse.ArgumentTypeError:
+        pass
+    msg = f"{text!r} is not a policy; write messages:N or tokens:N:MODEL (e.g. tokens:2000:gpt-4o)"
+    raise argparse.ArgumentTypeError(msg)
+
+
+# ---------------------------------------------------------------------------- parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, not argparse's usage block: scripts grep stderr, humans have --help.
+        self.exit(2, f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class _Version(argparse.Action):
+    """``--version``, reading the installed version only when asked (it costs a metadata scan)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("chatledger")
+        except PackageNotFoundError:
+            found = "unknown"
+        sys.stdout.write(f"{PROG} {found}\n")
+        parser.exit(0)
+
+
+def _add_globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # See the module docstring: real defaults on the top parser, SUPPRESS on subparsers.
+    def default(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    group = parser.add_argument_group("store and output (before or after the command)")
+    group.add_argument(
+        "--db",
+        metavar="PATH",
+        default=default(None),
+        help=f"SQLite ledger file (default: ./{DEFAULT_DB}); never created, except by import",
+    )
+    group.add_argument(
+        "--dsn",
+        metavar="URL",
+        default=default(None),
+        help="PostgreSQL connection URL or libpq string, instead of --db",
+    )
+    group.add_argument(
+        "--schema",
+        metavar="S",
+        default=default(None),
+        help="PostgreSQL schema, with --dsn only (default: public)",
+    )
+    group.add_argument(
+        "--key-file",
+        metavar="FILE",
+        default=default(None),
+        help="the chain key of a keyed ledger (the file's bytes; at least 16)",
+    )
+    group.add_argument(
+        "--json", action="store_true", default=default(False), help="machine-readable JSON output"
+    )
+
+
+class _Commands:
+    """Adds subcommands that share the global options and, optionally, ID and --policy."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+
+    def add(
+        self, name: str, help_text: str, *, ident: str | None = None, policy: bool = False
+    ) -> _Parser:
+        """Add command ``name``; ``ident`` is "required" or "optional" for an ID argument."""
+        parser: _Parser = self._sub.add_parser(name, help=help_text, description=help_text)
+        if ident is not None:
+            parser.add_argument("id", metavar="ID", nargs="?", help=_ID_HELP)
+            parser.add_argument("--id-json", metavar="JSON", help=_ID_JSON_HELP)
+            parser.set_defaults(id_required=ident == "required")
+        if policy:
+            parser.add_argument(
+                "--policy",
+                type=_policy_spec,
+                metavar="SPEC",
+                help="what-if window instead of the recorded one: messages:N or tokens:N:MODEL",
+            )
+            parser.add_argument(
+                "--keep-system-first",
+                action="store_true",
+                help="with --policy: always_keep_system_message_first",
+            )
+        _add_globals(parser, top=False)
+        return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``chatledger`` parser; ``args.command`` names the command to run."""
+    parser = _Parser(
+        prog=PROG,
+        description="Inspect, audit and maintain a chatledger event log.",
+        epilog=(
+            "IDs: as `chatledger ids` prints them; a tuple also as demo/1 or --id-json "
+            "'[\"demo\",1]'. Times are ISO 8601; a time without an offset is UTC. Durations: "
+            "30m, 12h, 1d, 90d. Exit status: 0 ok, 1 failure, 2 usage error."
+        ),
+    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
+    _add_globals(parser, top=True)
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+    commands = _Commands(sub)
+    _add_inspection_commands(commands)
+    _add_maintenance_commands(commands)
+    return parser
+
+
+def _add_inspection_commands(commands: _Commands) -> None:
+    p = commands.add("ids", "List memory ids with event count and first and last activity.")
+    p.add_argument("--include-system", action="store_true", help="also list ~sys: streams")
+
+    p = commands.add(
+        "history", "List a memory's events: seq, time, kind and a preview.", ident="required"
+    )
+    p.add_argument("--from", dest="start", type=_positive, metavar="SEQ", help="first seq to list")
+    p.add_argument("--to", dest="end", type=_positive, metavar="SEQ", help="last seq to list")
+
+    p = commands.add(
+        "show",
+        "Show a memory's view now (after the head event), after a seq, or at a time.",
+        ident="required",
+        policy=True,
+    )
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--as-of", type=_seq, metavar="SEQ", help="the view right after event SEQ")
+    when.add_argument(
+        "--at", type=parse_when, metavar="TIME", help="the view at TIME (ISO 8601, naive = UTC)"
+    )
+
+    p = commands.add(
+        "diff",
+        "Which messages entered and left the view between seq A and seq B, and why.",
+        ident="required",
+    )
+    p.add_argument("a", metavar="A", type=_seq, help="the earlier seq")
+    p.add_argument("b", metavar="B", type=_seq, help="the later seq")
+
+    p = commands.add(
+        "explain",
+        "When the message brought by event SEQ entered the view, and why it left.",
+        ident="required",
+    )
+    p.add_argument("seq", metavar="SEQ", type=_positive, help="the add or set event")
+    p.add_argument("--index", type=_seq, default=0, help="index in a set event's list (default 0)")
+
+    p = commands.add(
+        "replay",
+        "Step through the events, showing the view after each (paged on a terminal).",
+        ident="required",
+        policy=True,
+    )
+    p.add_argument(
+        "--from", dest="start", type=_positive, default=1, metavar="SEQ", help="first event"
+    )
+    p.add_argument("--to", dest="end", type=_positive, metavar="SEQ", help="last event")
+    p.add_argument(
+        "--page-size", type=_positive, metavar="N", help="show N events, then how to continue"
+    )
+    p.add_argument("--no-pager", action="store_true", help="never page, even on a terminal")
+
+    p = commands.add(
+        "verify",
+        "Check the hash chains (exit status 1 names the first bad seq); with --digest, check "
+        "that the log is an append-only extension of a digest taken earlier.",
+        ident="optional",
+    )
+    p.add_argument("--digest", metavar="FILE", help="a file written by `chatledger digest`")
+
+    p = commands.add(
+        "digest", "Print (or save) the size and Merkle root of the whole log: keep it elsewhere."
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write to a new FILE ('-': stdout)")
+
+    p = commands.add(
+        "prove",
+        "Write an inclusion proof of event SEQ of memory ID, checkable without the database.",
+        ident="required",
+    )
+    p.add_argument("seq", metavar="SEQ", type=_positive, help="the event to prove")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to a new FILE ('-': stdout)")
+    p.add_argument("--digest", metavar="FILE", help="prove against this digest's log size")
+
+    p = commands.add(
+        "check-proof",
+        "Check a proof from `chatledger prove` against a digest; needs no database.",
+    )
+    p.add_argument("proof", metavar="PROOF", help="a file written by `chatledger prove`")
+    p.add_argument("--digest", metavar="FILE", required=True, help="the digest to check against")
+
+
+def _add_maintenance_commands(commands: _Commands) -> None:
+    p = commands.add(
+        "export",
+        "Write the ledger (or one memory) as JSON Lines that keep seqs, times and hashes.",
+        ident="optional",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="'-' writes to stdout")
+    p.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="with ID: events after SEQ")
+    p.add_argument("--include-system", action="store_true", help="also export ~sys: streams")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+
+    p = commands.add(
+        "import",
+        "Append an export to the store (creating --db if needed). Every hash is checked before "
+        "anything is written, and nothing is overwritten: a memory that already has events is "
+        "refused unless the file continues exactly from its head (see export --after).",
+    )
+    p.add_argument("file", metavar="FILE", help="a `chatledger export` file ('-' = stdin)")
+    p.add_argument(
+        "--skip-purged", action="store_true", help="leave out memories that start with a tombstone"
+    )
+
+    p = commands.add("fork", "Start memory NEW as a copy of ID's view at a seq.", ident="required")
+    p.add_argument("--at", dest="seq", type=_positive, metavar="SEQ", help="default: the head")
+    p.add_argument(
+        "--to", dest="new", required=True, metavar="NEW", help="an unused id, written like ID"
+    )
+
+    p = commands.add(
+        "erase",
+        "ERASE the content of memory ID (or of every memory of --subject), keeping the chain "
+        "provable: records stay with their hashes, a memory_erased receipt is appended.",
+        ident="optional",
+    )
+    p.add_argument(
+        "--subject",
+        type=_subject,
+        metavar="JSON_ARRAY",
+        help="erase every memory whose tuple id starts with this prefix, e.g. '[\"alice\"]'",
+    )
+    p.add_argument("--reason", required=True, metavar="TEXT", help="recorded in each receipt")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    p = commands.add(
+        "compact",
+        "Run one compaction: snapshot idle memories; with --purge-idle-for, ERASE long-idle ones.",
+    )
+    p.add_argument(
+        "--idle-for",
+        type=parse_duration,
+        default=timedelta(days=1),
+        metavar="DURATION",
+        help="snapshot memories idle this long (default 1d)",
+    )
+    p.add_argument(
+        "--purge-idle-for",
+        type=parse_duration,
+        metavar="DURATION",
+        help="erase memories idle this long, leaving a tombstone (default: never)",
+    )
+
+
+def check_globals(args: argparse.Namespace) -> None:
+    """Check the global options against each other and fill in the schema default.
+
+    Raises:
+        UsageError: --db with --dsn, or --schema without --dsn.
+    """
+    if args.db is not None and args.dsn is not None:
+        msg = "--db and --dsn name two stores; pass one of them"
+        raise UsageError(msg)
+    if args.schema is not None and args.dsn is None:
+        msg = (
+            f"--schema {args.schema} names a PostgreSQL schema, so it needs --dsn URL; "
+            "an SQLite --db file has no schemas"
+        )
+        raise UsageError(msg)
+    args.schema = args.schema or "public"
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv`` and check what argparse cannot (exclusive options, the ID).
+
+    Raises:
+        SystemExit: argparse's own usage errors, --help and --version.
+        UsageError: See :func:`check_globals` and :func:`resolve_ids`.
+    """
+    args = parser.parse_args(argv)
+    check_globals(args)
+    resolve_ids(args)
+    return args

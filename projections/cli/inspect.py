@@ -1,0 +1,361 @@
+"""Read-only commands: ids, history, show, diff, explain, replay, verify."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from eventlog.ids import StreamKey
+from eventlog.lc4j_json import messages_to_json
+from eventlog.models import Record, format_time
+from projections.audit import Change, diff, explain
+from projections.cli import ledger, model
+from projections.cli.args import PROG, shell_id
+from projections.cli.errors import UsageError
+from projections.cli.render import (
+    console,
+    describe,
+    emit,
+    message_obj,
+    plain,
+    plural,
+    preview,
+    record_json,
+    record_summary,
+    ref_text,
+    role,
+    title,
+    when,
+)
+from projections.cli.store import check_seq, existing, where
+from projections.replay import records
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from eventlog.store import EventStore
+
+__all__ = ["diff_cmd", "explain_cmd", "history", "ids", "replay", "show", "verify"]
+
+_PAGE = 1_000
+
+
+def ids(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger ids``: the memory ids, written so they can be pasted into a command."""
+    from rich.table import Table
+
+    infos = store.streams(include_system=args.include_system)
+    if args.json:
+        for info in infos:
+            emit(
+                {
+                    "memory": info.stream_id,
+                    "events": info.event_count,
+                    "last_seq": info.last_seq,
+                    "first_recorded_at": format_time(info.first_recorded_at),
+                    "last_recorded_at": format_time(info.last_recorded_at),
+                }
+            )
+        return 0
+    out = console()
+    if not infos:
+        out.print(f"no memories in {where(args)}")
+        return 0
+    table = Table("memory id", "events", "last seq", "first activity (UTC)", "last activity (UTC)")
+    for info in infos:
+        table.add_row(
+            plain(shell_id(info.stream_id)),
+            str(info.event_count),
+            str(info.last_seq),
+            when(info.first_recorded_at),
+            when(info.last_recorded_at),
+        )
+    out.print(table)
+    return 0
+
+
+def _records(store: EventStore, key: StreamKey, gt: int, lte: int | None) -> Iterator[Record]:
+    """The records in (gt, lte], in pages, each checked by the store before it is shown."""
+    return records(store, key, gt=gt, lte=lte)
+
+
+def history(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger history ID``: one row (or JSON line) per event."""
+    from rich.table import Table
+
+    key = args.key
+    head = existing(store, args, key)
+    start = args.start or 1
+    check_seq("--from", start, head, key)
+    if args.end is not None:
+        check_seq("--to", args.end, head, key)
+    records = _records(store, key, start - 1, args.end)
+    if args.json:
+        for record in records:
+            emit(record_json(record))
+        return 0
+    table = Table(
+        "seq",
+        "time (UTC)",
+        "kind",
+        "window",
+        "event",
+        title=title(f"history of {key} ({plural(head, 'event')})"),
+    )
+    for record in records:
+        summary, size = record_summary(record)
+        table.add_row(
+            str(record.seq),
+            when(record.recorded_at),
+            record.kind,
+            "" if size is None else str(size),
+            summary,
+        )
+    console().print(table)
+    return 0
+
+
+def show(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger show ID``: the view at the head, after a seq, at a time, or under a policy."""
+    from rich.table import Table
+
+    key = args.key
+    head = existing(store, args, key)
+    if args.as_of is not None:
+        check_seq("--as-of", args.as_of, head, key)
+        seq = args.as_of
+    elif args.at is not None:
+        seq = store.seq_at(key, args.at) or 0
+    else:
+        seq = head
+    if args.policy is not None:
+        view = model.what_if_view(store, key, _policy(args), seq)
+        how = "what-if " + ":".join(str(part) for part in args.policy if part is not None)
+    else:
+        view = model.recorded_view(store, key, seq)
+        how = "recorded view"
+    if args.json:
+        sys.stdout.write(messages_to_json([m for _, m in view]) + "\n")
+        return 0
+    heading = f"{key} after seq {seq} of {head} ({how}, {plural(len(view), 'message')})"
+    table = Table("#", "event", "role", "text", title=title(heading))
+    for number, (ref, message) in enumerate(view, 1):
+        name, text = describe(message)
+        table.add_row(str(number), ref_text(ref), role(name), plain(text))
+    console().print(table)
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> model.Policy:
+    kind, limit, model_name = args.policy
+    try:
+        return model.make_policy(kind, limit, model_name, args.keep_system_first)
+    except ValueError as e:
+        msg = f"--policy tokens:{limit}:{model_name}: {e}"
+        raise UsageError(msg) from e
+
+
+def _change_json(change: Change) -> dict[str, Any]:
+    return {
+        "ref": list(change.entry.ref),
+        "entered_at": change.entered_at,
+        "left_at": change.left_at,
+        "reason": change.reason,
+        "message": message_obj(change.message),
+    }
+
+
+def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger diff ID A B``: what entered and left the view, and why."""
+    from rich.table import Table
+    from rich.text import Text
+
+    key = args.key
+    head = existing(store, args, key)
+    check_seq("A", args.a, head, key)
+    check_seq("B", args.b, head, key)
+    if args.a > args.b:
+        msg = f"diff {args.a} {args.b}: A must not be after B (swap them)"
+        raise UsageError(msg)
+    result = diff(store, key, args.a, args.b)
+    if args.json:
+        emit(
+            {
+                "memory": str(key),
+                "from": result.start,
+                "to": result.end,
+                "changes": [_change_json(c) for c in result.changes],
+            }
+        )
+        return 0
+    heading = (
+        f"{key}: seq {result.start} → {result.end}: {len(result.entered)} entered, "
+        f"{len(result.left)} left, {len(result.passed)} came and went"
+    )
+    table = Table("", "event", "entered", "left", "reason", "message", title=title(heading))
+    for change in result.changes:
+        if change.left_at is None:
+            mark = Text("+", style="green")
+        elif change.entered_at is None:
+            mark = Text("-", style="red")
+        else:
+            mark = Text("±", style="yellow")
+        table.add_row(
+            mark,
+            ref_text(change.entry.ref),
+            "" if change.entered_at is None else str(change.entered_at),
+            "" if change.left_at is None else str(change.left_at),
+            model.reason_text(change.reason),
+            preview(change.message, 60),
+        )
+    console().print(table)
+    return 0
+
+
+def explain_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger explain ID SEQ``: when a message entered the view and why it left."""
+    key = args.key
+    head = existing(store, args, key)
+    check_seq("SEQ", args.seq, head, key)
+    change = explain(store, key, args.seq, args.index)
+    if args.json:
+        emit({"memory": str(key), **_change_json(change)})
+        return 0
+    out = console()
+    out.print(preview(change.message))
+    reason = model.reason_text(change.reason)
+    if change.left_at is None:
+        out.print(f"entered the view at seq {change.entered_at}; still in it at seq {head} (head)")
+    elif change.left_at == change.entered_at:
+        out.print(f"brought by seq {change.left_at} but not kept: {reason}")
+    else:
+        out.print(
+            f"entered the view at seq {change.entered_at}; left it at seq {change.left_at}: "
+            f"{reason}"
+        )
+    return 0
+
+
+@contextlib.contextmanager
+def _maybe_pager(out: Console, enabled: bool) -> Iterator[None]:
+    if enabled and sys.stdout.isatty() and sys.stdin.isatty():
+        # As git does: colours pass through (-R), short output needs no keypress (-F), and the
+        # screen is not cleared on exit (-X). A LESS the user set wins.
+        os.environ.setdefault("LESS", "-FRX")
+        with out.pager(styles=True):
+            yield
+    else:
+        yield
+
+
+def replay(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger replay ID``: the view after each event, paged on a terminal."""
+    from rich.rule import Rule
+    from rich.text import Text
+
+    key = args.key
+    head = existing(store, args, key)
+    check_seq("--from", args.start, head, key)
+    last = head if args.end is None else args.end
+    check_seq("--to", last, head, key)
+    if last < args.start:
+        msg = f"--from {args.start} is after --to {last}"
+        raise UsageError(msg)
+    end = last if args.page_size is None else min(last, args.start + args.page_size - 1)
+    if args.policy is not None:
+        steps = model.policy_steps(store, key, _policy(args), args.start, end)
+    else:
+        steps = model.recorded_steps(store, key, args.start, end)
+    if args.json:
+        for record, view, departures in steps:
+            emit(
+                {
+                    "seq": record.seq,
+                    "kind": record.kind,
+                    "recorded_at": record.recorded_at_text,
+                    "view": [message_obj(m) for m in view],
+                    "left": [{"reason": r, "message": message_obj(m)} for m, r in departures],
+                }
+            )
+        return 0
+    out = console()
+    with _maybe_pager(out, not args.no_pager):
+        for record, view, departures in steps:
+            summary, _ = record_summary(record)
+            heading = Text.assemble(
+                f"seq {record.seq} · {when(record.recorded_at)} · {record.kind} · ", summary
+            )
+            # A rule fills the terminal's width; piped, it would fill the no-wrap width.
+            out.print(Rule(heading, align="left") if out.is_terminal else Text("── ") + heading)
+            for number, message in enumerate(view, 1):
+                out.print(Text.assemble(f"  {number:>3} ", preview(message)))
+            for message, reason in departures:
+                left = f"  ← {model.reason_text(reason)}"
+                out.print(Text.assemble(("    - ", "red"), preview(message, 50), (left, "red")))
+        if end < last:
+            more = f"{PROG} replay {shell_id(key)} --from {end + 1}{_same_view(args)}"
+            out.print(f"… {plural(last - end, 'more event')}: {more}", style="dim")
+    return 0
+
+
+def _same_view(args: argparse.Namespace) -> str:
+    """The options that make the next page continue this one (never the DSN: a password)."""
+    words = [] if args.end is None else ["--to", str(args.end)]
+    words += ["--page-size", str(args.page_size)]
+    if args.policy is not None:
+        words += ["--policy", ":".join(str(p) for p in args.policy if p is not None)]
+        words += ["--keep-system-first"] if args.keep_system_first else []
+    words += ["--db", args.db] if args.db else []
+    words += ["--dsn", "URL", "--schema", args.schema] if args.dsn else []
+    return "".join(" " + shlex.quote(w) for w in words)
+
+
+def verify(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger verify [ID] [--digest FILE]``: exit status 1 when a hash chain is broken,
+    or when the log is not an append-only extension of the digest."""
+    from rich.text import Text
+
+    if args.digest is not None:
+        if args.key is not None:
+            msg = "verify --digest checks the whole log; leave out the ID"
+            raise UsageError(msg)
+        return ledger.verify_digest_cmd(args, store)
+    if args.key is not None:
+        existing(store, args, args.key)
+    # One call for the whole store: it lists streams from the raw keys, so a malformed row
+    # (a key no memory id maps to, a time like "yesterday") is reported, never a crash.
+    report = store.verify(args.key)
+    keys, records, failures = report.checked, report.records, report.failures
+    if args.json:
+        emit(
+            {
+                "ok": report.ok,
+                "memories": len(keys),
+                "records": records,
+                "failures": [
+                    {"memory": k, "seq": s, "reason": r} for k, (s, r) in failures.items()
+                ],
+                "malformed": [{"memory": k, "seq": s, "reason": r} for k, s, r in report.malformed],
+            }
+        )
+        return 0 if report.ok else 1
+    out = console()
+    checked = f"{plural(records, 'record')} checked"
+    for broken, (seq, reason) in failures.items():
+        line = f" memory {broken!r}: first bad seq {seq}: {reason}"
+        out.print(Text.assemble(("BROKEN", "bold red"), line))
+    for key, seq, reason in report.malformed:
+        line = f" memory {key!r} seq {seq}: {reason}"
+        out.print(Text.assemble(("MALFORMED", "bold red"), line))
+    if failures:
+        verb = "is" if len(failures) == 1 else "are"
+        out.print(f"{len(failures)} of {plural(len(keys), 'hash chain')} {verb} broken ({checked})")
+    else:
+        intact = f" {plural(len(keys), 'hash chain')} intact, {checked}"
+        out.print(Text.assemble(("OK", "bold green"), intact))
+    return 1 if failures else 0

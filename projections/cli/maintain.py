@@ -1,0 +1,224 @@
+"""Commands that write or copy: export, import, fork, compact."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from eventlog.ids import StreamKey, memory_key
+from eventlog.jsonl import export_jsonl, import_jsonl
+from projections.audit import fork
+from projections.cli.args import shell_id
+from projections.cli.errors import Failure, UsageError
+from projections.cli.model import forked_from
+from projections.cli.render import console, emit, plain, plural, progress, title
+from projections.cli.store import check_seq, existing, where
+from projections.compaction import compact
+from projections.meta import check_window_record
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
+
+__all__ = ["compact_cmd", "erase_cmd", "export", "fork_cmd", "import_cmd"]
+
+
+def export(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger export [ID] -o FILE``: JSON Lines that keep seqs, times and hashes."""
+    key: StreamKey | None = args.key
+    if key is not None:
+        head = existing(store, args, key)
+        check_seq("--after", args.after, head, key)
+        total = head - args.after
+    else:
+        if args.after:
+            msg = "--after needs an ID: seqs are per memory"
+            raise UsageError(msg)
+        total = sum(i.event_count for i in store.streams(include_system=args.include_system))
+    with progress(total, "exporting") as bar:
+
+        def advance(count: int) -> None:
+            bar.update(bar.task_ids[0], completed=count)
+
+        def write(out: TextIO) -> int:
+            return export_jsonl(
+                store,
+                out,
+                memory_id=key,
+                after=args.after,
+                include_system=args.include_system,
+                progress=advance,
+            )
+
+        count = (
+            write(sys.stdout) if args.output == "-" else _to_file(Path(args.output), args, write)
+        )
+    if args.json and args.output != "-":
+        emit({"records": count, "file": args.output})
+    else:
+        console(stderr=True).print(f"exported {plural(count, 'record')} to {args.output}")
+    return 0
+
+
+def _to_file(path: Path, args: argparse.Namespace, write: Callable[[TextIO], int]) -> int:
+    if path.exists() and not args.force:
+        msg = f"{path} exists; pass --force to overwrite it, or pick another -o FILE"
+        raise Failure(msg)
+    # Written beside, then renamed: an interrupted export never leaves a truncated FILE.
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            count = write(out)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return count
+
+
+def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger import FILE``: append an export, checking every hash first."""
+    from rich.table import Table
+
+    with progress(0, "importing") as bar:
+
+        def advance(count: int) -> None:
+            bar.update(bar.task_ids[0], completed=count)
+
+        if args.file == "-":
+            report = import_jsonl(
+                store,
+                sys.stdin,
+                source="stdin",
+                skip_purged=args.skip_purged,
+                progress=advance,
+                check=check_window_record,
+            )
+        else:
+            with Path(args.file).open(encoding="utf-8") as lines:
+                report = import_jsonl(
+                    store,
+                    lines,
+                    source=args.file,
+                    skip_purged=args.skip_purged,
+                    progress=advance,
+                    check=check_window_record,
+                )
+    if args.json:
+        emit(
+            {
+                "records": report.records,
+                "imported": {k: list(v) for k, v in report.imported.items()},
+                "skipped": list(report.skipped),
+            }
+        )
+        return 0
+    out = console()
+    heading = f"imported {plural(report.records, 'record')} into {where(args)}"
+    table = Table("memory id", "seqs", title=title(heading))
+    for key, (first, last) in report.imported.items():
+        table.add_row(plain(shell_id(key)), f"{first}..{last}")
+    out.print(table)
+    for key in report.skipped:
+        out.print(f"skipped {key!r}: its history starts with a purge tombstone", style="yellow")
+    return 0
+
+
+def fork_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger fork ID --to NEW``: a new memory starting as ID's view at a seq."""
+    key, new = args.key, args.new_key
+    head = existing(store, args, key)
+    if args.seq is not None:
+        check_seq("--at", args.seq, head, key)
+    if store.head(new) is not None:
+        msg = f"fork --to {args.new!r}: that memory id already has events; pick an unused id"
+        raise Failure(msg)
+    record = fork(store, key, new, seq=args.seq)
+    origin = forked_from(record) or {}
+    count = len(json.loads(record.payload))
+    if args.json:
+        emit(
+            {
+                "memory": str(new),
+                "seq": record.seq,
+                "hash": record.hash,
+                "messages": count,
+                "forked_from": origin,
+            }
+        )
+        return 0
+    console().print(
+        f"forked {key} at seq {origin.get('seq')} (hash {str(origin.get('hash'))[:12]}…) "
+        f"to {shell_id(new)}: {plural(count, 'message')}"
+    )
+    return 0
+
+
+def compact_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger compact``: snapshot idle memories; erase long-idle ones when asked."""
+    if args.purge_idle_for is not None and args.purge_idle_for < args.idle_for:
+        msg = "--purge-idle-for must not be shorter than --idle-for"
+        raise UsageError(msg)
+    report = compact(store, idle_for=args.idle_for, purge_idle_for=args.purge_idle_for)
+    result = {
+        "compacted": [memory_key(m) for m in report.compacted],
+        "purged": [memory_key(m) for m in report.purged],
+        "skipped": [memory_key(m) for m in report.skipped],
+        "errors": list(report.errors),
+    }
+    if args.json:
+        emit(result)
+    else:
+        out = console()
+        for name, keys in result.items():
+            shown = ", ".join(shell_id(k) for k in keys) if name != "errors" else "; ".join(keys)
+            style = "red" if name == "errors" and keys else ""
+            out.print(f"{name:>9}: {len(keys)}  {shown or '-'}", style=style)
+    return 1 if report.errors else 0
+
+
+def erase_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger erase ID|--subject JSON --reason TEXT [--yes]``: erase content, keep proofs.
+
+    Without ``--yes`` it asks on a terminal, and refuses (exit 2) when stdin is not one."""
+    key: StreamKey | None = args.key
+    if (key is None) == (args.subject is None):
+        msg = "erase needs exactly one of ID (or --id-json) and --subject"
+        raise UsageError(msg)
+    what = shell_id(key) if key is not None else f"every memory of subject {list(args.subject)}"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            msg = f"erase of {what} needs confirmation: stdin is not a terminal; pass --yes"
+            raise UsageError(msg)
+        answer = input(f"Erase the content of {what}? This cannot be undone. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            console(stderr=True).print("nothing erased")
+            return 1
+    if key is not None:
+        receipts = [store.erase(key, reason=args.reason)]
+    else:
+        receipts = store.erase_subject(args.subject, reason=args.reason)
+    result: list[dict[str, str | int]] = [
+        {
+            "memory": memory_key(r.memory_id),
+            "first_seq": r.event.first_seq,
+            "last_seq": r.event.last_seq,
+            "records": r.event.record_count,
+            "receipt_seq": r.record.seq,
+        }
+        for r in receipts
+    ]
+    if args.json:
+        emit({"erased": result})
+    else:
+        out = console()
+        for r in result:
+            out.print(
+                f"erased {shell_id(str(r['memory']))}: {plural(int(r['records']), 'record')} "
+                f"(seq {r['first_seq']}..{r['last_seq']}), receipt at seq {r['receipt_seq']}"
+            )
+        if not result:
+            out.print("nothing to erase")
+    return 0

@@ -1,0 +1,233 @@
+"""How the CLI prints: rich consoles, one-line message previews, JSON lines and counts.
+
+rich is imported inside the functions that draw: ``chatledger --help`` never needs it and it
+costs tens of milliseconds to import.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from eventlog.lc4j_json import message_to_obj
+from eventlog.messages import (
+    AiMessage,
+    ChatMessage,
+    SystemMessage,
+    TextContent,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from eventlog.models import (
+    CompactionRun,
+    ContentErased,
+    MemoryErased,
+    MemoryPurged,
+    MessageAdded,
+    MessagesSet,
+    Record,
+)
+from eventlog.serialization import decode_event
+from projections.cli.model import Ref, forked_from, window_size
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.text import Text
+
+__all__ = [
+    "console",
+    "describe",
+    "emit",
+    "message_obj",
+    "plain",
+    "plural",
+    "preview",
+    "progress",
+    "record_json",
+    "record_summary",
+    "ref_text",
+    "role",
+    "short",
+    "title",
+    "when",
+]
+
+_ROLE_STYLES = {
+    "system": "magenta",
+    "user": "cyan",
+    "ai": "green",
+    "tool": "yellow",
+    "custom": "blue",
+}
+# Width for output that is not a terminal: rich would wrap at 80 columns (or $COLUMNS), which
+# splits lines that scripts grep. Tables only take the width their cells need.
+_PIPE_WIDTH = 100_000
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console on stdout (or stderr): styled on a terminal, never wrapped when piped."""
+    from rich.console import Console
+
+    # markup=False: message texts and memory ids may contain [brackets]; styles go via Text.
+    out = Console(stderr=stderr, highlight=False, markup=False)
+    if not out.is_terminal:
+        out.soft_wrap = True
+        out.width = _PIPE_WIDTH
+    return out
+
+
+def emit(obj: object) -> None:
+    """Write one JSON line to stdout."""
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 event``, ``2 events`` (``nouns`` for irregular plurals)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def when(moment: datetime) -> str:
+    """A time for tables: UTC, to the second."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def ref_text(ref: Ref) -> str:
+    """``5`` for the message of event 5, ``9.2`` for item 2 of the set at event 9."""
+    return str(ref[0]) if ref[1] == 0 else f"{ref[0]}.{ref[1]}"
+
+
+def short(text: str, width: int = 70) -> str:
+    """``text`` on one line, cut with an ellipsis at ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _contents_text(contents: Sequence[Any]) -> str:
+    return " ".join(
+        c.text if isinstance(c, TextContent) else f"[{c.type.lower()}]" for c in contents
+    )
+
+
+def describe(message: ChatMessage) -> tuple[str, str]:
+    """A message's role and a one-line text for humans (tool calls as ``→ name(args)``)."""
+    if isinstance(message, SystemMessage):
+        return "system", message.text
+    if isinstance(message, UserMessage):
+        text = _contents_text(message.contents)
+        return "user", f"{message.name}: {text}" if message.name else text
+    if isinstance(message, AiMessage):
+        parts = [message.text] if message.text else []
+        parts += [f"→ {r.name}({r.arguments or ''})" for r in message.tool_execution_requests]
+        return "ai", " ".join(parts)
+    if isinstance(message, ToolExecutionResultMessage):
+        text = _contents_text(message.contents)
+        return "tool", f"{message.tool_name}: {text}" if message.tool_name else text
+    return "custom", json.dumps(message.attributes, ensure_ascii=False)
+
+
+def plain(text: str) -> Text:
+    """Text shown as is (no markup, no highlighting)."""
+    from rich.text import Text
+
+    return Text(text)
+
+
+def title(text: str) -> Text:
+    """A table title: left-aligned and never wrapped to the table's width (rich's default)."""
+    from rich.text import Text
+
+    return Text(text, style="bold", justify="left", no_wrap=True, overflow="ignore")
+
+
+def role(name: str) -> Text:
+    """A role name in its colour."""
+    from rich.text import Text
+
+    return Text(name, style=_ROLE_STYLES.get(name, ""))
+
+
+def preview(message: ChatMessage, width: int = 70) -> Text:
+    """``role text`` on one line."""
+    from rich.text import Text
+
+    name, text = describe(message)
+    return Text.assemble((name, _ROLE_STYLES.get(name, "")), " ", short(text, width))
+
+
+def message_obj(message: ChatMessage) -> Any:
+    """A message as its LangChain4j JSON object."""
+    return message_to_obj(message)
+
+
+def record_summary(record: Record) -> tuple[Text, int | None]:
+    """A preview of an event and the size of the window after it (None: no window)."""
+    from rich.text import Text
+
+    event = decode_event(record)
+    size = window_size(record)
+    if isinstance(event, MessageAdded):
+        return preview(event.message), size
+    if isinstance(event, MessagesSet):
+        first = f": {describe(event.messages[0])[1]}" if event.messages else ""
+        return Text(short(f"{plural(len(event.messages), 'message')}{first}")), size
+    if isinstance(event, ContentErased):
+        return Text(f"(content erased: {event.erased_kind})", style="dim"), size
+    if isinstance(event, MemoryErased):
+        text = f"erased the content of {plural(event.record_count, 'event')}: {event.reason}"
+        return Text(text, style="red"), 0
+    if isinstance(event, MemoryPurged):
+        text = f"erased {plural(event.event_count, 'event')}: {event.reason}"
+        return Text(text, style="red"), 0
+    if isinstance(event, CompactionRun):
+        text = (
+            f"compacted {len(event.compacted)}, purged {len(event.purged)}, "
+            f"skipped {len(event.skipped)}, errors {len(event.errors)}"
+        )
+        return Text(text), size
+    return Text("(window emptied)", style="dim"), 0 if record.kind == "memory_cleared" else size
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    """One event of ``history --json``."""
+    obj: dict[str, Any] = {
+        "seq": record.seq,
+        "kind": record.kind,
+        "recorded_at": record.recorded_at_text,
+        "hash": record.hash,
+        "window_size": window_size(record),
+    }
+    if record.erased:
+        obj["erased"] = True
+        return obj
+    payload = json.loads(record.payload)
+    if record.kind == "message_added":
+        obj["message"] = payload
+    elif record.kind == "messages_set":
+        obj["messages"] = payload
+    elif record.kind in ("memory_purged", "memory_erased", "compaction_run"):
+        obj["event"] = payload
+    origin = forked_from(record)
+    if origin is not None:
+        obj["forked_from"] = origin
+    return obj
+
+
+def progress(total: int, label: str) -> Progress:
+    """A transient progress bar on stderr, shown only when stderr is a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    err = console(stderr=True)
+    bar = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    bar.add_task(label, total=total or None)
+    return bar

@@ -1,0 +1,133 @@
+"""Opening the store a command line names, and checks of ids and seqs against it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import eventlog
+from eventlog.errors import PersistenceError
+from eventlog.ids import StreamKey
+from projections.cli.args import DEFAULT_DB, shell_id
+from projections.cli.errors import Failure, UsageError, one_line
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
+
+__all__ = ["check_seq", "existing", "missing_db", "open_store", "read_key", "where"]
+
+
+def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
+    try:
+        # Imported here, not at the top: psycopg is the optional [postgres] extra, and
+        # eventlog.postgres cannot even be imported without it.
+        from eventlog.postgres import PostgresEventStore
+    except ImportError as e:
+        msg = f"--dsn needs PostgreSQL support ({e}); pip install -e '.[postgres]' in the clone"
+        raise Failure(msg) from e
+    try:
+        return PostgresEventStore(
+            args.dsn, schema=args.schema, create_schema=create, key=read_key(args)
+        )
+    except PersistenceError as e:
+        if "lacks eventlog migrations" not in str(e):
+            raise
+        msg = (
+            f"PostgreSQL schema {args.schema!r} holds no chatledger ledger; pass the --schema "
+            f"that holds one, or create it with `chatledger import FILE --dsn URL --schema "
+            f"{args.schema}`"
+        )
+        raise Failure(msg) from e
+
+
+def read_key(args: argparse.Namespace) -> bytes | None:
+    """The chain key in --key-file (its bytes as they are), or None without the option.
+
+    Raises:
+        UsageError: The file cannot be read.
+    """
+    if args.key_file is None:
+        return None
+    try:
+        return Path(args.key_file).read_bytes()
+    except OSError as e:
+        why = "no such file" if isinstance(e, FileNotFoundError) else one_line(e)
+        msg = f"--key-file {args.key_file}: {why}"
+        raise UsageError(msg) from e
+
+
+def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
+    """Open the store named by --db/--dsn; only ``create`` may make a new database.
+
+    Raises:
+        Failure: It does not exist, is not a ledger, or cannot be opened.
+    """
+    if args.dsn:
+        return _open_postgres(args, create=create)
+    path = Path(args.db or DEFAULT_DB)
+    if path.exists() and not path.is_file():
+        msg = f"--db {path} is a directory; pass the path of a chatledger SQLite database"
+        raise Failure(msg)
+    fresh = not path.exists() or path.stat().st_size == 0
+    if fresh and not create:
+        how = "pass --db PATH" if args.db is None else "check --db"
+        state = f"{path} is empty" if path.exists() else f"no such file: {path}"
+        msg = (
+            f"{state}; {how} of a chatledger database (or --dsn URL), "
+            "or create one with `chatledger import FILE`"
+        )
+        raise Failure(msg)
+    try:
+        # Looked up on the package, which loads sqlite-utils only now: `--help` and usage
+        # errors never pay for it.
+        store = eventlog.SQLiteEventStore(path, create_schema=fresh, key=read_key(args))
+    except PersistenceError as e:
+        msg = f"cannot open {path} as a chatledger database ({one_line(e)})"
+        raise Failure(msg) from e
+    try:
+        store.head(StreamKey("~sys:probe"))  # one indexed lookup: is there an events table?
+    except PersistenceError as e:
+        store.close()
+        msg = f"{path} is not a chatledger database ({one_line(e)})"
+        raise Failure(msg) from e
+    return store
+
+
+def missing_db(args: argparse.Namespace) -> Path | None:
+    """The SQLite file --db names if it does not exist yet (import may create it)."""
+    if args.dsn:
+        return None
+    path = Path(args.db or DEFAULT_DB)
+    return None if path.exists() else path
+
+
+def where(args: argparse.Namespace) -> str:
+    """The store for messages; never the DSN, which may carry a password."""
+    return f"PostgreSQL schema {args.schema!r}" if args.dsn else str(args.db or DEFAULT_DB)
+
+
+def existing(store: EventStore, args: argparse.Namespace, key: StreamKey) -> int:
+    """The head seq of the memory ``key``, which must have events.
+
+    Raises:
+        Failure: It has none.
+    """
+    head = store.head(key)
+    if head is None:
+        msg = (
+            f"memory id {shell_id(key)} has no events in {where(args)}; `chatledger ids` lists them"
+        )
+        raise Failure(msg)
+    return head.seq
+
+
+def check_seq(option: str, seq: int, head: int, key: str) -> None:
+    """Refuse a seq past the head.
+
+    Raises:
+        UsageError: ``seq`` is after ``head``.
+    """
+    if seq > head:
+        msg = f"{option} {seq}: the history of {key!r} ends at seq {head}"
+        raise UsageError(msg)

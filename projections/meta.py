@@ -1,0 +1,314 @@
+"""The window record: what every event a memory writes says about its window.
+
+Each event's ``meta`` text records the window right after the event, so a past view, a cold
+open and a catch-up read O(window) rows and never depend on today's limit or tokenizer. This
+module is the only code that knows how that record is stored (its JSON keys); everything else
+goes through :class:`WindowMeta`.
+
+Stored form (canonical JSON: sorted keys, compact), every key but ``"w"`` optional:
+
+* ``"w"``: the window's refs, run-length encoded (see :func:`encode_refs`);
+* ``"lim"``: the limit the event was trimmed to (absent for a fork's untrimmed copy);
+* ``"tok"``: token counts of the messages the event brought (an int for an add, a list for a
+  set), counted by the estimator named in ``"est"``;
+* ``"forked_from"``: for a fork's first event, the source memory, seq and hash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+from projections.window import Entry
+
+if TYPE_CHECKING:
+    from eventlog.import_checks import Brought
+    from eventlog.models import Record
+
+__all__ = [
+    "EMPTYING_KINDS",
+    "ForkOrigin",
+    "Refs",
+    "WindowMeta",
+    "check_window_record",
+    "decode_refs",
+    "encode_refs",
+]
+
+Refs = list[list[int]]
+"""Run-length encoded refs: ``[a, b]`` is events a..b (index 0), ``[s, i, j]`` items i..j of
+the set event s."""
+
+EMPTYING_KINDS = frozenset({"memory_cleared", "memory_purged", "memory_erased"})
+"""Event kinds after which the window is empty, whatever their meta says: a clear, a retention
+purge's tombstone, an erasure's receipt."""
+
+_dumps = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+
+
+def encode_refs(entries: Sequence[Entry]) -> Refs:
+    """Run-length encode the refs of a window.
+
+    ``[a, b]`` stands for refs ``(a, 0) .. (b, 0)`` (consecutive events, e.g. adds) and
+    ``[s, i, j]`` for ``(s, i) .. (s, j)`` (items of one ``set``). A typical window is one or
+    two runs, so recording it with every event costs a few bytes.
+    """
+    # Runs on every add, so the state lives in locals: `kind` 2 is an add-run [a, b], 3 a
+    # set-run [a, b..c] (a = seq, b..c = indexes), 0 none yet.
+    runs: Refs = []
+    kind = a = b = c = 0
+    for entry in entries:
+        seq, idx = entry.ref
+        if kind == 2:
+            if idx == 0 and seq == b + 1:
+                b = seq
+                continue
+            if idx == 1 and a == seq == b:  # (s, 0) then (s, 1): items of one set
+                kind, b, c = 3, 0, 1
+                continue
+            runs.append([a, b])
+        elif kind == 3:
+            if seq == a and idx == c + 1:
+                c = idx
+                continue
+            runs.append([a, b, c])
+        if idx == 0:
+            kind, a, b = 2, seq, seq
+        else:
+            kind, a, b, c = 3, seq, idx, idx
+    if kind == 2:
+        runs.append([a, b])
+    elif kind == 3:
+        runs.append([a, b, c])
+    return runs
+
+
+def decode_refs(runs: Refs) -> list[tuple[int, int]]:
+    """Inverse of :func:`encode_refs`."""
+    refs: list[tuple[int, int]] = []
+    for run in runs:
+        if len(run) == 2:
+            refs.extend((s, 0) for s in range(run[0], run[1] + 1))
+        else:
+            refs.extend((run[0], i) for i in range(run[1], run[2] + 1))
+    return refs
+
+
+@dataclass(frozen=True, slots=True)
+class ForkOrigin:
+    """Where a forked memory's first event came from.
+
+    Attributes:
+        memory: The source memory's stored key.
+        seq: The source event whose view was copied.
+        hash: That event's hash.
+    """
+
+    memory: str
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class WindowMeta:
+    """The window right after an event, as recorded in the event's meta.
+
+    Attributes:
+        runs: The window's refs, run-length encoded (:attr:`refs` decodes them).
+        limit: The limit the event trimmed to (None: not trimmed, e.g. a fork).
+        tokens: Token counts of the messages the event brought: an int for an add, one per
+            item for a set; None for a message window.
+        estimator: Identity of the estimator that counted ``tokens``.
+        forked_from: Set on a fork's first event.
+    """
+
+    runs: Refs
+    limit: int | None = None
+    tokens: int | list[int] | None = None
+    estimator: str | None = None
+    forked_from: ForkOrigin | None = None
+
+    @classmethod
+    def of(
+        cls,
+        entries: Sequence[Entry],
+        limit: int | None,
+        tokens: int | list[int] | None = None,
+        estimator: str | None = None,
+        forked_from: ForkOrigin | None = None,
+    ) -> WindowMeta:
+        """The record of a window holding ``entries``."""
+        return cls(encode_refs(entries), limit, tokens, estimator, forked_from)
+
+    @property
+    def refs(self) -> list[tuple[int, int]]:
+        """The ``(seq, index)`` refs of the window's entries, in window order."""
+        return decode_refs(self.runs)
+
+    @property
+    def size(self) -> int:
+        """How many messages the window holds (without decoding the refs)."""
+        return sum(run[-1] - run[-2] + 1 for run in self.runs)
+
+    def encode(self) -> str:
+        """The canonical meta text (sorted keys, compact; None values left out)."""
+        if self.forked_from is None and not isinstance(self.tokens, list):
+            # The add path: written directly, several times faster than the JSON encoder and
+            # byte-identical to it (a test compares the two).
+            window = ",".join(
+                f"[{run[0]},{run[1]}]" if len(run) == 2 else f"[{run[0]},{run[1]},{run[2]}]"
+                for run in self.runs
+            )
+            lim = "" if self.limit is None else f'"lim":{self.limit},'
+            if self.tokens is None:
+                return f'{{{lim}"w":[{window}]}}'
+            est = _dumps(self.estimator)
+            return f'{{"est":{est},{lim}"tok":{self.tokens},"w":[{window}]}}'
+        return _dumps(self.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored JSON object (what :meth:`encode` serializes)."""
+        obj: dict[str, Any] = {"w": self.runs}
+        if self.limit is not None:
+            obj["lim"] = self.limit
+        if self.tokens is not None:
+            obj["tok"] = self.tokens
+            obj["est"] = self.estimator
+        if self.forked_from is not None:
+            origin = self.forked_from
+            obj["forked_from"] = {"hash": origin.hash, "memory": origin.memory, "seq": origin.seq}
+        return obj
+
+    @classmethod
+    def decode(cls, text: str) -> WindowMeta | None:
+        """Read the window record from an event's meta text.
+
+        Returns:
+            The record, or None when the meta records no window (an event not written by a
+            chatledger memory, e.g. a compaction run).
+
+        Raises:
+            ValueError: The meta is not JSON, or its window record is malformed.
+        """
+        if not text:
+            return None
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            msg = f"event meta is not JSON ({e}): {text[:80]!r}"
+            raise ValueError(msg) from e
+        if not isinstance(obj, dict):
+            msg = f"event meta is not a JSON object: {text[:80]!r}"
+            raise ValueError(msg)
+        if "w" not in obj:
+            return None
+        return cls._from_obj(obj, text)
+
+    @classmethod
+    def _from_obj(cls, obj: dict[str, Any], text: str) -> WindowMeta:
+        runs = obj["w"]
+        if not isinstance(runs, list) or not all(_is_run(run) for run in runs):
+            msg = f'event meta has a malformed window ("w"): {text[:80]!r}'
+            raise ValueError(msg)
+        limit = obj.get("lim")
+        tokens = obj.get("tok")
+        estimator = obj.get("est")
+        origin = obj.get("forked_from")
+        if (
+            not _is_count(limit, allow_none=True)
+            or not (
+                _is_count(tokens, allow_none=True)
+                or (isinstance(tokens, list) and all(_is_count(t) for t in tokens))
+            )
+            or not (estimator is None or isinstance(estimator, str))
+            or not (origin is None or _is_origin(origin))
+        ):
+            msg = f"event meta has a malformed window record: {text[:80]!r}"
+            raise ValueError(msg)
+        fork = (
+            None if origin is None else ForkOrigin(origin["memory"], origin["seq"], origin["hash"])
+        )
+        return cls(runs, limit, tokens, estimator, fork)
+
+
+def _is_count(value: object, *, allow_none: bool = False) -> bool:
+    if value is None:
+        return allow_none
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_run(run: object) -> bool:
+    if not isinstance(run, list) or len(run) not in (2, 3) or not all(_is_count(v) for v in run):
+        return False
+    return bool(run[-2] <= run[-1])
+
+
+def _is_origin(origin: object) -> bool:
+    return (
+        isinstance(origin, dict)
+        and isinstance(origin.get("memory"), str)
+        and _is_count(origin.get("seq"))
+        and isinstance(origin.get("hash"), str)
+    )
+
+
+def check_window_record(record: Record, brought: Brought) -> None:
+    """Refuse a window record that no chatledger memory could have written.
+
+    The import gate's ``check`` (see :func:`eventlog.jsonl.import_jsonl`): a hash proves a
+    record was not altered after hashing, not that its window makes sense, and every reader
+    (``messages()``, ``as_of``, ``walk``) trusts the window to name real messages. Each run is
+    checked in O(1) against ``brought``, never by expanding it, so a run of a billion events
+    costs nothing to refuse.
+
+    A clear or purge has an empty window whatever its meta says (readers ignore it), and an
+    event without a window record (not written by a memory) has nothing to check.
+
+    Args:
+        record: The event.
+        brought: What the memory's events up to and including ``record`` brought.
+
+    Raises:
+        ValueError: The window record is malformed, or a run names events after ``record``,
+            events that are not all ``message_added``, items a ``messages_set`` did not bring,
+            or a message another run already names.
+    """
+    if record.kind in EMPTYING_KINDS:
+        return
+    meta = WindowMeta.decode(record.meta)
+    if meta is None:
+        return
+    adds: list[tuple[int, int]] = []
+    sets: list[tuple[int, int, int]] = []
+    for run in meta.runs:
+        if len(run) == 2:
+            a, b = run
+            if not 1 <= a <= b <= record.seq:
+                msg = f"refers to events {a}..{b}, outside 1..{record.seq} (up to itself)"
+                raise ValueError(msg)
+            if brought.added(a, b) != b - a + 1:
+                msg = f"refers to events {a}..{b} as added messages, but not all are message_added"
+                raise ValueError(msg)
+            adds.append((a, b))
+        else:
+            s, i, j = run
+            count = brought.set_size(s) if 1 <= s <= record.seq else None
+            if count is None:
+                msg = f"refers to items {i}..{j} of event {s}, which is not an earlier messages_set"
+                raise ValueError(msg)
+            if j >= count:
+                msg = f"refers to items {i}..{j} of event {s}, which brought {count}"
+                raise ValueError(msg)
+            sets.append((s, i, j))
+    # A window holds each message once; a run repeated would multiply what readers build.
+    for (_, end), (start, _) in pairwise(sorted(adds)):
+        if start <= end:
+            msg = f"refers to event {start} twice"
+            raise ValueError(msg)
+    for (s1, _, j1), (s2, i2, _) in pairwise(sorted(sets)):
+        if s1 == s2 and i2 <= j1:
+            msg = f"refers to item {i2} of event {s2} twice"
+            raise ValueError(msg)

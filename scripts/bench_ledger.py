@@ -1,0 +1,170 @@
+"""Time ledger digests and proofs on a SQLite file of ``--n`` records (default 1 M).
+
+Outside the test run: building the file takes a minute or two, so it is kept (``--path``)
+and reused by later runs; a file holding fewer records than ``--n`` is topped up. Records
+are small user messages spread over ``--streams`` memories, appended in batches (one
+transaction per batch), so the file is built fast and is shaped like a real log: global
+positions interleave the streams.
+
+Each figure comes from this process, which opens the file fresh:
+
+* ``first_digest_s``: the first ``digest()``, which reads every record and builds the tree;
+* ``digest_ms`` / ``digest_after_append_ms``: a later ``digest()`` with nothing new, and
+  right after appending one record (median of ``--repeat``);
+* ``prove_ms``: ``prove()`` of a random record against the current size (median), and
+  ``first_prove_s``: the first ``prove()`` in a fresh child process (tree build included);
+* ``verify_digest_s``: ``verify_digest()`` of an older digest against the whole file;
+* ``proof_json_bytes``: the largest proof of those timed, as JSON.
+
+    python scripts/bench_ledger.py --path /tmp/ledger-1m.db --n 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from eventlog import SQLiteEventStore
+from eventlog.ids import StreamKey
+from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
+from eventlog.models import NewRecord
+
+
+def _payload(i: int) -> str:
+    return json.dumps(
+        {"contents": [{"text": f"message {i}", "type": "TEXT"}], "type": "USER"},
+        separators=(",", ":"),
+    )
+
+
+def _count(store: SQLiteEventStore) -> int:
+    return sum(info.event_count for info in store.streams(include_system=True))
+
+
+def build(path: Path, n: int, streams: int, batch: int) -> None:
+    """Top the file up to ``n`` records: rounds of one ``batch`` per stream, round-robin."""
+    with SQLiteEventStore(path) as store:
+        have = _count(store)
+        start = time.perf_counter()
+        i = have
+        while i < n:
+            for s in range(streams):
+                if i >= n:
+                    break
+                size = min(batch, n - i)
+                store.append(
+                    f"m{s}", [NewRecord("message_added", _payload(i + k)) for k in range(size)]
+                )
+                i += size
+        if n > have:
+            took = time.perf_counter() - start
+            print(f"built {n - have:,} records in {took:.1f} s", file=sys.stderr)
+
+
+def _median_ms(call: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        call()
+        times.append(time.perf_counter_ns() - start)
+    return statistics.median(times) / 1e6
+
+
+def first_prove(path: Path, stream: str, seq: int) -> float:
+    """The first ``prove()`` in this (fresh) process, tree build included."""
+    with SQLiteEventStore(path) as store:
+        start = time.perf_counter()
+        prove(store, StreamKey(stream), seq)
+        return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--path", type=Path, default=Path("ledger-bench.db"))
+    parser.add_argument("--n", type=int, default=1_000_000, help="records (default 1,000,000)")
+    parser.add_argument("--streams", type=int, default=10_000, help="memories (default 10,000)")
+    parser.add_argument("--batch", type=int, default=20, help="records per append")
+    parser.add_argument("--repeat", type=int, default=50, help="timed calls per operation")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--first-prove", nargs=2, metavar=("STREAM", "SEQ"), help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help="also write the results to this file")
+    args = parser.parse_args(argv)
+    if args.first_prove:
+        took = first_prove(args.path, args.first_prove[0], int(args.first_prove[1]))
+        print(json.dumps({"first_prove_s": took}))
+        return {"first_prove_s": took}
+
+    build(args.path, args.n, args.streams, args.batch)
+    rng = random.Random(args.seed)
+    results: dict[str, float] = {}
+    with SQLiteEventStore(args.path) as store:
+        start = time.perf_counter()
+        old = digest(store)
+        results["first_digest_s"] = time.perf_counter() - start
+        results["records"] = old.size
+        results["digest_ms"] = _median_ms(lambda: digest(store), args.repeat)
+
+        def append_then_digest() -> None:
+            store.append("bench-tail", [NewRecord("message_added", _payload(-1))])
+            digest(store)
+
+        results["digest_after_append_ms"] = _median_ms(append_then_digest, args.repeat)
+        results["append_only_ms"] = _median_ms(
+            lambda: store.append("bench-tail", [NewRecord("message_added", _payload(-1))]),
+            args.repeat,
+        )
+
+        infos = store.streams()
+        now = digest(store)
+        picks = [rng.choice(infos) for _ in range(args.repeat)]
+        targets = [(info.stream_id, rng.randint(1, info.last_seq)) for info in picks]
+        sizes: list[int] = []
+
+        def prove_one() -> None:
+            key, seq = targets[len(sizes) % len(targets)]
+            proof = prove(store, StreamKey(key), seq, digest=now)
+            sizes.append(len(proof.to_json()))
+
+        results["prove_ms"] = _median_ms(prove_one, args.repeat)
+        key, seq = targets[0]
+        proof = prove(store, StreamKey(key), seq, digest=now)
+        assert verify_inclusion(proof, now)
+        results["verify_inclusion_ms"] = _median_ms(
+            lambda: verify_inclusion(proof, now), args.repeat
+        )
+        results["proof_json_bytes"] = max(sizes)
+
+        start = time.perf_counter()
+        report = verify_digest(store, old)
+        results["verify_digest_s"] = time.perf_counter() - start
+        assert report.ok, report.message
+
+    child = subprocess.run(
+        [sys.executable, __file__, "--path", str(args.path), "--first-prove", key, str(seq)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    results.update(json.loads(child.stdout.strip().splitlines()[-1]))
+
+    width = max(map(len, results))
+    for name, value in results.items():
+        print(
+            f"{name:<{width}}  {value:,.3f}"
+            if isinstance(value, float)
+            else f"{name:<{width}}  {value:,}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()

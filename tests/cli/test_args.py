@@ -1,0 +1,172 @@
+"""The grammar: global options in either place, memory ids as typed into a shell, arg types."""
+
+from __future__ import annotations
+
+import shlex
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eventlog import SQLiteEventStore
+from eventlog.ids import memory_key
+from projections import MessageWindowChatMemory
+from projections.cli.args import (
+    parse_duration,
+    parse_id,
+    parse_id_json,
+    parse_when,
+    shell_id,
+    shorthand,
+)
+from projections.cli.errors import UsageError
+from tests.cli.conftest import json_lines
+from tests.factories import a_message
+
+# ---------------------------------------------------------------------------- global options
+
+
+def test_global_options_work_before_or_after_the_command(ok, ledger):
+    after = ok("ids", "--db", ledger, "--json").stdout
+    assert json_lines(after)[0]["memory"] == "conv"
+    assert ok("--db", ledger, "ids", "--json").stdout == after
+    assert ok("--db", ledger, "--json", "ids").stdout == after
+    assert ok("--json", "ids", "--db", ledger).stdout == after
+    assert (
+        ok("--db", ledger, "history", "conv", "--to", 2).stdout
+        == ok("history", "conv", "--to", 2, "--db", ledger).stdout
+    )
+
+
+def test_an_option_after_the_command_wins_and_an_absent_one_resets_nothing(
+    ok, cli, ledger, tmp_path
+):
+    other = tmp_path / "missing.db"
+    assert "conv" in ok("--db", other, "ids", "--db", ledger).stdout
+    assert cli("--db", ledger, "ids", "--db", other).returncode == 1
+
+
+def test_help_shows_the_global_options(ok):
+    for args in (["--help"], ["ids", "--help"], ["show", "--help"]):
+        out = ok(*args).stdout
+        for option in ("--db PATH", "--dsn URL", "--schema S", "--json"):
+            assert option in out, (args, option)
+    assert "demo/1" in ok("--help").stdout
+    assert ok("--version").stdout.startswith("chatledger ")
+
+
+# ---------------------------------------------------------------------------- memory ids
+
+
+@pytest.mark.parametrize(
+    ("text", "memory_id"),
+    [
+        ("conv", "conv"),
+        ("", ""),
+        ("demo/1", ("demo", 1)),
+        ("user/7/abc", ("user", 7, "abc")),
+        ("a/01", ("a", "01")),
+        ("a/-7", ("a", -7)),
+        ("a/+7", ("a", "+7")),
+        ("a/", ("a", "")),
+        ("0/1", (0, 1)),
+        ("~i:42", 42),
+        ("~~x", "~x"),
+        ('~s:"a/b"', "a/b"),
+        ('~t:["demo",1]', ("demo", 1)),
+        (
+            "~u:12345678-1234-5678-1234-567812345678",
+            uuid.UUID(int=0x12345678123456781234567812345678),
+        ),
+    ],
+)
+def test_id_syntax(text, memory_id):
+    assert parse_id(text) == memory_key(memory_id)
+
+
+@pytest.mark.parametrize(
+    ("text", "memory_id"),
+    [
+        ('"a/b"', "a/b"),
+        ("42", 42),
+        ('["demo",1]', ("demo", 1)),
+        (
+            '[["a",{"uuid":"12345678-1234-5678-1234-567812345678"}]]',
+            (("a", uuid.UUID(int=0x12345678123456781234567812345678)),),
+        ),
+    ],
+)
+def test_id_json_syntax(text, memory_id):
+    assert parse_id_json(text) == memory_key(memory_id)
+
+
+@pytest.mark.parametrize("text", ["~t:[demo,1]", "~x", "~i:4x2"])
+def test_an_unparsable_id_says_how_to_quote_it(text):
+    with pytest.raises(UsageError) as caught:
+        parse_id(text)
+    assert """in single quotes for the shell (e.g. '~t:["demo",1]')""" in str(caught.value)
+    assert "demo/1" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["[true]", "1.5", '{"uuid": "nope"}', "null", "[demo"])
+def test_an_unparsable_id_json_is_a_usage_error(text):
+    with pytest.raises(UsageError, match="--id-json"):
+        parse_id_json(text)
+
+
+_parts = st.one_of(
+    st.text(max_size=6), st.integers(min_value=-(10**6), max_value=10**6), st.uuids()
+)
+memory_ids = st.recursive(
+    _parts, lambda inner: st.tuples(inner, inner) | st.tuples(inner), max_leaves=4
+)
+
+
+@given(memory_ids)
+def test_an_id_as_printed_reads_back_after_the_shell(memory_id):
+    key = memory_key(memory_id)
+    (word,) = shlex.split(shell_id(key))
+    assert parse_id(word) == key
+    short = shorthand(key)
+    if short is not None:
+        (word,) = shlex.split(shlex.quote(short))
+        assert parse_id(word) == key
+
+
+def test_shorthand_only_where_it_reads_back():
+    assert shorthand(memory_key(("demo", 1))) == "demo/1"
+    assert shorthand(memory_key(("demo", "1"))) is None
+    assert shorthand(memory_key(("a/b", 1))) is None
+    assert shorthand(memory_key(("solo",))) is None
+    assert shorthand("conv") is None
+    assert shorthand("~t:[") is None
+
+
+def test_ids_given_every_way_reach_the_same_memory(ok, tmp_path):
+    path = tmp_path / "ids.db"
+    with SQLiteEventStore(path) as store:
+        for memory_id in (("demo", 1), 42, "a/b", "~tilde", "with space"):
+            MessageWindowChatMemory(id=memory_id, max_messages=3, store=store).add(
+                a_message("user", f"in {memory_id!r}")
+            )
+    listed = ok("ids", "--db", path).stdout
+    for word in ("""'~t:["demo",1]'""", "'~i:42'", """'~s:"a/b"'""", "'~~tilde'", "'with space'"):
+        assert word in listed
+    for args in (["demo/1"], ['~t:["demo",1]'], ["--id-json", '["demo",1]']):
+        assert "in ('demo', 1)" in ok("show", *args, "--db", path).stdout
+    assert "in 'a/b'" in ok("show", '~s:"a/b"', "--db", path).stdout
+    assert "in 'a/b'" in ok("show", "--id-json", '"a/b"', "--db", path).stdout
+    assert "in 42" in ok("show", "--id-json", "42", "--db", path).stdout
+    assert "in '~tilde'" in ok("show", "~~tilde", "--db", path).stdout
+
+
+# ---------------------------------------------------------------------------- argument types
+
+
+def test_durations_and_times():
+    assert parse_duration("1d12h") == timedelta(days=1, hours=12)
+    assert parse_duration("90 d") == timedelta(days=90)
+    assert parse_when("2025-06-01T12:00:00") == datetime(2025, 6, 1, 12, tzinfo=UTC)
+    assert parse_when("2025-06-01T12:00:00+02:00").utcoffset() == timedelta(hours=2)

@@ -1,0 +1,71 @@
+"""chatledger erase, in-process: confirmation, ID and --subject, receipts."""
+
+from __future__ import annotations
+
+import json
+
+from eventlog import SQLiteEventStore
+from tests.cli.conftest import memory
+from tests.factories import a_message
+
+
+def test_erase_refuses_without_yes_when_stdin_is_not_a_terminal(cli, ledger):
+    result = cli("erase", "conv", "--reason", "r", "--db", ledger, stdin="y\n")
+    assert result.returncode == 2
+    assert "stdin is not a terminal; pass --yes" in result.stderr
+    with SQLiteEventStore(ledger) as store:
+        assert not any(r.erased for r in store.read("conv"))
+
+
+def test_erase_one_memory_keeps_the_ledger_verifying(ok, ledger):
+    out = json.loads(
+        ok("erase", "conv", "--reason", "GDPR", "--yes", "--json", "--db", ledger).stdout
+    )
+    (erased,) = out["erased"]
+    assert (erased["memory"], erased["first_seq"], erased["records"]) == ("conv", 1, 11)
+    assert "OK" in ok("verify", "--db", ledger).stdout
+    with SQLiteEventStore(ledger) as store:
+        assert memory(store).messages() == []
+
+
+def test_erase_subject_and_usage_errors(ok, cli, ledger):
+    with SQLiteEventStore(ledger) as store:
+        memory(store, ("alice", "s1")).add(a_message("user", "hi"))
+        memory(store, ("bob", "s1")).add(a_message("user", "yo"))
+    text = ok("erase", "--subject", '["alice"]', "--reason", "r", "--yes", "--db", ledger).stdout
+    assert "erased" in text
+    assert (
+        "nothing to erase"
+        in ok("erase", "--subject", '["alice"]', "--reason", "r", "--yes", "--db", ledger).stdout
+    )
+    both = cli("erase", "conv", "--subject", '["a"]', "--reason", "r", "--yes", "--db", ledger)
+    assert both.returncode == 2
+    assert "exactly one of ID" in both.stderr
+    bad = cli("erase", "--subject", "{}", "--reason", "r", "--yes", "--db", ledger)
+    assert bad.returncode == 2
+    with SQLiteEventStore(ledger) as store:
+        assert not store.read(("bob", "s1"))[0].erased
+
+
+def test_erase_asks_on_a_terminal(cli, ledger, monkeypatch):
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
+    monkeypatch.setattr("builtins.input", lambda _prompt: "n")
+    result = cli("erase", "conv", "--reason", "r", "--db", ledger)
+    assert result.returncode == 1
+    assert "nothing erased" in result.stderr
+    monkeypatch.setattr("builtins.input", lambda _prompt: "yes")
+    assert cli("erase", "conv", "--reason", "r", "--db", ledger).returncode == 0
+
+
+def test_history_shows_erased_events_and_the_receipt(ok, ledger):
+    ok("erase", "conv", "--reason", "GDPR", "--yes", "--db", ledger)
+    text = ok("history", "conv", "--db", ledger).stdout
+    assert "content erased" in text
+    assert "GDPR" in text
+    rows = [
+        json.loads(line)
+        for line in ok("history", "conv", "--json", "--db", ledger).stdout.splitlines()
+    ]
+    assert rows[0]["erased"] is True
+    assert rows[-1]["kind"] == "memory_erased"
+    assert rows[-1]["event"]["reason"] == "GDPR"

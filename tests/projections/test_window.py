@@ -1,0 +1,137 @@
+"""The window state machine and the window record, tested directly (no store)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eventlog import AiMessage, SystemMessage, ToolExecutionRequest, UserMessage
+from eventlog.messages import ToolExecutionResultMessage
+from eventlog.models import Record
+from projections.meta import ForkOrigin, WindowMeta
+from projections.replay import window_meta
+from projections.window import Departure, Entry, MessageWindowPolicy, Window
+
+_REQ = ToolExecutionRequest(id="1", name="calc", arguments="{}")
+
+
+def _entry(seq, message, index=0):
+    return Entry(message, (seq, index))
+
+
+def _reasons(departures):
+    return [(d.entry.ref, d.reason) for d in departures]
+
+
+def test_add_reports_evictions_and_orphans_with_their_reasons():
+    window = Window(MessageWindowPolicy(3))
+    window.add(_entry(1, SystemMessage("s")), lambda: 3)
+    window.add(_entry(2, AiMessage(tool_execution_requests=[_REQ])), lambda: 3)
+    window.add(_entry(3, ToolExecutionResultMessage.from_request(_REQ, "4")), lambda: 3)
+    departures = window.add(_entry(4, UserMessage("next")), lambda: 3)
+    # Check the request is evicted (the system message at index 0 stays) and its result goes
+    # with it as an orphan, in the order they left.
+    assert _reasons(departures) == [((2, 0), "evicted"), ((3, 0), "orphan")]
+    assert [e.ref for e in window.entries] == [(1, 0), (4, 0)]
+    assert window.limit == 3
+
+
+def test_add_of_the_same_system_message_changes_nothing_even_over_the_limit():
+    window = Window(
+        MessageWindowPolicy(3), [_entry(1, UserMessage("a")), _entry(2, SystemMessage("s"))]
+    )
+    # Check a limit that shrank is not applied when the add writes nothing (LangChain4j
+    # returns before storing the trimmed list).
+    assert window.add(_entry(3, SystemMessage("s")), lambda: 1) is None
+    assert [e.ref for e in window.entries] == [(1, 0), (2, 0)]
+
+
+def test_add_replaces_the_system_message_and_reads_the_limit_twice():
+    calls = []
+
+    def limit():
+        calls.append(1)
+        return 5
+
+    window = Window(
+        MessageWindowPolicy(5), [_entry(1, SystemMessage("old")), _entry(2, UserMessage("u"))]
+    )
+    departures = window.add(_entry(3, SystemMessage("new")), limit)
+    assert _reasons(departures) == [((1, 0), "system_replaced")]
+    assert [e.ref for e in window.entries] == [(2, 0), (3, 0)]
+    assert len(calls) == 2
+
+
+def test_set_and_clear_name_every_entry_that_left():
+    window = Window(MessageWindowPolicy(2), [_entry(1, UserMessage("a"))])
+    departures = window.set([_entry(2, UserMessage(str(i)), i) for i in range(3)], 2)
+    assert _reasons(departures) == [((1, 0), "set"), ((2, 0), "evicted")]
+    untrimmed = window.copy()
+    untrimmed.set([_entry(3, UserMessage(str(i)), i) for i in range(4)], None)
+    assert len(untrimmed.entries) == 4 and untrimmed.limit is None
+    assert _reasons(window.clear()) == [((2, 1), "cleared"), ((2, 2), "cleared")]
+    assert window.entries == []
+
+
+def test_view_trims_a_copy_only():
+    entries = [_entry(i, UserMessage(str(i))) for i in range(1, 5)]
+    window = Window(MessageWindowPolicy(4), entries)
+    assert [e.ref for e in window.view(2)] == [(3, 0), (4, 0)]
+    assert window.entries == entries
+    assert window.view(10) == entries
+    assert Departure(entries[0], "evicted").reason == "evicted"
+
+
+def test_window_meta_fast_path_matches_known_bytes():
+    assert WindowMeta([[1, 3]], 20).encode() == '{"lim":20,"w":[[1,3]]}'
+    assert WindowMeta([]).encode() == '{"w":[]}'
+    assert (
+        WindowMeta([[2, 0, 1]], 9, 7, "e").encode() == '{"est":"e","lim":9,"tok":7,"w":[[2,0,1]]}'
+    )
+    forked = WindowMeta([[1, 0, 1]], None, [3, 4], "e", ForkOrigin("a", 2, "h"))
+    assert forked.encode() == (
+        '{"est":"e","forked_from":{"hash":"h","memory":"a","seq":2},"tok":[3,4],"w":[[1,0,1]]}'
+    )
+    assert forked.size == 2 and forked.refs == [(1, 0), (1, 1)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{oops",
+        "[1]",
+        '{"w": 5}',
+        '{"w": [[1]]}',
+        '{"w": [[3, 1]]}',
+        '{"w": [[1, -2]]}',
+        '{"w": [[1, true]]}',
+        '{"w": [], "lim": "20"}',
+        '{"w": [], "tok": [1, "x"], "est": "e"}',
+        '{"w": [], "tok": 1, "est": 5}',
+        '{"w": [], "forked_from": {"memory": 1}}',
+    ],
+)
+def test_window_meta_refuses_malformed_records(text):
+    with pytest.raises(ValueError, match="meta"):
+        WindowMeta.decode(text)
+
+
+def test_window_meta_of_events_without_a_window():
+    assert WindowMeta.decode("") is None
+    assert WindowMeta.decode('{"other": 1}') is None
+    record = Record(
+        position=1,
+        stream_id="m",
+        seq=1,
+        recorded_at_text="2026-01-01T00:00:00.000000Z",
+        kind="message_added",
+        schema_version=1,
+        payload="{}",
+        meta='{"w": 5}',
+        prev_hash="",
+        hash="",
+    )
+    with pytest.raises(ValueError, match=r"event m#1 \(message_added\).*malformed"):
+        window_meta(record)
+    with pytest.raises(ValueError, match="records no window"):
+        window_meta(record._replace(meta=""))
+    assert window_meta(record._replace(kind="memory_cleared")).refs == []
