@@ -95,29 +95,47 @@ class InMemoryEventStore(EventStore):
             self._all.append(record)
             return record
 
-    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
+    def _erase(
+        self, keys: Sequence[str], reason: str, expected_seq: int | None
+    ) -> list[ErasureReceipt]:
         with self._lock:
             self._open("erase")
-            stream = self._streams.get(key, [])
-            pending = [
-                r for r in stream if r.kind not in RECEIPT_KINDS and (r.format == 1 or not r.erased)
-            ]
-            now = self._now()
-            built = self._erasure(key, [(r.seq, r.format) for r in pending], reason, now)
-            if built is None:
-                return None
-            item, event = built
-            (row,) = self._build(key, _head_of(stream), [item], now)  # validates before writing
-            blank = {r.position: r._replace(payload="", salt="") for r in pending}
-            stream[:] = [blank.get(r.position, r) for r in stream]
-            self._all = [blank.get(r.position, r) for r in self._all]
-            for snap_key in [k for k in self._snapshots if k[0] == key]:
-                del self._snapshots[snap_key]
-            self._position += 1
-            record = Record(self._position, *row)
-            stream.append(record)
-            self._all.append(record)
-            return ErasureReceipt(memory_id_from_key(key), event, record)
+            # Build every receipt first: nothing changes unless the whole batch can.
+            plans = []
+            for key in keys:
+                stream = self._streams.get(key, [])
+                head = _head_of(stream)
+                seq = 0 if head is None else head.seq
+                if expected_seq is not None and seq != expected_seq:
+                    raise ConcurrencyError(key, expected_seq, seq)
+                pending = [
+                    r
+                    for r in stream
+                    if r.kind not in RECEIPT_KINDS and (r.format == 1 or not r.erased)
+                ]
+                now = self._now()
+                built = self._erasure(key, [(r.seq, r.format) for r in pending], reason, now)
+                if built is None:
+                    continue
+                item, event = built
+                (row,) = self._build(key, head, [item], now)  # validates before writing
+                plans.append((key, stream, pending, row, event))
+            receipts = []
+            blanked: dict[int, Record] = {}
+            for key, stream, pending, row, event in plans:
+                blank = {r.position: r._replace(payload="", salt="") for r in pending}
+                stream[:] = [blank.get(r.position, r) for r in stream]
+                blanked.update(blank)
+                for snap_key in [k for k in self._snapshots if k[0] == key]:
+                    del self._snapshots[snap_key]
+                self._position += 1
+                record = Record(self._position, *row)
+                stream.append(record)
+                self._all.append(record)
+                receipts.append(ErasureReceipt(memory_id_from_key(key), event, record))
+            if blanked:
+                self._all = [blanked.get(r.position, r) for r in self._all]
+            return receipts
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = memory_key(memory_id)

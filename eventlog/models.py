@@ -343,11 +343,16 @@ class ErasureReceipt:
         memory_id: The memory id.
         event: The receipt event (erased seq range, record count, time, reason).
         record: The stored ``memory_erased`` record that carries it.
+        cleanup_pending: The erasure is committed and no read returns the content, but a
+            reader holding an old snapshot (a backup) kept the backend from cleaning its
+            files yet (SQLite: the -wal file; PostgreSQL: dead row versions until ``vacuum()``).
+            The next erase, purge or ``checkpoint()`` / ``vacuum()`` finishes it.
     """
 
     memory_id: MemoryId
     event: MemoryErased
     record: Record
+    cleanup_pending: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -574,26 +574,42 @@ class PostgresEventStore(EventStore):
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         return record
 
-    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
+    def _erase(
+        self, keys: Sequence[str], reason: str, expected_seq: int | None
+    ) -> list[ErasureReceipt]:
         """See :meth:`EventStore.erase`. As with :meth:`purge`, the old row versions (with the
         erased text) stay in the table files until :meth:`vacuum`, and in the WAL and backups
         until they are recycled."""
         kinds = list(RECEIPT_KINDS)
+        done: list[tuple[Record, ErasureReceipt]] = []
         with self._write("erase") as conn:
-            head = self._head(conn, key)
-            pending = conn.execute(self._q["to_erase"], (key, kinds)).fetchall()
-            now = self._now()
-            built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
-            if built is None:
-                return None
-            item, event = built
-            rows = self._build(key, head, [item], now)
-            conn.execute(self._q["blank"], (key, kinds))
-            conn.execute(self._q["delete_snapshots"], (key,))
-            ((_, position),) = conn.execute(*self._insert_query(rows)).fetchall()
-        record = Record(position, *rows[0])
-        self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
-        return ErasureReceipt(memory_id_from_key(key), event, record)
+            for key in keys:
+                head = self._head(conn, key)
+                seq = 0 if head is None else head.seq
+                if expected_seq is not None and seq != expected_seq:
+                    raise ConcurrencyError(key, expected_seq, seq)
+                pending = conn.execute(self._q["to_erase"], (key, kinds)).fetchall()
+                now = self._now()
+                built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+                if built is None:
+                    continue
+                item, event = built
+                rows = self._build(key, head, [item], now)
+                conn.execute(self._q["blank"], (key, kinds))
+                conn.execute(self._q["delete_snapshots"], (key,))
+                ((_, position),) = conn.execute(*self._insert_query(rows)).fetchall()
+                record = Record(position, *rows[0])
+                done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
+        for record, _ in done:
+            self._remember(
+                record.stream_id, StreamHead(record.seq, record.hash, record.recorded_at_text)
+            )
+        return [receipt for _, receipt in done]
+
+    def _clean_files(self, operation: str) -> bool:
+        # Dead row versions with the erased text stay in the table files until a vacuum; do
+        # not run one implicitly (it scans the whole table): say so, and let vacuum() do it.
+        return False
 
     def vacuum(self, *, full: bool = False) -> None:
         """Run ``VACUUM`` on the events and snapshots tables, e.g. after :meth:`purge`.

@@ -505,37 +505,50 @@ class SQLiteEventStore(EventStore):
         self._checkpoint("purge")
         return record
 
-    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
-        def work(conn: sqlite3.Connection) -> tuple[Record, ErasureReceipt] | None:
-            self._heads.pop(key, None)  # rare and destructive: decide on the stored head
-            head = self._head_locked(conn, key)
-            pending = conn.execute(_TO_ERASE, (key, *RECEIPT_KINDS)).fetchall()
-            now = self._now()
-            built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
-            if built is None:
-                return None
-            item, event = built
-            (row,) = self._build(key, head, [item], now)
-            conn.execute(_BLANK, (key, *RECEIPT_KINDS))
-            conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
-            record = Record(conn.execute(_INSERT, row).lastrowid or 0, *row)
-            return record, ErasureReceipt(memory_id_from_key(key), event, record)
+    def _erase(
+        self, keys: Sequence[str], reason: str, expected_seq: int | None
+    ) -> list[ErasureReceipt]:
+        def work(conn: sqlite3.Connection) -> list[tuple[Record, ErasureReceipt]]:
+            done = []
+            for key in keys:
+                self._heads.pop(key, None)  # rare and destructive: decide on the stored head
+                head = self._head_locked(conn, key)
+                if expected_seq is not None and (0 if head is None else head.seq) != expected_seq:
+                    raise ConcurrencyError(key, expected_seq, 0 if head is None else head.seq)
+                pending = conn.execute(_TO_ERASE, (key, *RECEIPT_KINDS)).fetchall()
+                now = self._now()
+                built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+                if built is None:
+                    continue
+                item, event = built
+                (row,) = self._build(key, head, [item], now)
+                conn.execute(_BLANK, (key, *RECEIPT_KINDS))
+                conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
+                record = Record(conn.execute(_INSERT, row).lastrowid or 0, *row)
+                done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
+            return done
 
         done = self._write("erase", work)
-        if done is None:
-            return None
-        record, receipt = done
-        self._heads[key] = StreamHead(record.seq, record.hash, record.recorded_at_text)
-        # As after purge: secure_delete zeroed the old cells, the WAL still holds copies.
-        self._checkpoint("erase")
-        return receipt
+        for record, _ in done:
+            self._heads[record.stream_id] = StreamHead(
+                record.seq, record.hash, record.recorded_at_text
+            )
+        return [receipt for _, receipt in done]
 
-    def _checkpoint(self, operation: str) -> None:
+    def _clean_files(self, operation: str) -> bool:
+        # secure_delete zeroed the old cells in the pages written by the erase, but the WAL
+        # still holds the earlier versions of those pages until it is checkpointed and
+        # truncated - which a reader holding an old snapshot (a backup) prevents.
+        return self._checkpoint(operation, strict=False)
+
+    def _checkpoint(self, operation: str, *, strict: bool = True) -> bool:
         """``wal_checkpoint(TRUNCATE)``, retried until no reader blocks it (up to busy_timeout).
+        Returns whether it completed; not ``strict``, False when readers blocked it throughout.
 
         Raises:
-            PersistenceError: Readers kept it busy past ``busy_timeout``; the purge itself is
-                committed, and running any later purge or ``checkpoint()`` completes erasure.
+            PersistenceError: ``strict`` and readers kept it busy past ``busy_timeout``; the
+                purge itself is committed, and any later erase, purge or ``checkpoint()``
+                completes erasure.
         """
         deadline = time.monotonic() + self._busy_timeout
         while True:
@@ -543,8 +556,10 @@ class SQLiteEventStore(EventStore):
                 operation, lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             )
             if not busy:
-                return
+                return True
             if time.monotonic() > deadline:
+                if not strict:
+                    return False
                 msg = (
                     f"WAL checkpoint of {self._where} stayed blocked by readers for "
                     f"{self._busy_timeout} s; purged rows may remain in the -wal file until "

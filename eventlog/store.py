@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import os
 from abc import ABC, abstractmethod
@@ -54,6 +55,15 @@ MIN_KEY_BYTES = 16
 KEY_CHECK = "key_check"
 """Name of the setting holding a keyed database's key check value."""
 _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
+
+
+def _check_reason(operation: str, reason: object) -> None:
+    """A receipt without a reason is no receipt: an auditor must learn why content went."""
+    if not isinstance(reason, str) or not reason.strip():
+        msg = (
+            f"{operation}: reason must be a non-empty string (why the content goes), got {reason!r}"
+        )
+        raise ValueError(msg)
 
 
 class EventStore(ABC):
@@ -141,7 +151,9 @@ class EventStore(ABC):
             ValueError: The stream is empty.
         """
 
-    def erase(self, memory_id: MemoryId, *, reason: str) -> ErasureReceipt:
+    def erase(
+        self, memory_id: MemoryId, *, reason: str, expected_seq: int | None = None
+    ) -> ErasureReceipt:
         """Delete the content of every record of a memory and append a receipt, atomically.
 
         Each record keeps its seq, kind, time, meta, commitment and hashes; only its payload
@@ -153,51 +165,67 @@ class EventStore(ABC):
         keeps working for new messages. Receipts (``memory_erased``, ``memory_purged``) are
         never erased: they hold no message.
 
-        SQLite checkpoints and truncates its WAL before returning (``secure_delete`` zeroed
-        the old bytes); PostgreSQL keeps dead row versions until ``vacuum()``.
+        After the commit the backend cleans its files (:meth:`_clean_files`): SQLite
+        checkpoints and truncates its WAL (``secure_delete`` zeroed the old bytes). A reader
+        that holds an old snapshot open (a backup) can keep it from finishing within
+        ``busy_timeout``; the erasure stands and the receipt says ``cleanup_pending``; the
+        next erase, purge or ``checkpoint()`` finishes it. PostgreSQL keeps dead row versions
+        until ``vacuum()``, so its receipts always say ``cleanup_pending``.
 
         Args:
             memory_id: The memory id.
-            reason: Why, recorded in the receipt.
+            reason: Why, recorded in the receipt (non-empty).
+            expected_seq: Erase only if the memory's head is still this seq (a retention job
+                erasing what it judged idle); None erases whatever is there.
 
         Returns:
             The receipt.
 
         Raises:
             ValueError: The memory has no records, nothing is left to erase (it was erased
-                already and nothing was added since), or it holds format 1 (legacy) records,
-                whose hash covers the payload itself: erasing them would break the chain, so
-                nothing is erased (use :meth:`purge` for such a memory).
+                already and nothing was added since), ``reason`` is empty, or it holds
+                format 1 (legacy) records, whose hash covers the payload itself: erasing them
+                would break the chain, so nothing is erased (use :meth:`purge` for such a
+                memory).
+            ConcurrencyError: ``expected_seq`` is given and the head moved; nothing erased.
             ChainKeyError: The database is keyed and this store was opened without the key.
             PersistenceError: The database failed; nothing was erased.
             StoreClosedError: The store is closed.
         """
         key = memory_key(memory_id)
+        _check_reason("erase", reason)
         self._writable("erase", type(self).__name__)
-        receipt = self._erase(key, reason)
-        if receipt is None:
+        receipts = self._erase([key], reason, expected_seq)
+        pending = not self._clean_files("erase")
+        if not receipts:
             msg = (
                 f"erase of {key}: nothing to erase (no records, or their content was erased "
                 "already and nothing was added since)"
             )
             raise ValueError(msg)
-        return receipt
+        return dataclasses.replace(receipts[0], cleanup_pending=pending)
 
-    def erase_subject(self, prefix: tuple[object, ...], *, reason: str) -> list[ErasureReceipt]:
+    def erase_subject(
+        self, prefix: tuple[object, ...], *, reason: str, batch: int = 500
+    ) -> list[ErasureReceipt]:
         """:meth:`erase` every memory whose tuple id starts with ``prefix`` (e.g. ``(user_id,)``
-        for every session of a user), one transaction per memory. Memories with nothing left
-        to erase are skipped.
+        for every session of a user). Memories with nothing left to erase are skipped, so a
+        rerun after a crash finishes the job without a second receipt for any memory.
+
+        Memories are erased ``batch`` to a transaction (each memory is untouched or fully
+        erased with its receipt, whatever happens), and the files are cleaned once at the end.
 
         Args:
             prefix: A non-empty tuple; ids ``(user_id, session_id)`` match ``(user_id,)``.
-            reason: Why, recorded in every receipt.
+            reason: Why, recorded in every receipt (non-empty).
+            batch: Memories per transaction (>= 1).
 
         Returns:
-            The receipts, in stream key order.
+            The receipts, in stream key order (``cleanup_pending`` as for :meth:`erase`).
 
         Raises:
-            ValueError: ``prefix`` is empty (it would erase every memory), or a matching
-                memory holds format 1 records (memories before it stay erased).
+            ValueError: ``prefix`` or ``reason`` is empty, ``batch`` < 1, or a matching
+                memory holds format 1 records (memories of earlier batches stay erased).
             TypeError: ``prefix`` is not a tuple.
         """
         if not isinstance(prefix, tuple):
@@ -206,21 +234,36 @@ class EventStore(ABC):
         if not prefix:
             msg = "erase_subject: the prefix is empty and would erase every memory; name a subject"
             raise ValueError(msg)
+        _check_reason("erase_subject", reason)
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            msg = f"erase_subject: batch must be an int >= 1, got {batch!r}"
+            raise ValueError(msg)
         self._writable("erase", type(self).__name__)
-        receipts = []
+        keys = []
         for key, *_ in sorted(self._stream_rows()):
             mid = memory_id_from_key(key)
             if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
-                receipt = self._erase(key, reason)
-                if receipt is not None:
-                    receipts.append(receipt)
-        return receipts
+                keys.append(key)
+        receipts: list[ErasureReceipt] = []
+        for start in range(0, len(keys), batch):
+            receipts.extend(self._erase(keys[start : start + batch], reason, None))
+        # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup.
+        pending = not self._clean_files("erase")
+        return [dataclasses.replace(r, cleanup_pending=pending) for r in receipts]
 
     @abstractmethod
-    def _erase(self, key: str, reason: str) -> ErasureReceipt | None:
-        """Backend hook of :meth:`erase`, in one write transaction: read the head, fetch the
-        records to erase, :meth:`_erasure` them, blank payload and salt, delete snapshots and
-        append the receipt. None (nothing written) when there is nothing to erase."""
+    def _erase(
+        self, keys: Sequence[str], reason: str, expected_seq: int | None
+    ) -> list[ErasureReceipt]:
+        """Backend hook of :meth:`erase`, all ``keys`` in one write transaction: for each,
+        read the head (``expected_seq`` checked against it when given), fetch the records to
+        erase, :meth:`_erasure` them, blank payload and salt, delete snapshots and append the
+        receipt. Keys with nothing to erase are skipped (no receipt)."""
+
+    def _clean_files(self, operation: str) -> bool:
+        """Remove what an erase or purge left in the backend's files, as far as it can now;
+        False when some of it must wait (see :meth:`erase`). The default has no files."""
+        return True
 
     @abstractmethod
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:

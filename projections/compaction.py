@@ -4,8 +4,11 @@
 than ``idle_for`` it saves the window at the head as a snapshot, so the next cold open reads
 one row instead of the events the window refers to. It never changes history: records, hashes,
 ``as_of`` answers and ``verify()`` are the same afterwards. Only when ``purge_idle_for`` is
-given does it erase memories idle longer than that (``EventStore.purge``: events and snapshots
-are deleted, a tombstone stays). Each run is logged in the store's ``~sys:compaction`` stream.
+given does it erase memories idle longer than that with ``EventStore.erase``: their content
+goes, each record's skeleton (seq, time, commitment, hashes) and a ``memory_erased`` receipt stay,
+so retention never breaks a digest or proof taken earlier. (A memory holding legacy format 1
+records cannot be erased that way; it is purged, leaving a ``memory_purged`` tombstone.) Each
+run is logged in the store's ``~sys:compaction`` stream.
 
 :class:`CompactionScheduler` runs :func:`compact` at an interval on apscheduler 3.x's
 ``BackgroundScheduler``; this is the only module of chatledger that uses apscheduler.
@@ -27,7 +30,7 @@ from eventlog.errors import ConcurrencyError
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.models import CompactionRun, LoggedEvent, StreamInfo
 from eventlog.serialization import encode_event, logged_event
-from eventlog.store import EventStore
+from eventlog.store import RECEIPT_KINDS, EventStore
 from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.provider import ChatMemoryProvider
 from projections.replay import view_at
@@ -57,8 +60,9 @@ class CompactionReport:
 
     Attributes:
         compacted: Memory ids that got a window snapshot at their head.
-        purged: Memory ids that were erased (each left a tombstone).
-        skipped: Memory ids left alone: already purged, not written by a chatledger memory
+        purged: Memory ids whose content was erased for being idle past ``purge_idle_for``
+            (each got a ``memory_erased`` receipt; a legacy format 1 memory a tombstone).
+        skipped: Memory ids left alone: already erased or purged, not written by a chatledger memory
             (no window in the head's meta), or written to while the run looked at them.
         errors: One line per memory id that failed (``"<stream key>: <error>"``); the run
             went on with the others.
@@ -208,15 +212,16 @@ def _compact_one(
     idle = now - head.recorded_at
     if idle <= idle_for:
         return "skipped"
-    if head.kind == "memory_purged":
-        return "skipped"
+    if head.kind in RECEIPT_KINDS:
+        return "skipped"  # erased or purged, and nothing written since
     if purge_idle_for is not None and idle > purge_idle_for:
+        reason = f"idle for more than {purge_idle_for}"
         try:
-            store.purge(key, expected_seq=head.seq, reason=f"idle for more than {purge_idle_for}")
+            _erase_idle(store, key, head.seq, reason)
         except ConcurrencyError:
             return "skipped"  # a writer came back: it is not idle, and nothing was erased
         return "purged"
-    # (A purge tombstone at the head was skipped above.)
+    # (An erasure receipt or purge tombstone at the head was skipped above.)
     meta = WindowMeta([]) if head.kind in EMPTYING_KINDS else WindowMeta.decode(head.meta)
     if meta is None:
         return "skipped"
@@ -229,6 +234,22 @@ def _compact_one(
     entries = view_at(store, key, head.seq, identity=identity)
     save_window_snapshot(store, key, head.seq, entries, identity)
     return "compacted"
+
+
+def _erase_idle(store: EventStore, key: StreamKey, seq: int, reason: str) -> None:
+    """Erase an idle memory whose head is ``seq``; purge it if legacy records forbid erasing.
+
+    Raises:
+        ConcurrencyError: A writer appended after ``seq``; nothing was erased.
+    """
+    try:
+        store.erase(key, reason=reason, expected_seq=seq)
+    except ValueError:
+        # Format 1 records hash their payload itself: blanking it would break the chain, so
+        # the only way to drop their content is a purge (records deleted, a tombstone kept).
+        if not any(record.format == 1 for record in store.read(key)):
+            raise
+        store.purge(key, expected_seq=seq, reason=reason)
 
 
 def compaction_runs(store: EventStore) -> list[LoggedEvent]:

@@ -500,7 +500,8 @@ def _add_maintenance_commands(commands: _Commands) -> None:
         "--purge-idle-for",
         type=parse_duration,
         metavar="DURATION",
-        help="erase memories idle this long, leaving a tombstone (default: never)",
+        help="erase the content of memories idle this long; hashes and a receipt stay "
+        "(default: never)",
     )
 
 

@@ -210,8 +210,9 @@ def erase_cmd(args: argparse.Namespace, store: EventStore) -> int:
         }
         for r in receipts
     ]
+    pending = any(r.cleanup_pending for r in receipts)
     if args.json:
-        emit({"erased": result})
+        emit({"erased": result, "cleanup_pending": pending})
     else:
         out = console()
         for r in result:
@@ -221,4 +222,19 @@ def erase_cmd(args: argparse.Namespace, store: EventStore) -> int:
             )
         if not result:
             out.print("nothing to erase")
+        if pending:
+            # Not a failure: the content is gone from every read; old bytes wait in files.
+            out.print(_CLEANUP_PENDING.get(type(store).__name__, _CLEANUP_PENDING[""]))
     return 0
+
+
+_CLEANUP_PENDING = {
+    "PostgresEventStore": (
+        "erased, file cleanup pending: dead row versions keep the old text in the table "
+        "files until a VACUUM (store.vacuum() or autovacuum)"
+    ),
+    "": (
+        "erased, file cleanup pending: a reader (a backup?) held the WAL; the old text stays "
+        "in the -wal file until the next erase or checkpoint finishes it"
+    ),
+}

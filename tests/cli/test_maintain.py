@@ -135,14 +135,19 @@ def test_compact_snapshots_then_purges_idle_memories(ok, tmp_path):
     assert "purged: 1  old" in out
     assert "errors: 0  -" in out
     events = json_lines(ok("history", "old", "--db", path, "--json").stdout)
-    assert [e["kind"] for e in events] == ["memory_purged"]
-    assert "erased 1 event: " in ok("history", "old", "--db", path).stdout
+    # Check retention erased the content and kept the record and a receipt.
+    assert [e["kind"] for e in events] == ["message_added", "memory_erased"]
+    assert events[0]["erased"] is True
+    assert "erased the content of 1 event: idle for more than 90 days" in (
+        ok("history", "old", "--db", path).stdout
+    )
     runs = ok("history", "~sys:compaction", "--db", path).stdout
     assert "compacted 1, purged 0" in runs
     assert "compacted 0, purged 1" in runs
-    # A purged memory cannot be re-created by import (streams start at seq 1): skipped.
+    # Check an erased memory exports and imports with its proofs intact, still erased.
     dump = tmp_path / "idle.jsonl"
-    assert json.loads(ok("export", "-o", dump, "--db", path, "--json").stdout)["records"] == 2
-    imported = ok("import", dump, "--db", tmp_path / "copy.db", "--skip-purged").stdout
-    assert "skipped 'old': its history starts with a purge tombstone" in imported
-    assert "new" in ok("ids", "--db", tmp_path / "copy.db").stdout
+    assert json.loads(ok("export", "-o", dump, "--db", path, "--json").stdout)["records"] == 3
+    ok("import", dump, "--db", tmp_path / "copy.db")
+    with SQLiteEventStore(tmp_path / "copy.db") as copy:
+        assert [r.erased for r in copy.read("old")] == [True, False]
+        assert copy.verify().ok

@@ -21,7 +21,7 @@ from freezegun import freeze_time
 from eventlog import InMemoryEventStore, SQLiteEventStore, UserMessage
 from eventlog.errors import ConcurrencyError
 from eventlog.lc4j_json import message_to_json
-from eventlog.models import CompactionRun, MemoryPurged, MessageAdded, Record, StreamInfo
+from eventlog.models import CompactionRun, MemoryErased, MessageAdded, Record, StreamInfo
 from eventlog.serialization import encode_event
 from eventlog.store import EventStore
 from projections import MessageWindowChatMemory, OpenAiTokenCountEstimator, TokenWindowChatMemory
@@ -35,6 +35,7 @@ from projections.compaction import (
 from projections.provider import ChatMemoryProvider
 from projections.snapshots import SNAPSHOT_NAME, load_window_snapshot
 from tests.conftest import PG_DSN, Backend
+from tests.eventlog.contract.records import added
 from tests.factories import a_conversation, a_message
 
 DAY = timedelta(days=1)
@@ -350,21 +351,26 @@ def test_long_idle_memories_are_purged_only_when_asked(store):
     # Check the default keeps history forever.
     assert _compact_at("2026-01-03", store).purged == ()
     assert _stored(store, "ancient") == kept
+    digest = store.digest()
     report = _compact_at(
         "2026-01-03", store, purge_idle_for=timedelta(days=90), providers=[provider]
     )
-    # Check the long-idle id was erased (a tombstone stays), the other only compacted.
+    # Check the long-idle id was erased (skeleton and a receipt stay), the other only compacted.
     assert report.purged == ("ancient",)
     assert report.compacted == ()  # "recent" already has its snapshot from the first run
-    (tombstone,) = _memory(store, "ancient").history()
-    assert tombstone.kind == "memory_purged"
-    assert isinstance(tombstone.event, MemoryPurged)
-    assert tombstone.event.reason == "idle for more than 90 days, 0:00:00"
-    assert tombstone.event.event_count == len(kept)
+    *erased, receipt = _memory(store, "ancient").history()
+    assert [e.seq for e in erased] == [r[0] for r in kept]
+    assert all(e.erased for e in erased)
+    assert receipt.kind == "memory_erased"
+    assert isinstance(receipt.event, MemoryErased)
+    assert receipt.event.reason == "idle for more than 90 days, 0:00:00"
+    assert receipt.event.record_count == len(kept)
     assert store.load_snapshot("ancient", SNAPSHOT_NAME) is None
     assert store.verify().ok
+    # Check retention did not break the digest taken before it.
+    assert store.verify(digest=digest).ok
     assert "ancient" not in provider
-    # Check an object still held shows the empty memory, and the tombstone is skipped later.
+    # Check an object still held shows the empty memory, and the receipt is skipped later.
     assert cached.messages() == []
     assert len(_stored(store, "recent")) == 7
     later = _compact_at("2026-06-01", store, purge_idle_for=timedelta(days=90))
@@ -375,19 +381,18 @@ def test_long_idle_memories_are_purged_only_when_asked(store):
 
 
 class _WriterArrivesBeforePurge:
-    """A real second writer appends between compact()'s idleness check and its purge."""
+    """A real second writer appends between compact()'s idleness check and its erasure."""
 
     other: EventStore | None
 
-    def purge(self, memory_id: Any, *, expected_seq: int, reason: str) -> Record:
+    def erase(self, memory_id: Any, *, reason: str, expected_seq: int | None = None) -> Any:
         other: Any = self.other or self
         MessageWindowChatMemory(id=memory_id, max_messages=4, store=other).add(
             UserMessage("I am back")
         )
-        record: Record = super().purge(  # type: ignore[misc]
+        return super().erase(  # type: ignore[misc]
             memory_id, expected_seq=expected_seq, reason=reason
         )
-        return record
 
 
 def test_a_memory_written_during_the_run_is_not_purged(backend):
@@ -414,7 +419,24 @@ def test_the_purge_is_atomic_against_the_head_the_caller_saw(store):
     _memory(store, "conv").add(a_message())
     with pytest.raises(ConcurrencyError):
         store.purge("conv", expected_seq=seen, reason="idle")
+    with pytest.raises(ConcurrencyError):
+        store.erase("conv", expected_seq=seen, reason="idle")
     assert len(store.read("conv")) == seen + 1
+    assert not any(r.erased for r in store.read("conv"))
+
+
+def test_a_legacy_format_1_memory_is_purged_with_a_tombstone(store):
+    # Format 1 records hash their payload: erasing would break the chain, so retention purges.
+    with freeze_time("2025-09-01"):
+        store.append("legacy", [added("old")._replace(format=1)])
+        _fill(store, "legacy2", when="2025-09-01")
+        store.append("legacy2", [added("old")._replace(format=1)])
+    report = _compact_at("2026-01-03", store, purge_idle_for=timedelta(days=90))
+    assert (set(report.purged), report.errors) == ({"legacy", "legacy2"}, ())
+    for key in ("legacy", "legacy2"):
+        (tombstone,) = store.read(key)
+        assert tombstone.kind == "memory_purged"
+    assert store.verify().ok
 
 
 def test_purged_text_is_physically_gone_from_every_sqlite_file(tmp_path):

@@ -197,3 +197,77 @@ def test_receipt_round_trips_through_serialization(store):
     )
     (record,) = store.append("u1", [encode_event(event)])
     assert decode_event(record) == event
+
+
+def test_erase_with_expected_seq_refuses_a_moved_head_and_changes_nothing(store):
+    from eventlog import ConcurrencyError
+
+    store.append("u1", batch("a", "b"))
+    # Check a stale expected seq is a conflict and nothing is blanked or appended.
+    with pytest.raises(ConcurrencyError):
+        store.erase("u1", reason="retention", expected_seq=1)
+    assert texts(store.read("u1")) == ["a", "b"]
+    assert store.head("u1").seq == 2
+    # Check the current one erases.
+    receipt = store.erase("u1", reason="retention", expected_seq=2)
+    assert receipt.record.seq == 3
+    assert all(r.erased for r in store.read("u1", lte=2))
+
+
+@pytest.mark.parametrize("reason", ["", "   ", None])
+def test_erase_without_a_reason_is_refused(store, reason):
+    store.append(("alice", "s1"), batch("a"))
+    with pytest.raises(ValueError, match="reason must be a non-empty string"):
+        store.erase(("alice", "s1"), reason=reason)
+    with pytest.raises(ValueError, match="reason must be a non-empty string"):
+        store.erase_subject(("alice",), reason=reason)
+    assert not store.read(("alice", "s1"))[0].erased
+
+
+@pytest.mark.parametrize("size", [0, -1, True, 2.0])
+def test_erase_subject_refuses_a_bad_batch_size(store, size):
+    store.append(("alice", "s1"), batch("a"))
+    with pytest.raises(ValueError, match="batch must be an int >= 1"):
+        store.erase_subject(("alice",), reason="r", batch=size)
+    assert not store.read(("alice", "s1"))[0].erased
+
+
+def test_erase_subject_in_small_batches_erases_each_memory_once(store):
+    ids = [("carol", f"s{i}") for i in range(7)]
+    for mid in ids:
+        store.append(mid, batch("x", "y"))
+    store.append(("dave", "s1"), batch("kept"))
+    digest = store.digest()
+
+    receipts = store.erase_subject(("carol",), reason="request 12", batch=3)
+
+    # Check every memory got exactly one receipt, as its last record, covering seq 1..2.
+    assert [r.memory_id for r in receipts] == sorted(ids)
+    for mid in ids:
+        records = store.read(mid)
+        assert [r.kind for r in records][-1] == "memory_erased"
+        assert sum(r.kind == "memory_erased" for r in records) == 1
+        assert all(r.erased for r in records[:-1])
+    assert texts(store.read(("dave", "s1"))) == ["kept"]
+    assert store.verify().ok
+    assert store.verify(digest=digest).ok
+    # Check a rerun writes nothing.
+    assert store.erase_subject(("carol",), reason="request 12", batch=3) == []
+    assert store.head(ids[0]).seq == 3
+
+
+def test_erase_subject_batch_is_all_or_nothing_on_a_format_1_memory(store):
+    store.append(("erin", "a"), batch("one"))
+    store.append(("erin", "b"), [added("legacy")._replace(format=1)])
+    store.append(("erin", "c"), batch("three"))
+    with pytest.raises(ValueError, match=r"format 1.*use purge\(\)"):
+        store.erase_subject(("erin",), reason="r", batch=10)
+    # Check the batch with the format 1 memory changed nothing, not even the memory before it.
+    assert texts(store.read(("erin", "a"))) == ["one"]
+    assert texts(store.read(("erin", "c"))) == ["three"]
+    assert store.verify().ok
+    # Check with batches of one, the memory before it stays erased, and it is named.
+    with pytest.raises(ValueError, match=r"erase of .*erin.*b"):
+        store.erase_subject(("erin",), reason="r", batch=1)
+    assert all(r.erased for r in store.read(("erin", "a"))[:-1])
+    assert texts(store.read(("erin", "c"))) == ["three"]
