@@ -21,6 +21,7 @@ from eventlog.errors import (
 )
 from eventlog.ids import MemoryId
 from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
+from eventlog.keyring import FileKeyring, Keyring, KeyUnavailableError, MemoryKeyring
 from eventlog.lc4j_json import (
     message_from_json,
     message_to_json,
@@ -76,15 +77,19 @@ __all__ = [
     "ErasureReceipt",
     "EventLogError",
     "EventStore",
+    "FileKeyring",
     "ImageContent",
     "ImportReport",
     "InMemoryEventStore",
     "InclusionProof",
+    "KeyUnavailableError",
+    "Keyring",
     "LedgerDigest",
     "LoggedEvent",
     "MemoryCleared",
     "MemoryErased",
     "MemoryId",
+    "MemoryKeyring",
     "MemoryPurged",
     "MessageAdded",
     "MessagesSet",

@@ -9,7 +9,12 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     ├── ChainKeyError           a keyed store was opened with a wrong key, or written without one
     ├── SchemaVersionError      the database or a record was written by a newer chatledger
     ├── StoreClosedError        the store was used after close()
-    └── PersistenceError        the database failed (locked too long, unreachable, disk full)
+    ├── PersistenceError        the database failed (locked too long, unreachable, disk full)
+    ├── KeyUnavailableError     encrypted content whose key is destroyed or not given  (keyring)
+    ├── SealBrokenError         encrypted content that does not authenticate           (keyring)
+    └── KeyringError            the keyring cannot be read or written                  (keyring)
+
+The three keyring errors live in :mod:`eventlog.keyring`, beside the encryption they are about.
 
 Errors carry the facts as attributes (``stream_id``, ``expected``, ``actual``, ...) so code can
 react without parsing messages, and their messages name the operation, the values and a remedy.

@@ -208,7 +208,7 @@ def record_problem(record: Record, key: bytes | None = None) -> str | None:
         if salt:
             if not _hex32(salt):
                 return "malformed salt: not 32 lowercase hex digits"
-            if commit(bytes.fromhex(salt), record.payload) != record.commitment:
+            if commit(bytes.fromhex(salt), record.stored_payload) != record.commitment:
                 # The same words as a chain hash mismatch: either way the stored content is
                 # not what was hashed, and tools match this reason.
                 return CONTENT_MISMATCH

@@ -201,8 +201,12 @@ class ImportGate:
         max_line: int = DEFAULT_MAX_LINE,
         max_depth: int = DEFAULT_MAX_DEPTH,
         check: WindowCheck | None = None,
+        opener: Callable[[Record], Record] | None = None,
     ) -> None:
         self._refuse = refuse
+        # The target store's decryption: a sealed payload is checked as the plaintext it
+        # opens to (and refused, naming the missing key, when the store cannot open it).
+        self._opener = opener
         clock = datetime.now(UTC) if now is None else now
         self._latest = format_time(clock + skew)
         self._skew = skew
@@ -327,6 +331,8 @@ class ImportGate:
 
     def _payload(self, record: Record, where: str) -> None:
         what = f"{where}: the payload of {record.stream_id!r:.80}#{record.seq} ({record.kind})"
+        if self._opener is not None:
+            record = self._opener(record)
         try:
             event = decode_event(record)
             # decode_event ignores a clear's payload; other readers (SQL, Java) expect "{}".

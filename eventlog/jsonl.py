@@ -62,7 +62,7 @@ def _record_line(record: Record) -> str:
             "recorded_at": record.recorded_at_text,
             "kind": record.kind,
             "schema_version": record.schema_version,
-            "payload": record.payload,
+            "payload": record.stored_payload,  # as stored: an export needs no keys
             "meta": record.meta,
             "prev_hash": record.prev_hash,
             "hash": record.hash,
@@ -358,6 +358,7 @@ def import_jsonl(
         max_line=max_line,
         max_depth=max_depth,
         check=check,
+        opener=lambda record: store._opened([record])[0],
     )
     streams = _parse(lines, source, gate)
     plan: list[tuple[str, int, list[Record]]] = []

@@ -176,7 +176,7 @@ class ProvenRecord(BaseModel):
             kind=record.kind,
             schema_version=record.schema_version,
             recorded_at=record.recorded_at_text,
-            payload=record.payload,
+            payload=record.stored_payload,
             meta=record.meta,
             prev_hash=record.prev_hash,
             hash=record.hash,

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.keyring import Keyring
 from eventlog.models import ErasureReceipt, NewRecord, Record, Snapshot, StreamHead, format_time
 from eventlog.store import RECEIPT_KINDS, EventStore
 
@@ -25,8 +26,9 @@ class InMemoryEventStore(EventStore):
         key: Chain key (at least 16 bytes): records are format 3, HMAC-SHA256 under it.
     """
 
-    def __init__(self, *, key: bytes | None = None) -> None:
+    def __init__(self, *, key: bytes | None = None, keyring: Keyring | None = None) -> None:
         self._key = self._valid_key(key)
+        self._use_keyring(keyring)
         self._keyed_db = key is not None
         self._lock = threading.RLock()
         self._streams: dict[str, list[Record]] = {}
@@ -68,7 +70,7 @@ class InMemoryEventStore(EventStore):
                 records.append(Record(self._position, *row))
             self._streams.setdefault(key, []).extend(records)
             self._all.extend(records)
-            return records
+        return self._revealed(records, items)
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = memory_key(memory_id)
@@ -167,14 +169,15 @@ class InMemoryEventStore(EventStore):
             selected = stream[lo:hi]
         if desc:
             selected.reverse()
-        return selected if limit is None else selected[: max(limit, 0)]
+        return self._opened(selected if limit is None else selected[: max(limit, 0)])
 
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
         with self._lock:
             self._open("read_all")
             lo = bisect.bisect_right(self._all, gt, key=_position)
             hi = len(self._all) if limit is None else lo + max(limit, 0)
-            return self._all[lo:hi]
+            selected = self._all[lo:hi]
+        return self._opened(selected)
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
         key = memory_key(memory_id)

@@ -268,6 +268,9 @@ class Record(NamedTuple):
             the payload ("" for format 1); it outlives an erasure of payload and salt.
         format: 1 = SHA-256 over the payload (records written before format 2), 2 = salted
             SHA-256 over the commitment, 3 = salted HMAC-SHA256 (a keyed store).
+        sealed: The stored, encrypted payload when a store with a keyring decrypted it into
+            ``payload`` ("" otherwise). The commitment covers this text, so chains and proofs
+            verify without keys.
     """
 
     position: int
@@ -283,6 +286,12 @@ class Record(NamedTuple):
     salt: str = ""
     commitment: str = ""
     format: int = 1
+    sealed: str = ""
+
+    @property
+    def stored_payload(self) -> str:
+        """The payload as stored (the ciphertext when encrypted): what the commitment covers."""
+        return self.sealed or self.payload
 
     @property
     def recorded_at(self) -> datetime:

@@ -31,6 +31,7 @@ from eventlog import postgres_sql as pgsql
 from eventlog.errors import ConcurrencyError, PersistenceError, SchemaVersionError, StoreClosedError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.keyring import Keyring
 from eventlog.models import (
     ErasureReceipt,
     NewRecord,
@@ -149,8 +150,10 @@ class PostgresEventStore(EventStore):
         statement_timeout: float | None = None,
         read_retries: int = 3,
         key: bytes | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self._key = self._valid_key(key)
+        self._use_keyring(keyring)
         if (dsn is None) == (pool is None):
             msg = "PostgresEventStore: pass exactly one of dsn= and pool="
             raise ValueError(msg)
@@ -485,7 +488,7 @@ class PostgresEventStore(EventStore):
                     raise
         last = records[-1]
         self._remember(key, StreamHead(last.seq, last.hash, last.recorded_at_text))
-        return records
+        return self._revealed(records, items)
 
     def _append(
         self,
@@ -612,7 +615,7 @@ class PostgresEventStore(EventStore):
         return False
 
     def vacuum(self, *, full: bool = False) -> None:
-        """Run ``VACUUM`` on the events and snapshots tables, e.g. after :meth:`purge`.
+        """Run ``VACUUM`` on the events and snapshots tables, e.g. after an erase or purge.
 
         Plain VACUUM removes the dead rows a purge left behind and makes their space reusable
         without blocking readers or writers; their bytes may still sit in the data files until
@@ -663,13 +666,15 @@ class PostgresEventStore(EventStore):
             None if limit is None else max(limit, 0),
         )
         query = self._q["read_desc" if desc else "read"]
-        return self._read("read", lambda conn: [Record(*r) for r in conn.execute(query, params)])
+        return self._opened(
+            self._read("read", lambda conn: [Record(*r) for r in conn.execute(query, params)])
+        )
 
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
         params = (gt, None if limit is None else max(limit, 0))
         query = self._q["read_all"]
-        return self._read(
-            "read_all", lambda conn: [Record(*r) for r in conn.execute(query, params)]
+        return self._opened(
+            self._read("read_all", lambda conn: [Record(*r) for r in conn.execute(query, params)])
         )
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:

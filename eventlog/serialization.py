@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from eventlog.errors import SchemaVersionError
+from eventlog.keyring import KeyUnavailableError, is_sealed
 from eventlog.lc4j_json import (
     message_from_json,
     message_to_json,
@@ -110,7 +111,21 @@ def cleared_record(meta: str = "") -> NewRecord:
     return NewRecord("memory_cleared", "{}", meta)
 
 
+def require_opened(record: Record) -> None:
+    """Refuse a record whose payload is still encrypted (the store had no keyring holding its
+    key: destroyed by an erasure, or not given).
+
+    Raises:
+        KeyUnavailableError: The payload is sealed.
+    """
+    if is_sealed(record.payload):
+        key_id = record.payload.partition(":")[2].rpartition(":")[0]
+        where = f"decode of {record.stream_id} seq {record.seq}"
+        raise KeyUnavailableError(where, key_id, keyring_given=None)
+
+
 def _upcast(record: Record) -> tuple[str, str]:
+    require_opened(record)
     kind, payload, version = record.kind, record.payload, record.schema_version
     if version > CURRENT_SCHEMA_VERSION:
         what = f"record {record.stream_id}#{record.seq}"

@@ -17,6 +17,7 @@ import sqlite_utils
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.keyring import Keyring
 from eventlog.models import (
     ErasureReceipt,
     NewRecord,
@@ -138,6 +139,7 @@ _BLANK = (
     "AND (salt != '' OR payload != '')"
 )
 _EVENT_EXISTS = "SELECT 1 FROM events WHERE stream_id = ? AND seq = ?"
+_EVENTS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
 _PRUNE_SNAPSHOTS = "DELETE FROM snapshots WHERE stream_id = ? AND name = ? AND seq < ?"
 _SAVE_SNAPSHOT = "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?)"
 _LOAD_SNAPSHOT = (
@@ -195,8 +197,10 @@ class SQLiteEventStore(EventStore):
         busy_timeout: float = 30.0,
         create_schema: bool = True,
         key: bytes | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self._key = self._valid_key(key)
+        self._use_keyring(keyring)
         if synchronous not in ("NORMAL", "FULL"):
             msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}"
             raise ValueError(msg)
@@ -234,7 +238,10 @@ class SQLiteEventStore(EventStore):
             # mode and run the migration machinery only when needed; both are cheap reads when
             # nothing is to do.
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if not self._db.memory and str(mode).lower() != "wal":
+            # Switching to WAL rewrites the file header: never do it to a file that is not
+            # ours (create_schema=False on another app's database must change nothing).
+            ours = create_schema or self._conn.execute(_EVENTS_EXIST).fetchone() is not None
+            if ours and not self._db.memory and str(mode).lower() != "wal":
                 self._db.enable_wal()
             self._conn.execute(f"PRAGMA synchronous = {synchronous}")
             # Purged messages must not survive in free pages of the file.
@@ -471,7 +478,7 @@ class SQLiteEventStore(EventStore):
             records = self._write("append", work)
         last = records[-1]
         self._heads[key] = StreamHead(last.seq, last.hash, last.recorded_at_text)
-        return records
+        return self._revealed(records, items)
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = memory_key(memory_id)
@@ -606,12 +613,16 @@ class SQLiteEventStore(EventStore):
             params.append(lte)
         params.append(_NO_LIMIT if limit is None else max(limit, 0))
         sql = _READ[gt is not None, lte is not None, desc]
-        return self._read("read", lambda conn: [Record(*row) for row in conn.execute(sql, params)])
+        return self._opened(
+            self._read("read", lambda conn: [Record(*row) for row in conn.execute(sql, params)])
+        )
 
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
         params = (gt, _NO_LIMIT if limit is None else max(limit, 0))
-        return self._read(
-            "read_all", lambda conn: [Record(*row) for row in conn.execute(_READ_ALL, params)]
+        return self._opened(
+            self._read(
+                "read_all", lambda conn: [Record(*row) for row in conn.execute(_READ_ALL, params)]
+            )
         )
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:

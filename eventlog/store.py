@@ -24,6 +24,15 @@ from eventlog.hashing import (
     record_problem,
 )
 from eventlog.ids import SYSTEM_PREFIX, MemoryId, memory_id_from_key, memory_key
+from eventlog.keyring import (
+    Keyring,
+    KeyUnavailableError,
+    SealBrokenError,
+    is_sealed,
+    open_sealed,
+    seal,
+    subject_of,
+)
 from eventlog.ledger import (
     DigestReport,
     InclusionProof,
@@ -55,6 +64,11 @@ MIN_KEY_BYTES = 16
 KEY_CHECK = "key_check"
 """Name of the setting holding a keyed database's key check value."""
 _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
+
+
+def _aad(key: str, seq: int, kind: str) -> bytes:
+    """What a sealed payload is bound to: a ciphertext copied into another row fails to open."""
+    return f"{len(key)}:{key}\x1f{seq}\x1f{kind}".encode()
 
 
 def _check_reason(operation: str, reason: object) -> None:
@@ -197,6 +211,10 @@ class EventStore(ABC):
         self._writable("erase", type(self).__name__)
         receipts = self._erase([key], reason, expected_seq)
         pending = not self._clean_files("erase")
+        if self._keyring is not None and not isinstance(memory_id, tuple):
+            # A plain id is its own subject (see keyring.subject_of); a tuple id shares its
+            # subject's key with the subject's other memories: erase_subject destroys that.
+            self._keyring.destroy(key)
         if not receipts:
             msg = (
                 f"erase of {key}: nothing to erase (no records, or their content was erased "
@@ -247,8 +265,12 @@ class EventStore(ABC):
         receipts: list[ErasureReceipt] = []
         for start in range(0, len(keys), batch):
             receipts.extend(self._erase(keys[start : start + batch], reason, None))
-        # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup.
+        # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup
+        # and destroys the key if a crash came between the rows and the key.
         pending = not self._clean_files("erase")
+        if self._keyring is not None and len(prefix) == 1:
+            # Last: while the key exists a crash leaves nothing unreadable that is not erased.
+            self._keyring.destroy(memory_key(prefix))
         return [dataclasses.replace(r, cleanup_pending=pending) for r in receipts]
 
     @abstractmethod
@@ -259,6 +281,66 @@ class EventStore(ABC):
         read the head (``expected_seq`` checked against it when given), fetch the records to
         erase, :meth:`_erasure` them, blank payload and salt, delete snapshots and append the
         receipt. Keys with nothing to erase are skipped (no receipt)."""
+
+    # ---------------------------------------------------------------- encryption at rest
+
+    _keyring: Keyring | None = None
+
+    def _use_keyring(self, keyring: object) -> None:
+        """Backends call this from ``__init__`` with their ``keyring=`` argument."""
+        if keyring is not None and not isinstance(keyring, Keyring):
+            msg = (
+                f"keyring must be an eventlog.keyring.Keyring (e.g. FileKeyring(path)) or None, "
+                f"not {type(keyring).__name__}"
+            )
+            raise TypeError(msg)
+        self._keyring = keyring
+        self._subjects: dict[str, str] = {}
+
+    def _subject(self, key: str) -> str:
+        """The keyring subject of a stream key (cached: parsing a key costs microseconds)."""
+        cache = self._subjects
+        subject = cache.get(key)
+        if subject is None:
+            if len(cache) > 100_000:  # a bound, not an LRU: refilling is cheap
+                cache.clear()
+            subject = cache[key] = subject_of(memory_id_from_key(key))
+        return subject
+
+    def _opened(self, records: list[Record]) -> list[Record]:
+        """``records`` with sealed payloads decrypted (``Record.sealed`` keeps the stored
+        text). One that cannot be opened stays sealed: verify, digests and exports need no
+        key, and decoding it raises :class:`~eventlog.keyring.KeyUnavailableError`."""
+        ring = self._keyring
+        if ring is None:
+            return records
+        out = []
+        for record in records:
+            opened = record
+            if is_sealed(record.payload):
+                where = f"read of {record.stream_id} seq {record.seq}"
+                aad = _aad(record.stream_id, record.seq, record.kind)
+                try:
+                    plain = open_sealed(ring, aad, record.payload, where=where)
+                except (KeyUnavailableError, SealBrokenError):
+                    pass  # the commitment check reports an altered row; decode a missing key
+                else:
+                    opened = record._replace(payload=plain, sealed=record.payload)
+            out.append(opened)
+        return out
+
+    def _revealed(self, records: list[Record], items: Sequence[NewRecord]) -> list[Record]:
+        """Appended ``records`` with the plaintext of ``items`` where they were sealed: the
+        writer knows it, so it is not decrypted again."""
+        if self._keyring is None:
+            return records
+        # Built with tuple.__new__ rather than _replace: this is on every encrypted append.
+        return [
+            tuple.__new__(Record, (*r[:6], item.payload, *r[7:13], r.payload))
+            if r.payload is not item.payload
+            else r
+            for r, item in zip(records, items, strict=True)
+        ]
 
     def _clean_files(self, operation: str) -> bool:
         """Remove what an erase or purge left in the backend's files, as far as it can now;
@@ -543,6 +625,9 @@ class EventStore(ABC):
         now_text = format_time(now)
         chain_key = self._key
         own_format = 2 if chain_key is None else 3
+        ring = self._keyring
+        # System streams and receipts hold no person's message: they stay readable without keys.
+        subject = None if ring is None or key.startswith(SYSTEM_PREFIX) else self._subject(key)
         rows = []
         for item in items:
             seq += 1
@@ -558,12 +643,19 @@ class EventStore(ABC):
                         f"previous record's {floor}; keep records in time order"
                     )
                     raise ValueError(msg)
+            payload = item.payload
             if item.format is None and item.salt is None and item.commitment is None:
+                if subject is not None and ring is not None and item.kind not in RECEIPT_KINDS:
+                    # The commitment (and so the chain) covers the ciphertext: verify, digests
+                    # and proofs need no key, and destroying the key erases every copy.
+                    payload = seal(ring, subject, _aad(key, seq, item.kind), payload)
                 # The hot path, spelled out: hashing.commit/new_salt cost a call each.
                 raw = os.urandom(16)
                 fmt, salt = own_format, raw.hex()
-                commitment = sha256(raw + item.payload.encode()).hexdigest()
+                commitment = sha256(raw + payload.encode()).hexdigest()
             else:
+                # An import keeps the payload as exported (sealed or not): its commitment
+                # covers those exact bytes.
                 fmt, salt, commitment = self._imported(key, seq, item, own_format)
             if fmt == 1:
                 digest = chain_hash(
@@ -588,7 +680,7 @@ class EventStore(ABC):
                     when,
                     item.kind,
                     item.schema_version,
-                    item.payload,
+                    payload,
                     item.meta,
                     prev,
                     digest,

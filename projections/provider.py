@@ -154,6 +154,9 @@ class ChatMemoryProvider(Generic[M]):
         # UUID object) share an entry and ids that differ (1 and "1") never do.
         self._cache: OrderedDict[str, _Cached[M]] = OrderedDict()  # oldest use first
         self._creating: dict[str, _Creation[M]] = {}
+        # Thread ident -> the key whose creation it waits for: the wait-for graph in which a
+        # factory that asks (through other threads' factories) for its own id is a cycle.
+        self._waiting: dict[int, str] = {}
         self._hits = self._misses = self._evictions = self._expirations = self._creations = 0
 
     @property
@@ -207,15 +210,14 @@ class ChatMemoryProvider(Generic[M]):
                 self._creating[key] = creation
                 creator = True
             else:
-                if creation.thread == threading.get_ident():
-                    msg = (
-                        f"ChatMemoryProvider.get({memory_id!r}) was called by the factory while "
-                        "it was creating that same id; a factory must build the memory itself"
-                    )
-                    raise RuntimeError(msg)
+                self._wait_for(memory_id, key, creation.thread)
                 creator = False
         if not creator:
-            return creation.future.result()
+            try:
+                return creation.future.result()
+            finally:
+                with self._lock:
+                    del self._waiting[threading.get_ident()]
         try:
             memory = self._create(memory_id, key)
         except BaseException as e:
@@ -232,6 +234,44 @@ class ChatMemoryProvider(Generic[M]):
                 self._evictions += 1
         creation.future.set_result(memory)
         return memory
+
+    def _wait_for(self, memory_id: MemoryId, key: str, owner: int) -> None:
+        """Register this thread as waiting for ``owner``'s creation of ``key``, unless that
+        wait could never end. Called under the lock.
+
+        Raises:
+            RuntimeError: The factory asked for the id it is creating, or factories on several
+                threads wait for each other in a cycle.
+        """
+        me = threading.get_ident()
+        if owner == me:
+            msg = (
+                f"ChatMemoryProvider.get({memory_id!r}) was called by the factory while "
+                "it was creating that same id; a factory must build the memory itself"
+            )
+            raise RuntimeError(msg)
+        cycle = self._cycle(me, owner)
+        if cycle is not None:
+            msg = (
+                f"ChatMemoryProvider.get({memory_id!r}) would deadlock: factories wait for "
+                f"each other in a cycle ({' -> '.join(map(repr, cycle))}); a factory must not "
+                "get() ids whose factories get() it back"
+            )
+            raise RuntimeError(msg)
+        self._waiting[me] = key
+
+    def _cycle(self, me: int, owner: int) -> list[str] | None:
+        """The keys on a wait-for path from ``owner`` back to thread ``me``, or None. Called
+        under the lock, so the graph cannot change while it is walked."""
+        path: list[str] = []
+        while owner != me:
+            waited = self._waiting.get(owner)
+            creation = None if waited is None else self._creating.get(waited)
+            if waited is None or creation is None or len(path) > len(self._waiting):
+                return None
+            path.append(waited)
+            owner = creation.thread
+        return path
 
     def evict(self, memory_id: MemoryId) -> bool:
         """Drop a memory from the cache (its history stays in the store).

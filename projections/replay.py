@@ -24,7 +24,7 @@ from eventlog.ids import MemoryId, StreamKey
 from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage
 from eventlog.models import MemoryErased, Record, format_time
-from eventlog.serialization import decode_event
+from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
 from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
 from projections.window import Departure, Entry, Window, WindowPolicy
@@ -265,6 +265,7 @@ def brought(record: Record, identity: str | None = None) -> list[Entry]:
     # Meta is parsed only when its counts could be used: as_of and replay don't need them.
     meta = WindowMeta.decode(record.meta) if identity is not None else None
     counts = meta.tokens if meta is not None and meta.estimator == identity else None
+    require_opened(record)
     payload = json.loads(record.payload)
     if kind == "message_added":
         tokens = counts if isinstance(counts, int) else None

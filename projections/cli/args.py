@@ -302,6 +302,12 @@ def _add_globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
         help="the chain key of a keyed ledger (the file's bytes; at least 16)",
     )
     group.add_argument(
+        "--keyring",
+        metavar="FILE",
+        default=default(None),
+        help="keyring file of a ledger encrypted at rest; erase --subject destroys keys in it",
+    )
+    group.add_argument(
         "--json", action="store_true", default=default(False), help="machine-readable JSON output"
     )
 

@@ -30,7 +30,7 @@ from eventlog.models import (
     MessagesSet,
     Record,
 )
-from eventlog.serialization import decode_event
+from eventlog.serialization import decode_event, require_opened
 from projections.cli.model import Ref, forked_from, window_size
 
 if TYPE_CHECKING:
@@ -203,6 +203,7 @@ def record_json(record: Record) -> dict[str, Any]:
     if record.erased:
         obj["erased"] = True
         return obj
+    require_opened(record)
     payload = json.loads(record.payload)
     if record.kind == "message_added":
         obj["message"] = payload

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 import eventlog
 from eventlog.errors import PersistenceError
 from eventlog.ids import StreamKey
+from eventlog.keyring import FileKeyring, Keyring
 from projections.cli.args import DEFAULT_DB, shell_id
 from projections.cli.errors import Failure, UsageError, one_line
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["check_seq", "existing", "missing_db", "open_store", "read_key", "where"]
+__all__ = ["check_seq", "existing", "missing_db", "open_store", "read_key", "read_keyring", "where"]
 
 
 def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
@@ -28,7 +29,11 @@ def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
         raise Failure(msg) from e
     try:
         return PostgresEventStore(
-            args.dsn, schema=args.schema, create_schema=create, key=read_key(args)
+            args.dsn,
+            schema=args.schema,
+            create_schema=create,
+            key=read_key(args),
+            keyring=read_keyring(args),
         )
     except PersistenceError as e:
         if "lacks eventlog migrations" not in str(e):
@@ -57,6 +62,23 @@ def read_key(args: argparse.Namespace) -> bytes | None:
         raise UsageError(msg) from e
 
 
+def read_keyring(args: argparse.Namespace) -> Keyring | None:
+    """The keyring in --keyring, or None without the option.
+
+    Raises:
+        UsageError: The file does not exist (a keyring is never created by a read; a typo
+            would otherwise start an empty one).
+    """
+    if args.keyring is None:
+        return None
+    if not Path(args.keyring).is_file():
+        msg = (
+            f"--keyring {args.keyring}: no such file; pass the keyring the ledger was written with"
+        )
+        raise UsageError(msg)
+    return FileKeyring(args.keyring)
+
+
 def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
     """Open the store named by --db/--dsn; only ``create`` may make a new database.
 
@@ -81,7 +103,9 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
     try:
         # Looked up on the package, which loads sqlite-utils only now: `--help` and usage
         # errors never pay for it.
-        store = eventlog.SQLiteEventStore(path, create_schema=fresh, key=read_key(args))
+        store = eventlog.SQLiteEventStore(
+            path, create_schema=fresh, key=read_key(args), keyring=read_keyring(args)
+        )
     except PersistenceError as e:
         msg = f"cannot open {path} as a chatledger database ({one_line(e)})"
         raise Failure(msg) from e

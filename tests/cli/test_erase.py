@@ -69,3 +69,31 @@ def test_history_shows_erased_events_and_the_receipt(ok, ledger):
     assert rows[0]["erased"] is True
     assert rows[-1]["kind"] == "memory_erased"
     assert rows[-1]["event"]["reason"] == "GDPR"
+
+
+def test_an_encrypted_ledger_reads_with_its_keyring_and_erase_destroys_the_key(ok, cli, tmp_path):
+    from eventlog.keyring import FileKeyring
+
+    path, keys = tmp_path / "sealed.db", tmp_path / "keys.json"
+    with SQLiteEventStore(path, keyring=FileKeyring(keys)) as store:
+        memory(store, ("alice", "s1")).add(a_message("user", "alice's secret"))
+        memory(store, ("bob", "s1")).add(a_message("user", "bob's note"))
+    sealed = '["alice","s1"]'
+    # Check the keyring opens the content, and without it the error names the remedy.
+    shown = ok("history", "--id-json", sealed, "--db", path, "--keyring", keys).stdout
+    assert "alice's secret" in shown
+    blind = cli("history", "--id-json", sealed, "--db", path)
+    assert blind.returncode != 0
+    assert "encrypted" in blind.stderr
+    assert "keyring=" in blind.stderr
+    assert "Traceback" not in blind.stderr
+    missing = cli("history", "--id-json", sealed, "--db", path, "--keyring", tmp_path / "nope")
+    assert missing.returncode == 2
+    assert "--keyring" in missing.stderr
+    assert "no such file" in missing.stderr
+    # Check erase --subject destroys alice's key and leaves bob's.
+    ok("erase", "--subject", '["alice"]', "--reason", "r", "--yes", "--db", path, "--keyring", keys)
+    data = json.loads(keys.read_text())
+    assert [entry["subject"] for entry in data["keys"].values()] == ['~t:["bob"]']
+    shown = ok("history", "--id-json", '["bob","s1"]', "--db", path, "--keyring", keys).stdout
+    assert "bob's note" in shown

@@ -130,3 +130,22 @@ def test_a_missing_postgres_schema_names_cli_remedies(cli):
 )
 def test_library_messages_get_cli_remedies(error, text):
     assert message(error).endswith(text)
+
+
+@pytest.mark.parametrize("command", [("ids",), ("verify",), ("history", "x"), ("digest",)])
+def test_read_commands_on_another_apps_database_change_nothing(cli, tmp_path, command):
+    path = tmp_path / "other_app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)")
+        conn.execute("INSERT INTO orders (item) VALUES ('tea')")
+    conn.close()
+    before = path.read_bytes()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+    result = cli(*command, "--db", path)
+
+    # Check the refusal, and that the file is byte for byte what it was, with no WAL beside it.
+    assert result.returncode == 1
+    assert "is not a chatledger database" in result.stderr
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other_app.db"]

@@ -186,6 +186,48 @@ def test_a_factory_asking_for_its_own_id_fails_instead_of_deadlocking():
     assert len(provider) == 0
 
 
+def test_factories_that_get_each_other_on_two_threads_fail_instead_of_deadlocking():
+    # Thread 1 creates "a", whose factory gets "b"; thread 2 creates "b", whose factory gets
+    # "a". Both factories first wait at a barrier, so each id is being created when the other
+    # asks for it: without cycle detection both wait on each other's future forever.
+    store = InMemoryEventStore()
+    barrier = threading.Barrier(2)
+    other = {"a": "b", "b": "a"}
+    provider: ChatMemoryProvider[MessageWindowChatMemory]
+
+    def factory(memory_id):
+        if memory_id in other:
+            barrier.wait(timeout=5)
+            provider.get(other[memory_id])
+        return MessageWindowChatMemory(id=memory_id, max_messages=5, store=store)
+
+    provider = ChatMemoryProvider(factory)
+    errors: dict[str, BaseException] = {}
+
+    def ask(memory_id: str) -> None:
+        try:
+            provider.get(memory_id)
+        except BaseException as e:
+            errors[memory_id] = e
+
+    threads = [threading.Thread(target=ask, args=(k,), daemon=True) for k in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    # Check neither thread hangs, both fail, and one of them names the cycle.
+    assert not any(thread.is_alive() for thread in threads), "deadlocked"
+    assert set(errors) == {"a", "b"}
+    assert any("would deadlock" in str(e) for e in errors.values())
+    assert len(provider) == 0
+    # Check nothing is left half-created: later gets of both ids work.
+    assert provider._creating == {}
+    assert provider._waiting == {}
+    other.clear()
+    assert provider.get("a").id == "a"
+    assert provider.get("b").id == "b"
+
+
 # ------------------------------------------------------------------ LRU
 
 

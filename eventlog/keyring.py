@@ -1,0 +1,593 @@
+"""Encryption at rest with per-subject data keys kept outside the database (crypto-shredding).
+
+Each *subject* (see :func:`subject_of`) has its own 256-bit AES-GCM data key, held by a
+:class:`Keyring` that lives outside the database. :func:`seal` encrypts a payload under the
+subject's current key and :func:`open_sealed` decrypts it. Erasing a subject destroys its keys
+(:meth:`Keyring.destroy`), so every copy of the database - backups and replicas taken before
+the erasure included - stops yielding that subject's content, without rewriting any row.
+
+A sealed payload is ``enc1:<key_id>:<urlsafe base64 of nonce + ciphertext + tag>``. The
+caller's ``aad`` (associated data, e.g. stream key + seq + kind) is authenticated but not
+stored, so a ciphertext copied to another row fails to open instead of showing up there.
+Nonces are 12 random bytes per message: with one key per subject, the ~2**32 messages per key
+that random GCM nonces allow are never approached.
+
+What erasure cannot reach: old copies of the *keyring* itself (a backup of the key file,
+blocks the filesystem freed but has not overwritten, a KMS's own retention). Keep the keyring
+off the database's backup path, or back it up separately with a retention you can erase from.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import binascii
+import contextlib
+import json
+import os
+import secrets
+import tempfile
+import threading
+from collections.abc import Container, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias
+
+from eventlog.errors import EventLogError, SchemaVersionError
+from eventlog.ids import MemoryId, memory_key
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+__all__ = [
+    "FileKeyring",
+    "KeyUnavailableError",
+    "Keyring",
+    "KeyringError",
+    "MemoryKeyring",
+    "SealBrokenError",
+    "is_sealed",
+    "open_sealed",
+    "seal",
+    "subject_of",
+]
+
+_PREFIX: Final = "enc1:"
+_KEY_BYTES: Final = 32
+_NONCE_BYTES: Final = 12
+_TAG_BYTES: Final = 16
+_FILE_FORMAT: Final = 1
+
+
+class KeyUnavailableError(EventLogError):
+    """Sealed content cannot be opened because its key is not available.
+
+    Either the key was destroyed by an erasure (the content is then gone for good, which is
+    the point), or the reader was given no keyring or a keyring that does not hold the key.
+
+    Attributes:
+        where: The read that needed the key, e.g. ``"read of ('user-42','s1') seq 3"``.
+        key_id: The id of the missing key.
+    """
+
+    def __init__(self, where: str, key_id: str, *, keyring_given: bool | None) -> None:
+        self.where = where
+        self.key_id = key_id
+        if keyring_given is None:  # the reader does not know (a record its store left sealed)
+            why = (
+                "it is still sealed: the store had no keyring (pass keyring=...), or the key "
+                "was destroyed by an erasure"
+            )
+        elif keyring_given:
+            why = (
+                "the keyring does not hold that key: it was destroyed by an erasure, or this "
+                "is not the keyring the content was sealed with"
+            )
+        else:
+            why = "no keyring was given"
+        msg = (
+            f"{where} failed: the content is encrypted with key {key_id!r} and {why}; pass "
+            "keyring=... with the keyring that holds the key (if an erasure destroyed it, the "
+            "content cannot be recovered)"
+        )
+        super().__init__(msg)
+
+
+class SealBrokenError(EventLogError):
+    """A sealed payload is malformed or fails authentication.
+
+    Authentication fails when the ciphertext was altered, or when it was moved to a row other
+    than the one it was sealed for (the associated data differs).
+
+    Attributes:
+        where: The read that opened the payload.
+        reason: What is wrong with it.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        msg = (
+            f"{where} failed: sealed content does not open: {reason}; the stored row was "
+            "altered or copied from elsewhere: restore it from a backup"
+        )
+        super().__init__(msg)
+
+
+class KeyringError(EventLogError):
+    """The keyring cannot be read or written (corrupt, unreadable, vanished, bad key).
+
+    Attributes:
+        operation: What the keyring was doing (``"load"``, ``"create a key"``, ...).
+        path: The keyring file, or None for keyrings without one.
+    """
+
+    def __init__(self, operation: str, detail: str, *, path: str | None = None) -> None:
+        self.operation = operation
+        self.path = path
+        where = f" of keyring {path!r}" if path is not None else ""
+        msg = f"{operation}{where} failed: {detail}"
+        super().__init__(msg)
+
+
+def subject_of(memory_id: MemoryId) -> str:
+    """Return the subject whose key encrypts a memory's content.
+
+    A tuple id's subject is the first element alone, as a 1-tuple: ``("user-42", "s1")`` and
+    ``("user-42", "s2")`` both belong to ``("user-42",)``, so destroying that subject erases
+    every session of the user at once. Any other id is its own subject. Note that the string
+    id ``"user-42"`` and the tuple ids starting with ``"user-42"`` are different subjects.
+
+    Args:
+        memory_id: A memory id (see :mod:`eventlog.ids`).
+
+    Returns:
+        The subject's canonical text (:func:`eventlog.ids.memory_key` of it).
+
+    Raises:
+        TypeError: If the id is not a valid memory id.
+    """
+    if isinstance(memory_id, tuple) and memory_id:
+        return memory_key((memory_id[0],))
+    return memory_key(memory_id)
+
+
+class Keyring(abc.ABC):
+    """Where data keys live; a KMS can implement it.
+
+    Key ids appear in every sealed payload, so they must not contain the subject (that would
+    leak who the content belongs to after erasure) and must be non-empty.
+    """
+
+    @abc.abstractmethod
+    def current(self, subject: str) -> tuple[str, bytes]:
+        """Return the subject's key, creating it if the subject has none.
+
+        Concurrent callers (threads or processes sharing the keyring) get the same key: a
+        subject never has two current keys.
+
+        Args:
+            subject: The subject, from :func:`subject_of`.
+
+        Returns:
+            ``(key_id, key)``: a short random id, never derived from the subject, and the
+            32-byte key.
+
+        Raises:
+            KeyringError: If the keyring cannot be read or written.
+        """
+
+    @abc.abstractmethod
+    def get(self, key_id: str) -> bytes | None:
+        """Return the key with this id.
+
+        Args:
+            key_id: An id from :meth:`current`, as found in a sealed payload.
+
+        Returns:
+            The 32-byte key, or None when it was destroyed or never existed.
+
+        Raises:
+            KeyringError: If the keyring cannot be read.
+        """
+
+    @abc.abstractmethod
+    def destroy(self, subject: str) -> int:
+        """Destroy every key of the subject. Idempotent.
+
+        Afterwards :meth:`current` creates a new key with a new id for the subject.
+
+        Args:
+            subject: The subject, from :func:`subject_of`.
+
+        Returns:
+            How many keys were destroyed (0 when the subject had none).
+
+        Raises:
+            KeyringError: If the keyring cannot be read or written.
+        """
+
+
+def _new_key_id(taken: Container[str]) -> str:
+    # 64 random bits: unrelated to the subject, so a sealed row does not say whose it is.
+    while True:
+        key_id = secrets.token_hex(8)
+        if key_id not in taken:
+            return key_id
+
+
+class MemoryKeyring(Keyring):
+    """Keys in a dict of this process, for tests and demos: they die with the process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[str, tuple[str, bytes]] = {}  # key_id -> (subject, key)
+        self._current: dict[str, str] = {}  # subject -> key_id
+
+    def current(self, subject: str) -> tuple[str, bytes]:
+        with self._lock:
+            key_id = self._current.get(subject)
+            if key_id is None:
+                key_id = _new_key_id(self._keys)
+                self._keys[key_id] = (subject, _new_key())
+                self._current[subject] = key_id
+            return key_id, self._keys[key_id][1]
+
+    def get(self, key_id: str) -> bytes | None:
+        with self._lock:
+            entry = self._keys.get(key_id)
+            return None if entry is None else entry[1]
+
+    def destroy(self, subject: str) -> int:
+        with self._lock:
+            doomed = [k for k, (s, _) in self._keys.items() if s == subject]
+            for key_id in doomed:
+                del self._keys[key_id]
+            self._current.pop(subject, None)
+            return len(doomed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    subject: str
+    key: bytes
+    created_at: str
+
+
+_Stamp: TypeAlias = tuple[int, int, int]  # st_mtime_ns, st_size, st_ino
+
+
+class FileKeyring(Keyring):
+    """Keys in a JSON file (mode 0600), shared safely by threads and processes on one host.
+
+    The file is ``{"format": 1, "keys": {key_id: {"subject", "key" (base64), "created_at"}}}``
+    and is created with the first key. Every change takes an exclusive ``flock`` on
+    ``<path>.lock``, re-reads the file under it and replaces the file atomically (temporary
+    file, fsync, rename, fsync of the directory), so a crash leaves the old or the new file,
+    never a torn one. Use a local filesystem: ``flock`` across NFS hosts is not reliable.
+
+    Keys are cached; each call stats the file and reloads it when it changed, so a
+    :meth:`destroy` by another process is seen on the next call. A call already past that
+    check may still seal one message with the key being destroyed: stop writes to a subject
+    while erasing it.
+
+    Destroying a key removes it from the current file only. Copies of the file made earlier
+    (its backups, freed filesystem blocks, snapshots) still hold it: keep the keyring off the
+    database's backup path. Python cannot wipe the key bytes from this process's memory either.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open the keyring at ``path``; a missing file is an empty keyring.
+
+        Raises:
+            KeyringError: If the file exists but cannot be read or is not a keyring.
+            SchemaVersionError: If the file was written by a newer chatledger.
+        """
+        self._path = Path(path)
+        self._lock_path = Path(f"{self._path}.lock")
+        self._lock = threading.Lock()
+        self._keys: dict[str, _Entry] = {}
+        self._current: dict[str, str] = {}
+        self._stamp: _Stamp | None = None
+        # Ids looked up in vain since the last load: repeated reads of erased rows must not
+        # re-read the file once per row.
+        self._missing: set[str] = set()
+        with self._lock:
+            self._refresh(force=True)
+
+    def __repr__(self) -> str:
+        return f"FileKeyring({str(self._path)!r})"
+
+    def current(self, subject: str) -> tuple[str, bytes]:
+        with self._lock:
+            self._refresh()
+            key_id = self._current.get(subject)
+            if key_id is None:
+                with self._flocked("create a key"):
+                    # Another process may have created this subject's key since our last
+                    # load; only a read under the lock can tell, and two current keys for one
+                    # subject would split its content between them.
+                    self._refresh(force=True)
+                    key_id = self._current.get(subject)
+                    if key_id is None:
+                        key_id = _new_key_id(self._keys)
+                        created_at = datetime.now(UTC).isoformat()
+                        entry = _Entry(subject, _new_key(), created_at)
+                        self._write("create a key", {**self._keys, key_id: entry})
+            return key_id, self._keys[key_id].key
+
+    def get(self, key_id: str) -> bytes | None:
+        with self._lock:
+            self._refresh()
+            entry = self._keys.get(key_id)
+            if entry is None and key_id not in self._missing:
+                # The stat check can miss a change (same size, same mtime tick, reused inode);
+                # one real read before answering "destroyed" rules that out.
+                self._refresh(force=True)
+                entry = self._keys.get(key_id)
+                if entry is None:
+                    self._missing.add(key_id)
+            return None if entry is None else entry.key
+
+    def destroy(self, subject: str) -> int:
+        with self._lock, self._flocked("destroy keys"):
+            self._refresh(force=True)
+            kept = {k: e for k, e in self._keys.items() if e.subject != subject}
+            destroyed = len(self._keys) - len(kept)
+            if destroyed:
+                self._write("destroy keys", kept)
+            return destroyed
+
+    # -- file handling; callers hold self._lock ---------------------------------------------
+
+    def _refresh(self, *, force: bool = False) -> None:
+        if not force:
+            try:
+                st = os.stat(self._path)
+            except FileNotFoundError:
+                stamp = None
+            except OSError as e:
+                self._fail_from("load", f"cannot stat the file ({e})", e)
+            else:
+                stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if stamp == self._stamp:
+                return
+        try:
+            f = open(self._path, "rb")  # noqa: SIM115 - closed below, after fstat
+        except FileNotFoundError:
+            if self._stamp is not None:
+                # Starting over empty would seal new content with keys nobody else knows (and
+                # that a restored file would drop); the caller must decide, not us.
+                self._fail(
+                    "load",
+                    "the file was there and has vanished; restore it from its backup, or "
+                    "open a new FileKeyring to start an empty keyring deliberately",
+                )
+            self._install({}, None)
+            return
+        except OSError as e:
+            self._fail_from("load", f"cannot open the file ({e})", e)
+        with f:
+            st = os.fstat(f.fileno())
+            raw = f.read()
+        self._install(self._parse(raw), (st.st_mtime_ns, st.st_size, st.st_ino))
+
+    def _install(self, keys: dict[str, _Entry], stamp: _Stamp | None) -> None:
+        current: dict[str, str] = {}
+        for key_id, entry in keys.items():
+            # Files this module writes have one key per subject; should one hold several
+            # (a merged file, a future rotation), every process picks the same newest one.
+            best = current.get(subject := entry.subject)
+            if best is None or (keys[best].created_at, best) < (entry.created_at, key_id):
+                current[subject] = key_id
+        self._keys, self._current, self._stamp = keys, current, stamp
+        self._missing = set()
+
+    def _parse(self, raw: bytes) -> dict[str, _Entry]:
+        # Never fall back to an empty keyring here: new keys would be made and the old
+        # content would stay sealed under keys this object pretends do not exist.
+        try:
+            doc = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            self._corrupt(f"it is not JSON ({e})")
+        if not isinstance(doc, dict) or not isinstance(doc.get("format"), int):
+            self._corrupt('it has no "format" number')
+        if doc["format"] > _FILE_FORMAT:
+            what = f"keyring {str(self._path)!r}"
+            raise SchemaVersionError(what, doc["format"], _FILE_FORMAT)
+        keys = doc.get("keys")
+        if doc["format"] != _FILE_FORMAT or not isinstance(keys, dict):
+            self._corrupt(f'format {doc["format"]} is unknown or "keys" is not an object')
+        entries: dict[str, _Entry] = {}
+        for key_id, item in keys.items():
+            try:
+                subject, created_at = item["subject"], item["created_at"]
+                key = base64.b64decode(item["key"], validate=True)
+            except (TypeError, KeyError, binascii.Error) as e:
+                self._corrupt(f"key {key_id!r} is malformed ({type(e).__name__}: {e})")
+            if not (key_id and isinstance(subject, str) and isinstance(created_at, str)):
+                self._corrupt(f"key {key_id!r} has an empty id or a non-text subject or date")
+            if len(key) != _KEY_BYTES:
+                self._corrupt(f"key {key_id!r} has {len(key)} bytes, not {_KEY_BYTES}")
+            entries[key_id] = _Entry(subject, key, created_at)
+        return entries
+
+    def _write(self, operation: str, keys: dict[str, _Entry]) -> None:
+        doc = {
+            "format": _FILE_FORMAT,
+            "keys": {
+                k: {
+                    "subject": e.subject,
+                    "key": base64.b64encode(e.key).decode("ascii"),
+                    "created_at": e.created_at,
+                }
+                for k, e in keys.items()
+            },
+        }
+        data = json.dumps(doc, indent=2, sort_keys=True).encode("utf-8")
+        directory = self._path.parent
+        try:
+            # mkstemp creates the file 0600 whatever the umask; the temp file sits in the
+            # same directory so os.replace is an atomic rename, not a copy.
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
+            try:
+                with open(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self._path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            # The rename is durable only once the directory entry is on disk.
+            dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            st = os.stat(self._path)
+        except OSError as e:
+            self._fail_from(operation, f"cannot write the file ({e}); check the directory", e)
+        # No other writer can have replaced the file since: we hold the flock.
+        self._install(dict(keys), (st.st_mtime_ns, st.st_size, st.st_ino))
+
+    @contextlib.contextmanager
+    def _flocked(self, operation: str) -> Iterator[None]:
+        # Imported here so the rest of the module (MemoryKeyring, seal) works where fcntl
+        # does not exist (Windows).
+        import fcntl
+
+        try:
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            self._fail_from(operation, f"cannot open the lock file {str(self._lock_path)!r}", e)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:
+                self._fail_from(operation, f"cannot lock {str(self._lock_path)!r} ({e})", e)
+            yield
+        finally:
+            os.close(fd)  # releases the flock; the lock file stays, deleting it would race
+
+    def _corrupt(self, detail: str) -> NoReturn:
+        self._fail(
+            "load",
+            f"the file is not a valid keyring: {detail}; restore it from its own backup (do "
+            "not delete it: a new keyring cannot open content sealed with the old keys)",
+        )
+
+    def _fail(self, operation: str, detail: str) -> NoReturn:
+        raise KeyringError(operation, detail, path=str(self._path))
+
+    def _fail_from(self, operation: str, detail: str, cause: Exception) -> NoReturn:
+        raise KeyringError(operation, detail, path=str(self._path)) from cause
+
+
+# cryptography is imported on first use: a store without a keyring (and every CLI command
+# that never opens one) does not pay its ~15 ms import.
+_AESGCM: type[AESGCM] | None = None
+_INVALID_TAG: type[Exception] | None = None
+
+
+def _cipher(key: bytes) -> AESGCM:
+    # Objects are not cached: a cache would keep destroyed keys alive in the process (and one
+    # costs ~1 us to make). The class is, once imported.
+    global _AESGCM  # noqa: PLW0603 - a lazily imported class, set once
+    if _AESGCM is None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        _AESGCM = AESGCM
+    return _AESGCM(key)
+
+
+def _invalid_tag() -> type[Exception]:
+    global _INVALID_TAG  # noqa: PLW0603 - see _cipher
+    if _INVALID_TAG is None:
+        from cryptography.exceptions import InvalidTag
+
+        _INVALID_TAG = InvalidTag
+    return _INVALID_TAG
+
+
+def _new_key() -> bytes:
+    return os.urandom(_KEY_BYTES)  # what AESGCM.generate_key does: 32 bytes from the OS CSPRNG
+
+
+def is_sealed(payload: str) -> bool:
+    """Return whether a stored payload is sealed content (a prefix check, for hot paths).
+
+    Plaintext payloads must never start with ``enc1:`` for this to be unambiguous; canonical
+    JSON (which starts with ``{``) never does.
+    """
+    return payload.startswith(_PREFIX)
+
+
+def seal(keyring: Keyring, subject: str, aad: bytes, plaintext: str) -> str:
+    """Encrypt text under the subject's current key.
+
+    Args:
+        keyring: Holds (or creates) the subject's key.
+        subject: Whose content this is, from :func:`subject_of`.
+        aad: Where the payload will be stored (e.g. stream key, seq and kind, encoded
+            unambiguously); :func:`open_sealed` must be given the same bytes.
+        plaintext: The content.
+
+    Returns:
+        ``"enc1:<key_id>:<urlsafe base64 of nonce + ciphertext>"``.
+
+    Raises:
+        KeyringError: If the keyring fails or returns an unusable key.
+    """
+    key_id, key = keyring.current(subject)
+    if len(key) != _KEY_BYTES or not key_id:
+        operation = f"seal for subject {subject!r}"
+        msg = (
+            f"{type(keyring).__name__}.current() returned key id {key_id!r} and a key of "
+            f"{len(key)} bytes; it must return a non-empty id and a {_KEY_BYTES}-byte key"
+        )
+        raise KeyringError(operation, msg)
+    nonce = os.urandom(_NONCE_BYTES)
+    sealed = _cipher(key).encrypt(nonce, plaintext.encode("utf-8"), aad)
+    return f"{_PREFIX}{key_id}:{base64.urlsafe_b64encode(nonce + sealed).decode('ascii')}"
+
+
+def open_sealed(keyring: Keyring | None, aad: bytes, payload: str, *, where: str) -> str:
+    """Decrypt a payload made by :func:`seal`.
+
+    Args:
+        keyring: The keyring holding the payload's key (None when the caller has none).
+        aad: The same bytes that were given to :func:`seal`.
+        payload: The sealed payload.
+        where: The read being done, for error messages, e.g. ``"read of 'user-42' seq 3"``.
+
+    Returns:
+        The plaintext.
+
+    Raises:
+        KeyUnavailableError: If ``keyring`` is None or does not hold the key (destroyed by an
+            erasure, or the wrong keyring).
+        SealBrokenError: If the payload is malformed, altered, or sealed for other ``aad``.
+    """
+    # base64 never contains ":", so the last one ends the key id (a KMS id may hold colons).
+    key_id, sep, body = payload[len(_PREFIX) :].rpartition(":")
+    if not is_sealed(payload) or not sep or not key_id:
+        msg = f"the payload does not look like {_PREFIX}<key_id>:<data>"
+        raise SealBrokenError(where, msg)
+    key = None if keyring is None else keyring.get(key_id)
+    if key is None:
+        raise KeyUnavailableError(where, key_id, keyring_given=keyring is not None)
+    try:
+        blob = base64.b64decode(body, altchars=b"-_", validate=True)
+    except binascii.Error as e:
+        raise SealBrokenError(where, f"its data is not base64 ({e})") from e
+    if len(blob) < _NONCE_BYTES + _TAG_BYTES:
+        raise SealBrokenError(where, f"its data is {len(blob)} bytes, too short to be sealed")
+    try:
+        plain = _cipher(key).decrypt(blob[:_NONCE_BYTES], blob[_NONCE_BYTES:], aad)
+    except _invalid_tag() as e:
+        msg = "authentication failed (the ciphertext was altered, or it belongs to another row)"
+        raise SealBrokenError(where, msg) from e
+    return plain.decode("utf-8")

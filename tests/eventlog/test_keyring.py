@@ -1,0 +1,421 @@
+"""Sealing with per-subject keys, and crypto-shredding by destroying them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import stat
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from eventlog.errors import EventLogError, SchemaVersionError
+from eventlog.keyring import (
+    FileKeyring,
+    Keyring,
+    KeyringError,
+    KeyUnavailableError,
+    MemoryKeyring,
+    SealBrokenError,
+    is_sealed,
+    open_sealed,
+    seal,
+    subject_of,
+)
+
+AAD = b"user-42\x00seq=3\x00message_added"
+WHERE = "read of ('user-42','s1') seq 3"
+TEXT = "my card is 4111 1111 1111 1111, é ✓"
+
+
+@pytest.fixture(params=["memory", "file"])
+def keyring(request, tmp_path) -> Keyring:
+    if request.param == "memory":
+        return MemoryKeyring()
+    return FileKeyring(tmp_path / "keys.json")
+
+
+def stored(path) -> dict[str, dict[str, str]]:
+    keys: dict[str, dict[str, str]] = json.loads(path.read_text())["keys"]
+    return keys
+
+
+# -- sealing ------------------------------------------------------------------------------
+
+
+def test_round_trip(keyring):
+    payload = seal(keyring, "user-42", AAD, TEXT)
+    key_id, _ = keyring.current("user-42")
+    # Check the stored form is the documented one and hides the text.
+    assert payload.startswith(f"enc1:{key_id}:")
+    assert "4111" not in payload
+    assert open_sealed(keyring, AAD, payload, where=WHERE) == TEXT
+    # Check each seal uses a fresh nonce: equal texts do not give equal payloads.
+    assert seal(keyring, "user-42", AAD, TEXT) != payload
+
+
+def test_key_id_is_random_not_derived_from_the_subject(keyring):
+    key_id, key = keyring.current("user-42")
+    assert len(key) == 32
+    assert len(key_id) == 16
+    assert "user" not in key_id
+    assert keyring.current("user-42") == (key_id, key)
+    assert keyring.current("user-43")[0] != key_id
+
+
+def test_wrong_aad_fails(keyring):
+    payload = seal(keyring, "user-42", AAD, TEXT)
+    # Check a row copied to another seq does not open there.
+    with pytest.raises(SealBrokenError, match="authentication failed") as info:
+        open_sealed(keyring, b"user-42\x00seq=4\x00message_added", payload, where=WHERE)
+    assert info.value.where == WHERE
+    assert WHERE in str(info.value)
+
+
+@pytest.mark.parametrize("position", [0, 12, -1])  # in the nonce, the ciphertext, the tag
+def test_tampered_ciphertext_fails(keyring, position):
+    payload = seal(keyring, "user-42", AAD, TEXT)
+    head, data = payload.rsplit(":", 1)
+    blob = bytearray(base64.urlsafe_b64decode(data))
+    blob[position] ^= 0x01
+    tampered = f"{head}:{base64.urlsafe_b64encode(bytes(blob)).decode()}"
+    with pytest.raises(SealBrokenError, match=r"read of .* seq 3 failed"):
+        open_sealed(keyring, AAD, tampered, where=WHERE)
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ("enc1:", "does not look like"),
+        ("enc1:nokeyid", "does not look like"),
+        ("enc1::AAAA", "does not look like"),
+        ("plain text", "does not look like"),
+        ("enc1:{kid}:not base64!", "not base64"),
+        ("enc1:{kid}:AAAA", "too short"),
+    ],
+)
+def test_malformed_payload_is_a_clear_error(keyring, payload, reason):
+    key_id, _ = keyring.current("user-42")
+    with pytest.raises(SealBrokenError, match=reason):
+        open_sealed(keyring, AAD, payload.format(kid=key_id), where=WHERE)
+
+
+def test_is_sealed():
+    keyring = MemoryKeyring()
+    assert is_sealed(seal(keyring, "s", b"", "hi"))
+    assert not is_sealed('{"text":"hi"}')
+    assert not is_sealed("enc2:x:y")
+    assert not is_sealed("")
+
+
+def test_seal_refuses_a_keyring_with_a_short_key():
+    class Weak(MemoryKeyring):
+        def current(self, subject):
+            return "k", b"0" * 16
+
+    with pytest.raises(KeyringError, match="16 bytes"):
+        seal(Weak(), "user-42", AAD, TEXT)
+
+
+# -- destroy (crypto-shredding) -----------------------------------------------------------
+
+
+def test_destroy_makes_content_unreadable(keyring):
+    payload = seal(keyring, "user-42", AAD, TEXT)
+    other = seal(keyring, "user-43", AAD, "someone else")
+    key_id, _ = keyring.current("user-42")
+    assert keyring.destroy("user-42") == 1
+    assert keyring.get(key_id) is None
+    with pytest.raises(KeyUnavailableError) as info:
+        open_sealed(keyring, AAD, payload, where=WHERE)
+    message = str(info.value)
+    # Check the message names the read, says why, and gives the remedy.
+    assert WHERE in message
+    assert "encrypted" in message
+    assert "destroyed by an erasure" in message
+    assert "pass keyring=" in message
+    assert info.value.key_id == key_id
+    assert isinstance(info.value, EventLogError)
+    # Check another subject is untouched.
+    assert open_sealed(keyring, AAD, other, where=WHERE) == "someone else"
+
+
+def test_destroy_is_idempotent_and_current_then_makes_a_new_key(keyring):
+    old_id, old_key = keyring.current("user-42")
+    assert keyring.destroy("user-42") == 1
+    assert keyring.destroy("user-42") == 0
+    assert keyring.destroy("never-seen") == 0
+    new_id, new_key = keyring.current("user-42")
+    assert new_id != old_id
+    assert new_key != old_key
+    assert keyring.get(new_id) == new_key
+    assert keyring.get(old_id) is None
+
+
+def test_open_without_a_keyring_says_so():
+    payload = seal(MemoryKeyring(), "user-42", AAD, TEXT)
+    with pytest.raises(KeyUnavailableError, match="no keyring was given") as info:
+        open_sealed(None, AAD, payload, where=WHERE)
+    assert WHERE in str(info.value)
+    assert "pass keyring=" in str(info.value)
+
+
+def test_get_of_an_unknown_id_is_none(keyring):
+    assert keyring.get("0123456789abcdef") is None
+
+
+def test_a_copy_of_the_database_taken_before_erasure_stays_unreadable(tmp_path):
+    # The point of crypto-shredding: the backup holds ciphertext only, the key is gone.
+    keyring = FileKeyring(tmp_path / "keys.json")
+    backup = [seal(keyring, "user-42", AAD, f"msg {i}") for i in range(3)]
+    keyring.destroy("user-42")
+    fresh = FileKeyring(tmp_path / "keys.json")  # a later process, nothing cached
+    for payload in backup:
+        with pytest.raises(KeyUnavailableError):
+            open_sealed(fresh, AAD, payload, where=WHERE)
+    assert "user-42" not in (tmp_path / "keys.json").read_text()
+
+
+# -- subjects -----------------------------------------------------------------------------
+
+
+def test_subject_of_tuple_ids_is_the_first_element():
+    assert subject_of(("user-42", "s1")) == subject_of(("user-42", "s2"))
+    assert subject_of(("user-42", "s1")) == subject_of(("user-42",)) == '~t:["user-42"]'
+    assert subject_of(("user-42", "s1")) != subject_of(("user-43", "s1"))
+    u = uuid.UUID(int=7)
+    assert subject_of((u, 1)) == subject_of((u,)) != subject_of((1, u))
+
+
+def test_subject_of_other_ids_is_the_id_itself():
+    assert subject_of("user-42") == "user-42"
+    assert subject_of("user-42") != subject_of(("user-42", "s1"))
+    assert subject_of(7) == "~i:7"
+    assert subject_of(()) == "~t:[]"
+    with pytest.raises(TypeError):
+        subject_of(1.5)  # type: ignore[arg-type]
+
+
+# -- FileKeyring: the file, across objects, threads and processes -------------------------
+
+
+def test_file_is_created_on_first_key_with_mode_0600(tmp_path):
+    path = tmp_path / "keys.json"
+    keyring = FileKeyring(path)
+    assert not path.exists()
+    key_id, key = keyring.current("user-42")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "keys.json.lock").stat().st_mode) == 0o600
+    # Check the documented JSON layout, and that no temp file is left behind.
+    doc = json.loads(path.read_text())
+    assert doc["format"] == 1
+    assert doc["keys"][key_id]["subject"] == "user-42"
+    assert base64.b64decode(doc["keys"][key_id]["key"]) == key
+    assert doc["keys"][key_id]["created_at"].endswith("+00:00")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.json", "keys.json.lock"]
+    keyring.destroy("user-42")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_keys_survive_reopening(tmp_path):
+    first = FileKeyring(tmp_path / "keys.json")
+    payload = seal(first, "user-42", AAD, TEXT)
+    again = FileKeyring(tmp_path / "keys.json")
+    assert open_sealed(again, AAD, payload, where=WHERE) == TEXT
+    assert again.current("user-42") == first.current("user-42")
+
+
+def test_two_objects_on_one_path_share_one_key_per_subject(tmp_path):
+    a, b = FileKeyring(tmp_path / "keys.json"), FileKeyring(tmp_path / "keys.json")
+    b.current("other")  # b has loaded the file before a creates user-42's key
+    key_id, key = a.current("user-42")
+    assert b.current("user-42") == (key_id, key)
+    assert len(stored(tmp_path / "keys.json")) == 2
+
+
+def test_destroy_in_one_object_is_seen_by_another_without_restart(tmp_path):
+    a, b = FileKeyring(tmp_path / "keys.json"), FileKeyring(tmp_path / "keys.json")
+    key_id, key = a.current("user-42")
+    assert b.get(key_id) == key  # b caches it now
+    assert b.destroy("user-42") == 1
+    assert a.get(key_id) is None
+    new_id, _ = a.current("user-42")
+    assert new_id != key_id
+    assert b.current("user-42")[0] == new_id
+    assert len(stored(tmp_path / "keys.json")) == 1
+
+
+def test_current_is_served_from_the_cache_while_the_file_is_unchanged(tmp_path, monkeypatch):
+    keyring = FileKeyring(tmp_path / "keys.json")
+    expected = keyring.current("user-42")
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("the file was re-read")
+
+    monkeypatch.setattr(FileKeyring, "_parse", no_reading)
+    assert keyring.current("user-42") == expected
+    assert keyring.get(expected[0]) == expected[1]
+
+
+def test_get_rereads_once_when_the_stat_check_is_fooled(tmp_path, monkeypatch):
+    a, b = FileKeyring(tmp_path / "keys.json"), FileKeyring(tmp_path / "keys.json")
+    a.current("warm-up")
+    key_id, key = a.current("user-42")
+    real = FileKeyring._refresh
+
+    def stat_sees_no_change(self, *, force=False):
+        # As if the file changed within one mtime tick, to the same size, on a reused inode.
+        if force:
+            real(self, force=True)
+
+    monkeypatch.setattr(FileKeyring, "_refresh", stat_sees_no_change)
+    b._keys, b._current = {}, {}  # b's cache predates user-42's key
+    assert b.get(key_id) == key
+    assert b.get("0123456789abcdef") is None
+
+
+def test_threads_on_two_objects_create_one_key(tmp_path):
+    objects = [FileKeyring(tmp_path / "keys.json") for _ in range(2)]
+    barrier = threading.Barrier(8)
+    got: list[str] = []
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        for n in range(10):
+            got.append(objects[i % 2].current(f"user-{n}")[0])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    keys = stored(tmp_path / "keys.json")
+    assert len(keys) == 10
+    assert sorted(e["subject"] for e in keys.values()) == sorted(f"user-{n}" for n in range(10))
+    assert set(got) == set(keys)
+
+
+SUBJECTS = [f"user-{n}" for n in range(25)]
+
+
+def _race(args: tuple[str, Any]) -> dict[str, str]:
+    path, barrier = args
+    keyring = FileKeyring(path)
+    barrier.wait()
+    return {s: keyring.current(s)[0] for s in SUBJECTS}
+
+
+def test_four_processes_racing_current_create_one_key_per_subject(tmp_path):
+    path = str(tmp_path / "keys.json")
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(4)
+        with ctx.Pool(4) as pool:
+            results = pool.map(_race, [(path, barrier)] * 4)
+    # Check every process got the same key id for every subject, and the file holds exactly
+    # those keys: no subject ever had a second current key.
+    assert all(r == results[0] for r in results)
+    keys = stored(tmp_path / "keys.json")
+    assert len(keys) == len(SUBJECTS)
+    assert {keys[k]["subject"]: k for k in keys} == results[0]
+
+
+# -- FileKeyring: bad files ---------------------------------------------------------------
+
+
+GOOD_KEY = base64.b64encode(b"k" * 32).decode()
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", "not JSON"),
+        (b"{not json", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[]", 'no "format"'),
+        (b'{"format": 1}', '"keys" is not an object'),
+        (b'{"format": 0, "keys": {}}', "format 0 is unknown"),
+        (b'{"format": 1, "keys": {"a": []}}', "malformed"),
+        (b'{"format": 1, "keys": {"a": {"subject": "s", "created_at": "t"}}}', "malformed"),
+        (
+            b'{"format": 1, "keys": {"a": {"subject": "s", "created_at": "t", "key": "@@"}}}',
+            "malformed",
+        ),
+        (
+            b'{"format": 1, "keys": {"a": {"subject": "s", "created_at": "t", "key": "AAAA"}}}',
+            "3 bytes, not 32",
+        ),
+        (
+            f'{{"format": 1, "keys": {{"a": {{"subject": 5, "created_at": "t", "key": '
+            f'"{GOOD_KEY}"}}}}}}'.encode(),
+            "non-text subject",
+        ),
+    ],
+)
+def test_corrupt_file_is_a_clear_error_never_an_empty_keyring(tmp_path, content, reason):
+    path = tmp_path / "keys.json"
+    path.write_bytes(content)
+    with pytest.raises(KeyringError, match=reason) as info:
+        FileKeyring(path)
+    assert str(path) in str(info.value)
+    assert "restore it from its own backup" in str(info.value)
+    assert info.value.path == str(path)
+    assert path.read_bytes() == content
+
+
+def test_corruption_after_opening_is_noticed_and_nothing_is_overwritten(tmp_path):
+    path = tmp_path / "keys.json"
+    keyring = FileKeyring(path)
+    key_id, _ = keyring.current("user-42")
+    path.write_bytes(b"garbage!")
+    for call in (lambda: keyring.current("user-42"), lambda: keyring.get(key_id)):
+        with pytest.raises(KeyringError, match="not a valid keyring"):
+            call()
+    with pytest.raises(KeyringError):
+        keyring.current("new-subject")
+    assert path.read_bytes() == b"garbage!"
+
+
+def test_file_from_a_newer_version_is_refused(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text('{"format": 2, "keys": {}}')
+    with pytest.raises(SchemaVersionError, match="upgrade chatledger"):
+        FileKeyring(path)
+
+
+def test_vanished_file_is_an_error_not_a_fresh_keyring(tmp_path):
+    path = tmp_path / "keys.json"
+    keyring = FileKeyring(path)
+    keyring.current("user-42")
+    path.unlink()
+    with pytest.raises(KeyringError, match="vanished"):
+        keyring.current("user-42")
+    assert not path.exists()
+
+
+def test_missing_directory_is_a_clear_error(tmp_path):
+    keyring = FileKeyring(tmp_path / "nowhere" / "keys.json")
+    with pytest.raises(KeyringError, match="create a key") as info:
+        keyring.current("user-42")
+    assert "nowhere" in str(info.value)
+
+
+def test_several_keys_for_one_subject_pick_the_newest(tmp_path):
+    # Files this module writes never have two, but a merged or future file may: every
+    # process must agree on the same current key.
+    path = tmp_path / "keys.json"
+    doc = {
+        "format": 1,
+        "keys": {
+            "old": {"subject": "s", "key": GOOD_KEY, "created_at": "2024-01-01T00:00:00+00:00"},
+            "new": {"subject": "s", "key": GOOD_KEY, "created_at": "2025-01-01T00:00:00+00:00"},
+        },
+    }
+    path.write_text(json.dumps(doc))
+    keyring = FileKeyring(path)
+    assert keyring.current("s")[0] == "new"
+    assert keyring.destroy("s") == 2
+    assert stored(path) == {}
