@@ -59,6 +59,10 @@ _CONNECT_TIMEOUT = 5  # seconds, for each connection attempt and for opening the
 _CHECKOUT_TIMEOUT = 10.0  # seconds to wait for a free pooled connection
 _POOL_MIN, _POOL_MAX = 1, 4
 _STALE_HEAD_RETRIES = 3
+DEFAULT_STATEMENT_TIMEOUT = 30.0
+"""Seconds a statement (an append waiting for the append lock included) may run by default."""
+_LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
+_RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
 _HEADS_MAX = 10_000  # cached stream heads per store; the oldest entry goes first
 _EMPTY = StreamHead(0, GENESIS, "")  # cached head of an empty stream (what _build chains to)
 _HANDOFF = "chatledger_handoff"  # pool kwarg carrying the connection the store opened itself
@@ -109,8 +113,10 @@ class PostgresEventStore(EventStore):
 
     Appends are serialized per schema by a transaction-scoped advisory lock, so global
     positions commit in order and :meth:`read_all` is safe to tail. Reads run concurrently and
-    retry transient connection failures; writes never retry those (a caller that lost its
-    connection mid-append retries with ``expected_seq``, which cannot double-append).
+    retry transient connection failures. An append whose connection is lost asks the server
+    whether its records landed (their hashes are known before sending) and, if they did not,
+    tries again on a fresh connection: it returns once its records are stored exactly once,
+    or raises with nothing stored.
 
     The store remembers the head of each stream it wrote or read, so an append chains its
     records without reading the head first (one round trip when the server supports pipeline
@@ -126,7 +132,8 @@ class PostgresEventStore(EventStore):
         create_schema: Apply pending migrations on open (default). Pass False for a managed
             database: the store then only checks that the schema is up to date.
         statement_timeout: Seconds after which the server cancels a statement (each one,
-            including waiting for locks); None keeps the server's setting. Only with ``dsn``:
+            including waiting for locks), default 30: no append waits forever behind a stalled
+            transaction. None keeps the server's setting (often: no limit). Only with ``dsn``:
             configure your own pool's connections yourself.
         read_retries: How many times a read is retried after a transient connection error.
         key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
@@ -147,7 +154,7 @@ class PostgresEventStore(EventStore):
         pool: psycopg_pool.ConnectionPool[Conn] | None = None,
         schema: str = "public",
         create_schema: bool = True,
-        statement_timeout: float | None = None,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
         read_retries: int = 3,
         key: bytes | None = None,
         keyring: Keyring | None = None,
@@ -157,7 +164,7 @@ class PostgresEventStore(EventStore):
         if (dsn is None) == (pool is None):
             msg = "PostgresEventStore: pass exactly one of dsn= and pool="
             raise ValueError(msg)
-        if pool is not None and statement_timeout is not None:
+        if pool is not None and statement_timeout not in (None, DEFAULT_STATEMENT_TIMEOUT):
             msg = (
                 "PostgresEventStore: statement_timeout= applies to the store's own pool only; set "
                 "it on your pool's connections (configure= or options='-c statement_timeout=...')"
@@ -166,7 +173,7 @@ class PostgresEventStore(EventStore):
         self._closed = False
         self._close_lock = threading.Lock()
         self._schema = schema
-        self._timeout = statement_timeout
+        self._timeout = statement_timeout if pool is None else None
         self._read_retries = max(read_retries, 0)
         try:
             params = conninfo_to_dict(dsn) if dsn is not None else _pool_params(pool)
@@ -364,8 +371,9 @@ class PostgresEventStore(EventStore):
             remedy = (
                 "cancelled by the server (statement_timeout or pg_cancel_backend)"
                 if self._timeout is None
-                else f"cancelled by statement_timeout={self._timeout} s; raise it or find "
-                "the transaction holding the lock"
+                else f"it ran longer than statement_timeout={self._timeout} s (an append waits "
+                "for the schema's append lock, which a stalled transaction can hold): find the "
+                "long transaction in pg_stat_activity, or raise statement_timeout"
             )
         elif isinstance(e, psycopg_pool.PoolTimeout):
             remedy = "no pooled connection became free or could be opened; is the server up?"
@@ -476,16 +484,40 @@ class PostgresEventStore(EventStore):
         if not items:
             return []
         self._writable(operation, self._name)
-        for attempt in range(_STALE_HEAD_RETRIES):
+        stale = lost = 0
+        while True:
+            sent: list[tuple[list[Row], int]] = []
             try:
-                records = self._append(key, items, expected_seq, expected_hash, cached=attempt == 0)
+                records = self._append(
+                    key, items, expected_seq, expected_hash, cached=stale == lost == 0, sent=sent
+                )
                 break
             except ConcurrencyError as e:
                 # actual None: the insert met a writer our cached head missed. With no
                 # expectation that is ours to fix: retry, reading the head under the lock.
-                stale = e.actual is None and expected_seq is None
-                if not stale or attempt == _STALE_HEAD_RETRIES - 1:
+                stale += 1
+                if e.actual is not None or expected_seq is not None:
                     raise
+                if stale >= _STALE_HEAD_RETRIES:
+                    raise
+            except PersistenceError as e:
+                if not (isinstance(e.__cause__, psycopg.Error) and _connection_lost(e.__cause__)):
+                    raise
+                # The connection died. If the records were sent, the commit may have landed
+                # (the client never heard): ask the server rather than guess, so an add either
+                # lands once or not at all - a caller's retry then never duplicates it.
+                landed = self._landed(key, *sent[-1]) if sent else None
+                if landed is not None:
+                    records = landed
+                    break
+                lost += 1
+                if lost > _LOST_RETRIES or self._closed:
+                    raise
+                # Nothing landed, so the outcome is known: retry on a fresh connection (a server
+                # restart breaks every pooled connection at once: drop them all first).
+                with contextlib.suppress(Exception):
+                    self._pool.check()
+                time.sleep(0.02 * 4 ** (lost - 1))
         last = records[-1]
         self._remember(key, StreamHead(last.seq, last.hash, last.recorded_at_text))
         return self._revealed(records, items)
@@ -498,6 +530,7 @@ class PostgresEventStore(EventStore):
         expected_hash: str | None,
         *,
         cached: bool,
+        sent: list[tuple[list[Row], int]],
     ) -> list[Record]:
         head = self._heads.get(key) if cached else None
         if head is not None and (
@@ -532,6 +565,7 @@ class PostgresEventStore(EventStore):
                             raise mismatch
                         rows = self._build(key, fresh, items, self._now())
                     chained_to = rows[0][1] - 1
+                    sent.append((rows, conn.info.backend_pid))  # from here, it may land
                     cursor = conn.execute(*self._insert_query(rows))
                     conn.execute(pgsql.COMMIT)
                 positions: dict[int, int] = dict(cursor.fetchall())
@@ -549,6 +583,52 @@ class PostgresEventStore(EventStore):
             raise
         return [Record(positions[row[1]], *row) for row in rows]
 
+    def _landed(self, key: str, rows: list[Row], pid: int) -> list[Record] | None:
+        """The records of an append whose connection was lost, if its commit landed; None if
+        it did not (nothing of it is stored).
+
+        The lost transaction held the schema's append lock until it ended, so taking that lock
+        waits for its outcome. A backend that never learns its client is gone (a network
+        partition) would hold it for long: after ``_RESOLVE_WAIT`` it is terminated, but only
+        if it is that pid and still holds the lock.
+
+        Raises:
+            PersistenceError: The server could not be asked (it stayed unreachable); the
+                message says the outcome is unknown and how to check it.
+        """
+        seqs = [row[1] for row in rows]
+        hashes = [row[8] for row in rows]
+        operation = "append (resolving a lost connection)"
+        for attempt in range(_LOST_RETRIES + 1):
+            try:
+                with self._guard(operation) as conn, conn.transaction():
+                    conn.execute(pgsql.SET_LOCK_TIMEOUT, (f"{round(_RESOLVE_WAIT * 1000)}ms",))
+                    try:
+                        with conn.transaction():  # a savepoint: a lock timeout aborts only it
+                            conn.execute(self._q["lock_append"])
+                    except psycopg.errors.LockNotAvailable:
+                        conn.execute(self._q["terminate_holder"], (5000, pid))
+                        conn.execute(self._q["lock_append"])
+                    found = dict(conn.execute(self._q["landed"], (key, seqs, hashes)).fetchall())
+            except PersistenceError as e:
+                lost = isinstance(e.__cause__, psycopg.Error) and _connection_lost(e.__cause__)
+                if not lost or attempt == _LOST_RETRIES or self._closed:
+                    msg = (
+                        f"append to {key} at seq {seqs[0]}: the connection was lost around "
+                        f"COMMIT and the server could not be asked whether it landed ({e}); "
+                        f"check with head({key!r}): seq {seqs[-1]} with hash {hashes[-1]} "
+                        "means it did"
+                    )
+                    raise PersistenceError(operation, msg) from e
+                with contextlib.suppress(Exception):
+                    self._pool.check()
+                time.sleep(0.02 * 4**attempt)
+                continue
+            if not found:
+                return None
+            return [Record(found[row[1]], *row) for row in rows]  # a transaction lands whole
+        raise AssertionError  # pragma: no cover - the loop returns or raises
+
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         """See :meth:`EventStore.purge`.
 
@@ -556,7 +636,8 @@ class PostgresEventStore(EventStore):
         physically then: the old row versions stay in the table files as dead tuples until
         ``VACUUM`` removes them (call :meth:`vacuum`, or wait for autovacuum), and the WAL,
         WAL archives, replicas' WAL and base backups keep copies until they are recycled or
-        expire. Physical erasure therefore needs a vacuum plus your WAL and backup retention.
+        expire. Physical erasure therefore needs ``vacuum(full=True)`` (plain VACUUM only
+        marks the space reusable) plus your WAL and backup retention.
         """
         key = memory_key(memory_id)
         self._writable("purge", self._name)
@@ -581,8 +662,9 @@ class PostgresEventStore(EventStore):
         self, keys: Sequence[str], reason: str, expected_seq: int | None
     ) -> list[ErasureReceipt]:
         """See :meth:`EventStore.erase`. As with :meth:`purge`, the old row versions (with the
-        erased text) stay in the table files until :meth:`vacuum`, and in the WAL and backups
-        until they are recycled."""
+        erased text) stay in the table and TOAST files as dead tuples: :meth:`vacuum` makes
+        their space reusable but their bytes can remain until overwritten, ``vacuum(full=True)``
+        rewrites the files without them. The WAL and backups keep copies until recycled."""
         kinds = list(RECEIPT_KINDS)
         done: list[tuple[Record, ErasureReceipt]] = []
         with self._write("erase") as conn:

@@ -117,6 +117,20 @@ _Q_SELECT = (
 _Q_READ = _Q_SELECT + "WHERE stream_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
 _Q_READ_DESC = _Q_READ.replace("ORDER BY seq", "ORDER BY seq DESC")
 _Q_READ_ALL = _Q_SELECT + "WHERE position > %s ORDER BY position LIMIT %s"
+# Which of an append's records landed (their hashes were computed before sending): resolves an
+# append whose connection was lost around COMMIT.
+_Q_LANDED = (
+    "SELECT seq, position FROM {schema}.events WHERE stream_id = %s AND seq = ANY(%s) "
+    "AND hash = ANY(%s)"
+)
+# Terminates the backend of a lost append that still holds the schema's append lock (and only
+# then: a pid alone could have been recycled); PostgreSQL 14+ waits up to the timeout (ms)
+# for it to exit, which releases the lock with its transaction rolled back.
+_Q_TERMINATE_HOLDER = (
+    "SELECT pg_terminate_backend(pid, %s) FROM pg_locks WHERE locktype = 'advisory' "
+    "AND granted AND pid = %s AND ((classid::bigint << 32) | objid::bigint) = {key}"
+)
+SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %s, true)"
 _Q_SEQ_AT = (
     "SELECT seq FROM {schema}.events WHERE stream_id = %s AND recorded_at <= %s "
     "ORDER BY seq DESC LIMIT 1"
@@ -174,6 +188,7 @@ _TEMPLATES = {
     "read_desc": _Q_READ_DESC,
     "read_all": _Q_READ_ALL,
     "seq_at": _Q_SEQ_AT,
+    "landed": _Q_LANDED,
     "streams": _Q_STREAMS,
     "delete_events": _Q_DELETE_EVENTS,
     "delete_snapshots": _Q_DELETE_SNAPSHOTS,
@@ -211,6 +226,8 @@ def statements(schema: str) -> dict[str, bytes]:
     key = sql.Literal(lock_key("append", schema))
     rendered["begin_write"] = sql.SQL(_Q_BEGIN_WRITE).format(key=key).as_bytes()
     rendered["lock_append"] = sql.SQL(LOCK.replace("%s", "{}")).format(key).as_bytes()
+    # pg_locks splits the bigint key into two oids; the shift puts it back (two's complement).
+    rendered["terminate_holder"] = sql.SQL(_Q_TERMINATE_HOLDER).format(key=key).as_bytes()
     return rendered
 
 

@@ -184,7 +184,8 @@ class EventStore(ABC):
         that holds an old snapshot open (a backup) can keep it from finishing within
         ``busy_timeout``; the erasure stands and the receipt says ``cleanup_pending``; the
         next erase, purge or ``checkpoint()`` finishes it. PostgreSQL keeps dead row versions
-        until ``vacuum()``, so its receipts always say ``cleanup_pending``.
+        in its files until ``vacuum(full=True)``, so its receipts always say
+        ``cleanup_pending``.
 
         Args:
             memory_id: The memory id.
