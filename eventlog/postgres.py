@@ -63,6 +63,7 @@ DEFAULT_STATEMENT_TIMEOUT = 30.0
 """Seconds a statement (an append waiting for the append lock included) may run by default."""
 _LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
 _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
+_RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
 _HEADS_MAX = 10_000  # cached stream heads per store; the oldest entry goes first
 _EMPTY = StreamHead(0, GENESIS, "")  # cached head of an empty stream (what _build chains to)
 _HANDOFF = "chatledger_handoff"  # pool kwarg carrying the connection the store opened itself
@@ -599,7 +600,12 @@ class PostgresEventStore(EventStore):
         seqs = [row[1] for row in rows]
         hashes = [row[8] for row in rows]
         operation = "append (resolving a lost connection)"
-        for attempt in range(_LOST_RETRIES + 1):
+        # Persistent, within a bound: giving up here leaves the caller an unknown outcome,
+        # the one state in which its retry could store the message twice.
+        deadline = time.monotonic() + _RESOLVE_DEADLINE
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 with self._guard(operation) as conn, conn.transaction():
                     conn.execute(pgsql.SET_LOCK_TIMEOUT, (f"{round(_RESOLVE_WAIT * 1000)}ms",))
@@ -612,7 +618,7 @@ class PostgresEventStore(EventStore):
                     found = dict(conn.execute(self._q["landed"], (key, seqs, hashes)).fetchall())
             except PersistenceError as e:
                 lost = isinstance(e.__cause__, psycopg.Error) and _connection_lost(e.__cause__)
-                if not lost or attempt == _LOST_RETRIES or self._closed:
+                if not lost or time.monotonic() > deadline or self._closed:
                     msg = (
                         f"append to {key} at seq {seqs[0]}: the connection was lost around "
                         f"COMMIT and the server could not be asked whether it landed ({e}); "
@@ -622,12 +628,11 @@ class PostgresEventStore(EventStore):
                     raise PersistenceError(operation, msg) from e
                 with contextlib.suppress(Exception):
                     self._pool.check()
-                time.sleep(0.02 * 4**attempt)
+                time.sleep(min(0.01 * 2**attempt, 0.5))
                 continue
             if not found:
                 return None
             return [Record(found[row[1]], *row) for row in rows]  # a transaction lands whole
-        raise AssertionError  # pragma: no cover - the loop returns or raises
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         """See :meth:`EventStore.purge`.

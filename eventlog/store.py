@@ -7,11 +7,12 @@ import hmac
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from hashlib import sha256
 from types import TracebackType
 from typing import Self, overload
 
+from eventlog import clock
 from eventlog.errors import ChainKeyError, ConcurrencyError
 from eventlog.hashing import (
     FORMATS,
@@ -596,8 +597,9 @@ class EventStore(ABC):
 
     @staticmethod
     def _now() -> datetime:
-        # datetime.now (not time.time) so freezegun moves the store's clock in tests.
-        return datetime.now(UTC)
+        # Filtered: one reading from a clock that jumped ahead would otherwise pin every later
+        # time of the memory it stamps (times never go backwards). See eventlog.clock.
+        return clock.CLOCK.now()
 
     @staticmethod
     def _check_items(items: Sequence[NewRecord]) -> None:
