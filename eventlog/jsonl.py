@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import IO
 
@@ -36,6 +37,9 @@ and ``format`` with record format 2 (written always, read when present, format 1
 an addition, so the version stays - an older chatledger refuses such lines by name."""
 
 _PAGE = 2_000
+_WRITE_CHUNK = 5_000
+"""Records per append when importing: a memory up to this size is written atomically; a
+longer one in several appends, so memory stays bounded whatever the file's size."""
 _AFTER_EVERYTHING = 1 << 62
 _RECORD_FIELDS = frozenset(
     {
@@ -235,12 +239,17 @@ def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Reco
     )
 
 
-def _parse(lines: Iterable[str], source: str, gate: ImportGate) -> dict[str, list[Record]]:
-    """Every record of an export, by stream key; raises on anything that is not one."""
-    streams: dict[str, list[Record]] = {}
+def _records(
+    lines: Iterable[str], source: str, gate: ImportGate, copy: IO[str] | None
+) -> Iterator[tuple[int, Record]]:
+    """Each record of an export with its line number, checked on its own (the gate's line
+    and record checks) while ``copy`` is given, and written to it; without ``copy`` (the
+    writing pass reads the copy it checked) only parsed."""
     header_seen = False
     try:
         for number, raw in enumerate(gate.lines(lines), 1):
+            if copy is not None:
+                copy.write(raw if raw.endswith("\n") else raw + "\n")
             line = raw.strip()
             if not line:
                 continue
@@ -250,51 +259,120 @@ def _parse(lines: Iterable[str], source: str, gate: ImportGate) -> dict[str, lis
                 header_seen = True
                 continue
             record = _parse_record(line, number, source, gate)
-            gate.record(record, number)
-            streams.setdefault(record.stream_id, []).append(record)
+            if copy is not None:
+                gate.record(record, number)
+            yield number, record
     except UnicodeDecodeError as e:
         raise _refuse(source, f"it is not UTF-8 text, so not a chatledger export ({e})") from e
     if not header_seen:
         raise _refuse(source, "it is empty, not a chatledger export")
-    return streams
 
 
-def _check_chain(
-    store: EventStore, key: str, records: list[Record], source: str, gate: ImportGate
-) -> None:
-    """Recompute every hash, commitment and link of one stream's records (file order = seq
-    order), format 3 ones with the target store's key."""
-    first = records[0]
+def _check_link(key: str, previous: Record, record: Record, number: int, source: str) -> None:
+    """A record against the one before it in the file (file order must be seq order)."""
+    if record.seq != previous.seq + 1:
+        raise _refuse(
+            source,
+            f"records of {key!r} jump from seq {previous.seq} to {record.seq} (line {number}); "
+            "the export is incomplete or out of order (an export lists each memory's records "
+            "in seq order: export it again)",
+        )
+    if record.prev_hash != previous.hash:
+        raise _refuse(
+            source,
+            f"the hash chain of {key!r} breaks at seq {record.seq}: prev_hash does "
+            "not match the previous record's hash",
+        )
+    if record.recorded_at_text < previous.recorded_at_text:
+        raise _refuse(source, f"record {key!r}#{record.seq} is earlier than the one before it")
+
+
+def _check_hash(store: EventStore, key: str, record: Record, source: str) -> None:
+    """Recompute a record's hash and commitment, format 3 ones with the target's key."""
+    # Checked as if at the end of the target, where it will be written: a keyed target
+    # then refuses unkeyed formats here, before anything is written.
+    problem = store.check(record._replace(position=_AFTER_EVERYTHING))
+    if problem is not None:
+        detail = "the " + problem if problem == CONTENT_MISMATCH else problem
+        raise _refuse(source, f"the hash chain of {key!r} breaks at seq {record.seq}: {detail}")
+
+
+def _check_start(
+    store: EventStore, key: str, first: Record, source: str, skip_purged: bool
+) -> int | None:
+    """The target's head seq for a memory whose first record in the file is ``first`` (0:
+    none), or None when it is left out (a tombstone with ``skip_purged``)."""
     if first.seq == 1 and first.prev_hash != GENESIS:
         raise _refuse(
             source, f"the hash chain of {key!r} breaks at seq 1: prev_hash is not genesis"
         )
-    previous: Record | None = None
-    for record in records:
-        if previous is not None:
-            if record.seq != previous.seq + 1:
-                raise _refuse(
-                    source,
-                    f"records of {key!r} jump from seq {previous.seq} to {record.seq} "
-                    f"(line {gate.line_of(record)}); the export is incomplete or out of order",
-                )
-            if record.prev_hash != previous.hash:
-                raise _refuse(
-                    source,
-                    f"the hash chain of {key!r} breaks at seq {record.seq}: prev_hash does "
-                    "not match the previous record's hash",
-                )
-            if record.recorded_at_text < previous.recorded_at_text:
-                raise _refuse(
-                    source, f"record {key!r}#{record.seq} is earlier than the one before it"
-                )
-        # Checked as if at the end of the target, where it will be written: a keyed target
-        # then refuses unkeyed formats here, before anything is written.
-        problem = store.check(record._replace(position=_AFTER_EVERYTHING))
-        if problem is not None:
-            detail = "the " + problem if problem == CONTENT_MISMATCH else problem
-            raise _refuse(source, f"the hash chain of {key!r} breaks at seq {record.seq}: {detail}")
-        previous = record
+    if first.kind == "memory_purged" and first.seq > 1:
+        if skip_purged:
+            return None
+        raise _refuse(
+            source,
+            f"the history of {key!r} starts with a memory_purged tombstone at seq "
+            f"{first.seq}, which EventStore.append cannot recreate (streams start at seq 1); "
+            "import with skip_purged (--skip-purged) to leave such memories out",
+        )
+    head = store.head(StreamKey(key))
+    if head is None and first.seq != 1:
+        raise _refuse(
+            source,
+            f"the records of {key!r} start at seq {first.seq}, but the target has none of "
+            "its earlier events; import the full export first",
+        )
+    if head is not None and (
+        first.seq != head.seq + 1
+        or first.prev_hash != head.hash
+        or first.recorded_at_text < head.recorded_at_text
+    ):
+        raise _refuse(
+            source,
+            f"memory {key!r} already has events 1..{head.seq} in the target, and import "
+            f"never overwrites: import into a new database or schema (or a file that "
+            f"continues exactly from seq {head.seq}, see `chatledger export --after`)",
+        )
+    return 0 if head is None else head.seq
+
+
+@dataclasses.dataclass(slots=True)
+class _Plan:
+    """What the checking pass learned about one memory: where the target's head is (None:
+    left out) and the last record seen, to link the next one to."""
+
+    head: int | None
+    last: Record
+    records: int = 0
+
+
+def _validate(
+    store: EventStore,
+    lines: Iterable[str],
+    *,
+    source: str,
+    gate: ImportGate,
+    skip_purged: bool,
+    copy: IO[str],
+) -> dict[str, _Plan]:
+    """The checking pass: every record of the file checked in one read, holding only the
+    last record of each memory (and the gate's per-memory counts), never the file."""
+    plans: dict[str, _Plan] = {}
+    for number, record in _records(lines, source, gate, copy):
+        key = record.stream_id
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = _Plan(_check_start(store, key, record, source, skip_purged), record)
+            if plan.head is not None:
+                gate.start(store, key, plan.head, record.seq)
+        else:
+            _check_link(key, plan.last, record, number, source)
+            plan.last = record
+        _check_hash(store, key, record, source)
+        if plan.head is not None:
+            gate.window(record, number)
+        plan.records += 1
+    return plans
 
 
 def import_jsonl(
@@ -319,8 +397,10 @@ def import_jsonl(
     decode, and - through ``check`` - each record's window. Then, per
     memory, the target store must have no events for it - import never overwrites - unless
     the file's records for it continue exactly from the target's head (next seq, chained to the
-    head's hash): those are appended, which makes incremental exports (``after=``) work. Each
-    memory is written with one atomic ``append``, and the stored hashes are compared with the
+    head's hash): those are appended, which makes incremental exports (``after=``) work. A
+    memory of up to 5,000 records is written with one atomic ``append``, a longer one with
+    one per 5,000 records (so memory stays bounded whatever the file's size: the file is read
+    twice, from a private copy, and never held), and the stored hashes are compared with the
     file's.
 
     A memory whose history starts with a ``memory_purged`` tombstone (seq > 1) cannot be
@@ -332,7 +412,7 @@ def import_jsonl(
         lines: The file's lines (an open text file works).
         source: The file's name, for error messages.
         skip_purged: Leave out memories that start with a tombstone instead of refusing.
-        progress: Called with the number of records written after each memory.
+        progress: Called with the number of records written after each append.
         check: Run on each record with what its memory's events brought; raises ValueError
             to refuse it. Pass :func:`projections.meta.check_window_record` (the command line
             does); None leaves window records unchecked.
@@ -348,8 +428,9 @@ def import_jsonl(
         ValueError: The file is not a valid export, a chain does not verify, a memory already
             has events the file does not continue, or starts with a tombstone (nothing is
             written in all these cases).
-        ConcurrencyError: Another writer appended to a memory during the import; the memories
-            before it were written.
+        ConcurrencyError: Another writer appended to a memory during the import; the records
+            before it were written (for a memory over 5,000 records, possibly a prefix of it:
+            chained and verifiable, continued by importing ``export --after`` its head).
     """
     gate = ImportGate(
         lambda detail: _refuse(source, detail),
@@ -360,46 +441,39 @@ def import_jsonl(
         check=check,
         opener=lambda record: store._opened([record])[0],
     )
-    streams = _parse(lines, source, gate)
-    plan: list[tuple[str, int, list[Record]]] = []
-    skipped: list[str] = []
-    for key, records in streams.items():
-        records.sort(key=lambda r: r.seq)
-        _check_chain(store, key, records, source, gate)
-        first = records[0]
-        if first.kind == "memory_purged" and first.seq > 1:
-            if skip_purged:
-                skipped.append(key)
-                continue
-            raise _refuse(
-                source,
-                f"the history of {key!r} starts with a memory_purged tombstone at seq "
-                f"{first.seq}, which EventStore.append cannot recreate (streams start at seq 1); "
-                "import with skip_purged (--skip-purged) to leave such memories out",
-            )
-        head = store.head(StreamKey(key))
-        if head is None and first.seq != 1:
-            raise _refuse(
-                source,
-                f"the records of {key!r} start at seq {first.seq}, but the target has none of "
-                "its earlier events; import the full export first",
-            )
-        if head is not None and (
-            first.seq != head.seq + 1
-            or first.prev_hash != head.hash
-            or first.recorded_at_text < head.recorded_at_text
-        ):
-            raise _refuse(
-                source,
-                f"memory {key!r} already has events 1..{head.seq} in the target, and import "
-                f"never overwrites: import into a new database or schema (or a file that "
-                f"continues exactly from seq {head.seq}, see `chatledger export --after`)",
-            )
-        gate.stream(store, key, 0 if head is None else head.seq, records)
-        plan.append((key, 0 if head is None else head.seq, records))
+    # Two passes over a private copy: the first checks everything (nothing is written unless
+    # every record passes), the second writes. The copy makes the second pass read exactly
+    # what the first checked - stdin cannot be read twice, and a file could change between
+    # the passes - and memory holds one record per memory, not the file.
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as copy:
+        plans = _validate(
+            store, lines, source=source, gate=gate, skip_purged=skip_purged, copy=copy
+        )
+        copy.seek(0)
+        return _write(store, copy, plans, source=source, gate=gate, progress=progress)
+
+
+def _write(
+    store: EventStore,
+    copy: IO[str],
+    plans: dict[str, _Plan],
+    *,
+    source: str,
+    gate: ImportGate,
+    progress: Callable[[int], None] | None,
+) -> ImportReport:
+    """The writing pass: appends of up to :data:`_WRITE_CHUNK` records, each memory's
+    records in file order, every stored hash compared with the file's."""
     imported: dict[str, tuple[int, int]] = {}
+    heads = {key: plan.head for key, plan in plans.items() if plan.head is not None}
     total = 0
-    for key, head_seq, records in plan:
+    chunk: list[Record] = []
+
+    def flush() -> None:
+        nonlocal total
+        if not chunk:
+            return
+        key = chunk[0].stream_id
         items = [
             NewRecord(
                 r.kind,
@@ -411,10 +485,10 @@ def import_jsonl(
                 salt=r.salt if r.format != 1 else None,
                 commitment=r.commitment if r.format != 1 else None,
             )
-            for r in records
+            for r in chunk
         ]
-        stored = store.append(StreamKey(key), items, expected_seq=head_seq)
-        for want, got in zip(records, stored, strict=True):
+        stored = store.append(StreamKey(key), items, expected_seq=heads[key])
+        for want, got in zip(chunk, stored, strict=True):
             if (want.seq, want.hash) != (got.seq, got.hash):
                 msg = (
                     f"import of {source}: {key!r}#{got.seq} was stored with hash {got.hash}, "
@@ -422,8 +496,20 @@ def import_jsonl(
                     "`chatledger verify` and report this as a bug"
                 )
                 raise ValueError(msg)
-        imported[key] = (records[0].seq, records[-1].seq)
-        total += len(records)
+        heads[key] = stored[-1].seq
+        first = imported.get(key, (chunk[0].seq, 0))[0]
+        imported[key] = (first, chunk[-1].seq)
+        total += len(chunk)
+        chunk.clear()
         if progress is not None:
             progress(total)
-    return ImportReport(imported=imported, records=total, skipped=tuple(skipped))
+
+    for _, record in _records(copy, source, gate, None):
+        if record.stream_id not in heads:
+            continue  # left out: starts with a tombstone
+        if chunk and (chunk[0].stream_id != record.stream_id or len(chunk) >= _WRITE_CHUNK):
+            flush()
+        chunk.append(record)
+    flush()
+    skipped = tuple(key for key, plan in plans.items() if plan.head is None)
+    return ImportReport(imported=imported, records=total, skipped=skipped)

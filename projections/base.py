@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -70,7 +71,29 @@ class ChatMemory(ABC):
 
     @abstractmethod
     def history(self, *, gt: int | None = None, lte: int | None = None) -> list[LoggedEvent]:
-        """Every event of this memory in order (optionally seqs in ``(gt, lte]``)."""
+        """Every event of this memory in order (optionally seqs in ``(gt, lte]``), as a list.
+
+        It holds the whole range at once: for a long history pass bounds, or walk it with
+        :meth:`iter_history`.
+
+        Raises:
+            ChainIntegrityError: A record does not verify or does not chain to the one before.
+        """
+
+    @abstractmethod
+    def iter_history(
+        self, *, gt: int | None = None, lte: int | None = None, page: int = 1_000
+    ) -> Iterator[LoggedEvent]:
+        """The events of :meth:`history`, read ``page`` at a time: memory use stays at one
+        page whatever the history's length, and the first events arrive after one read.
+
+        Every record is checked as :meth:`history` checks it, and each page's first record
+        must chain to the previous page's last.
+
+        Raises:
+            ValueError: ``page`` is not an int >= 1 (raised at the first ``next()``).
+            ChainIntegrityError: A record does not verify or does not chain to the one before.
+        """
 
     @abstractmethod
     def as_of(self, *, seq: int | None = None, at: datetime | None = None) -> list[ChatMessage]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, Self
 
@@ -24,6 +24,7 @@ from projections.replay import (
     materialize,
     origin_entries,
     read_checked,
+    records,
     resolve_seq,
     view_at,
     what_if,
@@ -46,6 +47,7 @@ _CATCH_UP_READ = 64  # events behind: read them all at once rather than head + l
 _EXACT_TYPES = frozenset(_MESSAGE_TYPES)
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 _CLEARED_META = WindowMeta([]).encode()
+_HISTORY_PAGE = 1_000  # events decoded per read while walking a history
 _log = logging.getLogger("chatledger.memories")
 
 
@@ -69,6 +71,12 @@ def _as_list(args: tuple[Any, ...], operation: str) -> list[_ChatMessage]:
             )
             raise TypeError(msg)
     return items
+
+
+def _check_page(page: object) -> None:
+    if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+        msg = f"iter_history(page={page!r}): page must be an int >= 1 (events per read)"
+        raise ValueError(msg)
 
 
 class _WindowChatMemory(ChatMemory):
@@ -300,7 +308,16 @@ class _WindowChatMemory(ChatMemory):
             self._write(build)
 
     def history(self, *, gt: int | None = None, lte: int | None = None) -> list[LoggedEvent]:
-        return [logged_event(r) for r in read_checked(self._store, self._key, gt=gt, lte=lte)]
+        return list(self.iter_history(gt=gt, lte=lte))
+
+    def iter_history(
+        self, *, gt: int | None = None, lte: int | None = None, page: int = _HISTORY_PAGE
+    ) -> Iterator[LoggedEvent]:
+        _check_page(page)
+        # Paged and linked by records(): a million events cost one page of memory, and
+        # each page is chained to the last record of the one before.
+        for record in records(self._store, self._key, gt=gt or 0, lte=lte, page=page):
+            yield logged_event(record)
 
     def as_of(self, *, seq: int | None = None, at: datetime | None = None) -> list[_ChatMessage]:
         target = resolve_seq(self._store, self._key, seq=seq, at=at)

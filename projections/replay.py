@@ -22,12 +22,12 @@ from typing import Any, overload
 from eventlog.errors import ChainIntegrityError
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.lc4j_json import message_from_obj
-from eventlog.messages import ChatMessage
+from eventlog.messages import ChatMessage, UserMessage
 from eventlog.models import MemoryErased, Record, format_time
 from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
 from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
-from projections.window import Departure, Entry, Window, WindowPolicy
+from projections.window import Departure, Entry, MessageWindowPolicy, Window, WindowPolicy
 
 __all__ = [
     "ContentErasedError",
@@ -401,16 +401,43 @@ def _counted(policy: WindowPolicy, entries: list[Entry]) -> list[Entry]:
 
 
 def records(
-    store: EventStore, memory_id: MemoryId, *, gt: int = 0, lte: int | None = None
+    store: EventStore,
+    memory_id: MemoryId,
+    *,
+    gt: int = 0,
+    lte: int | None = None,
+    page: int = _PAGE,
 ) -> Iterator[Record]:
-    """The history's records in ``(gt, lte]``, read in pages so memory use stays bounded."""
+    """The history's records in ``(gt, lte]``, read ``page`` at a time so memory use stays
+    bounded whatever the history's length.
+
+    Each record is checked on its own (:func:`read_checked`) and against the one before it:
+    consecutive seqs, each ``prev_hash`` naming its predecessor's hash, across page
+    boundaries too. So a walk in pages vouches for as much as one read of the whole range,
+    and a row deleted or replaced between two pages is refused rather than skipped.
+
+    Raises:
+        ChainIntegrityError: A record does not verify or does not chain to the one before.
+    """
     after = gt
+    previous: Record | None = None
     while True:
-        page = read_checked(store, memory_id, gt=after, lte=lte, limit=_PAGE)
-        yield from page
-        if len(page) < _PAGE:
+        batch = read_checked(store, memory_id, gt=after, lte=lte, limit=page)
+        for record in batch:
+            if previous is not None and (
+                record.seq != previous.seq + 1 or record.prev_hash != previous.hash
+            ):
+                raise ChainIntegrityError(
+                    record.stream_id,
+                    record.seq,
+                    f"it does not chain to seq {previous.seq} read before it (a record was "
+                    "removed or replaced); not served (run verify())",
+                )
+            previous = record
+            yield record
+        if len(batch) < page:
             return
-        after = page[-1].seq
+        after = batch[-1].seq
 
 
 def replay(
@@ -457,9 +484,51 @@ def what_if(
         return []
     window = Window(policy)
     limit = _limit_of(policy, memory_id)
+    # A message window's rules look at a message only for its class (system, AI with tool
+    # requests, tool result) and compare system messages: every other message is folded as
+    # a stand-in and decoded only if it is still in the window at the end.
+    lazy = isinstance(policy, MessageWindowPolicy)
     for record in records(store, memory_id, lte=target):
-        apply(window, record, _counted(policy, _brought(store, record)), limit)
-    return [e.message for e in window.view(limit())]
+        if lazy and record.kind == "message_added" and _plain(record):
+            entries = [Entry(_STAND_IN, (record.seq, 0))]
+        else:
+            entries = _counted(policy, _brought(store, record))
+        apply(window, record, entries, limit)
+    view = window.view(limit())
+    unread = [e.ref for e in view if e.message is _STAND_IN]
+    if unread:
+        read = {e.ref: e.message for e in materialize(store, memory_id, unread)}
+        return [read[e.ref] if e.message is _STAND_IN else e.message for e in view]
+    return [e.message for e in view]
+
+
+_STAND_IN: ChatMessage = UserMessage("stand-in for a message what_if has not decoded")
+_PLAIN_ENDS = ('"type":"USER"}', '"type":"CUSTOM"}')
+
+
+def _plain(record: Record) -> bool:
+    """True when the stored message is surely one the message-window rules treat like any
+    other (a user or custom message, or an AI message without tool requests), judged from
+    the payload's text without decoding it; False means "decode it to know".
+
+    Sound for any payload that decodes: the top-level ``"type"`` closes the object as
+    chatledger writes it, and an escaped quote inside a string cannot form ``"type":"`` or
+    ``"toolExecutionRequests"`` (it carries a backslash), so those texts are keys. Text
+    written another way is simply decoded. An erased or still encrypted payload is decoded
+    too, so it raises as it always did.
+    """
+    if record.erased:
+        return False
+    payload = record.payload
+    if payload.endswith(_PLAIN_ENDS):
+        return True
+    # An AI message is plain when its one request list is empty (a key given twice counts
+    # as "decode it": the last one would win).
+    return (
+        payload.endswith('"type":"AI"}')
+        and payload.count('"toolExecutionRequests"') == 1
+        and '"toolExecutionRequests":[]' in payload
+    )
 
 
 def _brought(store: EventStore, record: Record) -> list[Entry]:

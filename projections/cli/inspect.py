@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
+import json
 import os
 import shlex
 import sys
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from eventlog.ids import StreamKey
 from eventlog.lc4j_json import messages_to_json
 from eventlog.models import Record, format_time
-from projections.audit import Change, diff, explain
+from projections.audit import Change, diff_stream, explain
 from projections.cli import ledger, model
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import UsageError
@@ -42,7 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["diff_cmd", "explain_cmd", "history", "ids", "replay", "show", "verify"]
 
-_PAGE = 1_000
+_PAGE = 1_000  # events read per query while streaming
+SHOWN = 50
+"""Rows a ``history`` or ``diff`` table shows before saying how many follow."""
 
 
 def ids(args: argparse.Namespace, store: EventStore) -> int:
@@ -81,11 +85,16 @@ def ids(args: argparse.Namespace, store: EventStore) -> int:
 
 def _records(store: EventStore, key: StreamKey, gt: int, lte: int | None) -> Iterator[Record]:
     """The records in (gt, lte], in pages, each checked by the store before it is shown."""
-    return records(store, key, gt=gt, lte=lte)
+    return records(store, key, gt=gt, lte=lte, page=_PAGE)
 
 
 def history(args: argparse.Namespace, store: EventStore) -> int:
-    """``chatledger history ID``: one row (or JSON line) per event."""
+    """``chatledger history ID``: one row (or JSON line) per event.
+
+    JSON lines stream every event in the range. The table shows the first
+    :data:`SHOWN` events and how many follow, with the command that lists the next ones: a
+    table must be drawn whole before it is printed, so a million rows would be held first.
+    """
     from rich.table import Table
 
     key = args.key
@@ -94,9 +103,9 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
     check_seq("--from", start, head, key)
     if args.end is not None:
         check_seq("--to", args.end, head, key)
-    records = _records(store, key, start - 1, args.end)
+    found = _records(store, key, start - 1, args.end)
     if args.json:
-        for record in records:
+        for record in found:
             emit(record_json(record))
         return 0
     table = Table(
@@ -107,7 +116,9 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
         "event",
         title=title(f"history of {key} ({plural(head, 'event')})"),
     )
-    for record in records:
+    last = head if args.end is None else args.end
+    shown = 0
+    for record in itertools.islice(found, SHOWN):
         summary, size = record_summary(record)
         table.add_row(
             str(record.seq),
@@ -116,8 +127,24 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
             "" if size is None else str(size),
             summary,
         )
-    console().print(table)
+        shown = record.seq
+    out = console()
+    out.print(table)
+    if shown and shown < last:
+        # Seqs are consecutive (records() refuses a gap), so the rest is counted, not read.
+        more = f"{PROG} history {shell_id(key)} --from {shown + 1}{_same_range(args)}"
+        out.print(
+            f"… {plural(last - shown, 'more event')}: {more} (or --json for all)", style="dim"
+        )
     return 0
+
+
+def _same_range(args: argparse.Namespace) -> str:
+    """The options that keep the next page on the same memory and range (never the DSN)."""
+    words = [] if args.end is None else ["--to", str(args.end)]
+    words += ["--db", args.db] if args.db else []
+    words += ["--dsn", "URL", "--schema", args.schema] if args.dsn else []
+    return "".join(" " + shlex.quote(w) for w in words)
 
 
 def show(args: argparse.Namespace, store: EventStore) -> int:
@@ -182,23 +209,27 @@ def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.a > args.b:
         msg = f"diff {args.a} {args.b}: A must not be after B (swap them)"
         raise UsageError(msg)
-    result = diff(store, key, args.a, args.b)
+    # Streamed: the walk keeps a few numbers per change, messages are read back a page at a
+    # time, so a diff over a million events prints in bounded memory.
+    result = diff_stream(store, key, args.a, args.b)
     if args.json:
-        emit(
-            {
-                "memory": str(key),
-                "from": result.start,
-                "to": result.end,
-                "changes": [_change_json(c) for c in result.changes],
-            }
-        )
+        # The same single object as ever, written change by change.
+        head_obj = {"memory": str(key), "from": result.start, "to": result.end, "changes": []}
+        sys.stdout.write(json.dumps(head_obj, ensure_ascii=False)[:-2])
+        for i, change in enumerate(result):
+            sys.stdout.write(
+                (", " if i else "") + json.dumps(_change_json(change), ensure_ascii=False)
+            )
+        sys.stdout.write("]}\n")
         return 0
+    entered, left, passed = result.counts()
+    total = entered + left + passed
     heading = (
-        f"{key}: seq {result.start} → {result.end}: {len(result.entered)} entered, "
-        f"{len(result.left)} left, {len(result.passed)} came and went"
+        f"{key}: seq {result.start} → {result.end}: {entered} entered, "
+        f"{left} left, {passed} came and went"
     )
     table = Table("", "event", "entered", "left", "reason", "message", title=title(heading))
-    for change in result.changes:
+    for change in itertools.islice(result, SHOWN):
         if change.left_at is None:
             mark = Text("+", style="green")
         elif change.entered_at is None:
@@ -213,7 +244,12 @@ def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
             model.reason_text(change.reason),
             preview(change.message, 60),
         )
-    console().print(table)
+    out = console()
+    out.print(table)
+    if total > SHOWN:
+        out.print(
+            f"… {plural(total - SHOWN, 'more change')}: add --json to list every one", style="dim"
+        )
     return 0
 
 
