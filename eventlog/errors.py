@@ -10,6 +10,7 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     ├── SchemaVersionError      the database or a record was written by a newer chatledger
     ├── StoreClosedError        the store was used after close()
     ├── PersistenceError        the database failed (locked too long, unreachable, disk full)
+    │   └── OutcomeUnknownError an append's connection died; whether it landed is unknown
     ├── KeyUnavailableError     encrypted content whose key is destroyed or not given  (keyring)
     ├── SealBrokenError         encrypted content that does not authenticate           (keyring)
     └── KeyringError            the keyring cannot be read or written                  (keyring)
@@ -27,6 +28,7 @@ __all__ = [
     "ChainKeyError",
     "ConcurrencyError",
     "EventLogError",
+    "OutcomeUnknownError",
     "PersistenceError",
     "SchemaVersionError",
     "StoreClosedError",
@@ -149,3 +151,10 @@ class PersistenceError(EventLogError):
         self.operation = operation
         msg = f"{operation} failed: {detail}"
         super().__init__(msg)
+
+
+class OutcomeUnknownError(PersistenceError):
+    """An append's connection was lost after it sent its records, and the server stayed
+    unreachable while the store tried to find out whether they landed. Do not retry blindly:
+    check ``head()`` for the seq and hash the message names (a retry after a landed append
+    would store it twice)."""

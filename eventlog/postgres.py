@@ -28,7 +28,13 @@ from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from eventlog import postgres_sql as pgsql
-from eventlog.errors import ConcurrencyError, PersistenceError, SchemaVersionError, StoreClosedError
+from eventlog.errors import (
+    ConcurrencyError,
+    OutcomeUnknownError,
+    PersistenceError,
+    SchemaVersionError,
+    StoreClosedError,
+)
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import Keyring
@@ -594,8 +600,8 @@ class PostgresEventStore(EventStore):
         if it is that pid and still holds the lock.
 
         Raises:
-            PersistenceError: The server could not be asked (it stayed unreachable); the
-                message says the outcome is unknown and how to check it.
+            OutcomeUnknownError: The server could not be asked (it stayed unreachable for
+                ``_RESOLVE_DEADLINE``); the message says how to check the outcome.
         """
         seqs = [row[1] for row in rows]
         hashes = [row[8] for row in rows]
@@ -625,7 +631,7 @@ class PostgresEventStore(EventStore):
                         f"check with head({key!r}): seq {seqs[-1]} with hash {hashes[-1]} "
                         "means it did"
                     )
-                    raise PersistenceError(operation, msg) from e
+                    raise OutcomeUnknownError(operation, msg) from e
                 with contextlib.suppress(Exception):
                     self._pool.check()
                 time.sleep(min(0.01 * 2**attempt, 0.5))

@@ -16,6 +16,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from eventlog import PersistenceError
+from eventlog.errors import OutcomeUnknownError
 from tests.conftest import PG_DSN, require_pg
 from tests.eventlog.contract.records import batch, texts
 
@@ -62,18 +63,23 @@ def test_connections_killed_every_50_ms_never_duplicate_or_lose_an_append():
             time.sleep(0.05)
 
     ok: list[str] = []
+    unknown: list[str] = []
     errors: list[tuple[str, str]] = []
     caller_retries = 0
     thread = threading.Thread(target=killer, daemon=True)
     try:
         thread.start()
-        deadline = time.monotonic() + 4.0
+        # Until 300 appends landed or 20 s passed: a loaded machine makes fewer in that time.
+        deadline = time.monotonic() + 20.0
         i = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and len(ok) < 300:
             text = f"m{i}"
             for _ in range(50):  # the caller's usual retry: append again after an error
                 try:
                     store.append("conv", batch(text))
+                except OutcomeUnknownError:
+                    unknown.append(text)  # the store says: do not retry blindly
+                    break
                 except PersistenceError as e:
                     caller_retries += 1
                     errors.append((text, str(e)[-400:]))
@@ -89,10 +95,13 @@ def test_connections_killed_every_50_ms_never_duplicate_or_lose_an_append():
         counts = Counter(stored)
         dups = [t for t, n in counts.items() if n > 1]
         assert dups == [], [e for e in errors if e[0] in dups]
-        assert stored == ok
+        # Every OK append is stored once, in order; the only others are appends whose outcome
+        # the store said it could not learn (the server killed every connection it opened).
+        assert [t for t in stored if t not in unknown] == ok
+        assert len(unknown) <= 2, unknown
         assert store.verify().ok
-        assert killed >= 20, killed
-        assert len(ok) >= 30, len(ok)
+        assert killed >= 10, killed
+        assert len(ok) >= 10, len(ok)
     finally:
         stop.set()
         store.close()
