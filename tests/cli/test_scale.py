@@ -103,8 +103,8 @@ def test_import_in_several_appends_equals_one(monkeypatch):
         calls.append((key, len(items)))
         return real_append(key, items, **kwargs)
 
-    target.append = counting_append
-    progress = []
+    target.append = counting_append  # type: ignore[method-assign,assignment]
+    progress: list[int] = []
     report = import_jsonl(target, text.splitlines(keepends=True), progress=progress.append,
                           check=check_window_record)  # fmt: skip
     # Check each memory went in appends of at most 3, and the result is the same ledger.
