@@ -50,6 +50,7 @@ __all__ = [
     "is_sealed",
     "open_sealed",
     "seal",
+    "sealed_key_id",
     "subject_of",
 ]
 
@@ -516,6 +517,16 @@ def _new_key() -> bytes:
     return os.urandom(_KEY_BYTES)  # what AESGCM.generate_key does: 32 bytes from the OS CSPRNG
 
 
+def _split(payload: str) -> tuple[str, str, str]:
+    # base64 never contains ":", so the last one ends the key id (a KMS id may hold colons).
+    return payload[len(_PREFIX) :].rpartition(":")
+
+
+def sealed_key_id(payload: str) -> str:
+    """The key id a sealed payload names ("" when it names none)."""
+    return _split(payload)[0]
+
+
 def is_sealed(payload: str) -> bool:
     """Return whether a stored payload is sealed content (a prefix check, for hot paths).
 
@@ -571,8 +582,7 @@ def open_sealed(keyring: Keyring | None, aad: bytes, payload: str, *, where: str
             erasure, or the wrong keyring).
         SealBrokenError: If the payload is malformed, altered, or sealed for other ``aad``.
     """
-    # base64 never contains ":", so the last one ends the key id (a KMS id may hold colons).
-    key_id, sep, body = payload[len(_PREFIX) :].rpartition(":")
+    key_id, sep, body = _split(payload)
     if not is_sealed(payload) or not sep or not key_id:
         msg = f"the payload does not look like {_PREFIX}<key_id>:<data>"
         raise SealBrokenError(where, msg)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from eventlog.errors import SchemaVersionError
-from eventlog.keyring import KeyUnavailableError, is_sealed
+from eventlog.keyring import KeyUnavailableError, is_sealed, sealed_key_id
 from eventlog.lc4j_json import (
     message_from_json,
     message_to_json,
@@ -119,9 +119,8 @@ def require_opened(record: Record) -> None:
         KeyUnavailableError: The payload is sealed.
     """
     if is_sealed(record.payload):
-        key_id = record.payload.partition(":")[2].rpartition(":")[0]
         where = f"decode of {record.stream_id} seq {record.seq}"
-        raise KeyUnavailableError(where, key_id, keyring_given=None)
+        raise KeyUnavailableError(where, sealed_key_id(record.payload), keyring_given=None)
 
 
 def _upcast(record: Record) -> tuple[str, str]:

@@ -214,9 +214,9 @@ class EventStore(ABC):
         receipts = self._erase([key], reason, expected_seq)
         pending = not self._clean_files("erase")
         if self._keyring is not None and not isinstance(memory_id, tuple):
-            # A plain id is its own subject (see keyring.subject_of); a tuple id shares its
-            # subject's key with the subject's other memories: erase_subject destroys that.
-            self._keyring.destroy(key)
+            # A plain id is its own subject; a tuple id shares its subject's key with the
+            # subject's other memories: erase_subject destroys that.
+            self._keyring.destroy(subject_of(memory_id))
         if not receipts:
             msg = (
                 f"erase of {key}: nothing to erase (no records, or their content was erased "
@@ -272,6 +272,7 @@ class EventStore(ABC):
         pending = not self._clean_files("erase")
         if self._keyring is not None and len(prefix) == 1:
             # Last: while the key exists a crash leaves nothing unreadable that is not erased.
+            # The subject (keyring.subject_of) of every id under a one-element prefix.
             self._keyring.destroy(memory_key(prefix))
         return [dataclasses.replace(r, cleanup_pending=pending) for r in receipts]
 

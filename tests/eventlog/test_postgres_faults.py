@@ -17,15 +17,11 @@ from psycopg.conninfo import make_conninfo
 
 from eventlog import PersistenceError
 from eventlog.errors import OutcomeUnknownError
-from tests.conftest import PG_DSN, require_pg
+from tests.conftest import PG_DSN
 from tests.eventlog.contract.records import batch, texts
+from tests.eventlog.test_postgres import _drop, _pg  # noqa: F401 - _pg is a fixture
 
 pytestmark = pytest.mark.usefixtures("_pg")
-
-
-@pytest.fixture
-def _pg() -> None:
-    require_pg()
 
 
 def _terminate(app: str) -> int:
@@ -37,14 +33,6 @@ def _terminate(app: str) -> int:
             (app,),
         ).fetchall()
     return sum(1 for (done,) in rows if done)
-
-
-def _drop(schema: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def test_connections_killed_every_50_ms_never_duplicate_or_lose_an_append():
