@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -63,13 +64,17 @@ _T = TypeVar("_T")
 _NO_UPPER = 1 << 62
 _CONNECT_TIMEOUT = 5  # seconds, for each connection attempt and for opening the pool
 _CHECKOUT_TIMEOUT = 10.0  # seconds to wait for a free pooled connection
-_POOL_MIN, _POOL_MAX = 1, 4
+_POOL_MIN = 1
+DEFAULT_MAX_CONNECTIONS = 8
+"""Connections the store's own pool may open; a thread waits for a free one beyond that."""
 _STALE_HEAD_RETRIES = 3
 DEFAULT_STATEMENT_TIMEOUT = 30.0
 """Seconds a statement (an append waiting for the append lock included) may run by default."""
 _LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
 _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
+_CONTENDED_FOR = 1.0  # seconds a memory's appends read its head first after a conflict
+_SETTLE_WAIT = 2.0  # seconds read_all waits for the store's own appends to pass the watermark
 _HEADS_MAX = 10_000  # cached stream heads per store; the oldest entry goes first
 _EMPTY = StreamHead(0, GENESIS, "")  # cached head of an empty stream (what _build chains to)
 _HANDOFF = "chatledger_handoff"  # pool kwarg carrying the connection the store opened itself
@@ -118,8 +123,11 @@ class _PoolConnection(psycopg.Connection["TupleRow"]):
 class PostgresEventStore(EventStore):
     """Event store in a PostgreSQL schema, safe for many threads and many processes.
 
-    Appends are serialized per schema by a transaction-scoped advisory lock, so global
-    positions commit in order and :meth:`read_all` is safe to tail. Reads run concurrently and
+    Appends to one memory queue on that memory's transaction-scoped advisory lock; appends to
+    different memories never wait for each other. Positions come from transaction ids and
+    :meth:`read_all` returns records only below the oldest transaction still running, so a
+    tailing reader never skips a record that commits late (see ``_Q_READ_ALL`` in
+    :mod:`eventlog.postgres_sql`). Reads run concurrently and
     retry transient connection failures. An append whose connection is lost asks the server
     whether its records landed (their hashes are known before sending) and, if they did not,
     tries again on a fresh connection: it returns once its records are stored exactly once,
@@ -140,9 +148,12 @@ class PostgresEventStore(EventStore):
             database: the store then only checks that the schema is up to date.
         statement_timeout: Seconds after which the server cancels a statement (each one,
             including waiting for locks), default 30: no append waits forever behind a stalled
-            transaction. None keeps the server's setting (often: no limit). Only with ``dsn``:
-            configure your own pool's connections yourself.
+            transaction of the same memory. None keeps the server's setting (often: no
+            limit). Only with ``dsn``: configure your own pool's connections yourself.
         read_retries: How many times a read is retried after a transient connection error.
+        max_connections: The most connections the store's own pool opens (default 8; it opens
+            them only as threads need them). Threads appending to different memories run in
+            parallel up to this many. Only with ``dsn``.
         key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
             records are format 3, HMAC-SHA256 under it. Keep it outside the database.
 
@@ -163,6 +174,7 @@ class PostgresEventStore(EventStore):
         create_schema: bool = True,
         statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
         read_retries: int = 3,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         key: bytes | None = None,
         keyring: Keyring | None = None,
     ) -> None:
@@ -177,6 +189,10 @@ class PostgresEventStore(EventStore):
                 "it on your pool's connections (configure= or options='-c statement_timeout=...')"
             )
             raise ValueError(msg)
+        if max_connections < 1:
+            msg = f"PostgresEventStore: max_connections={max_connections!r}; pass 1 or more"
+            raise ValueError(msg)
+        self._max_connections = max_connections
         self._closed = False
         self._close_lock = threading.Lock()
         self._schema = schema
@@ -201,6 +217,13 @@ class PostgresEventStore(EventStore):
         # checked by every insert (see pgsql._Q_INSERT): a stale entry costs a retry, not a gap.
         self._heads: dict[str, StreamHead] = {}
         self._heads_lock = threading.Lock()
+        # Memories another writer appended to lately, and until when to treat them so.
+        self._contended: dict[str, float] = {}
+        # One lock per memory being appended to by this object; gone when no thread holds it.
+        self._memory_locks: weakref.WeakValueDictionary[str, threading.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._own_last = 0  # highest position this object appended (read_all waits for it)
         self._pipelined = psycopg.Pipeline.is_supported()  # libpq >= 14
         if pool is not None:
             self._pool, self._own_pool = pool, False
@@ -231,7 +254,7 @@ class PostgresEventStore(EventStore):
             connection_class=_PoolConnection,
             kwargs={**kwargs, _HANDOFF: [first]},
             min_size=_POOL_MIN,
-            max_size=_POOL_MAX,
+            max_size=max(self._max_connections, _POOL_MIN),
             open=False,
             configure=self._configure if self._timeout is not None else None,
             name=f"chatledger-{self._schema}",
@@ -338,9 +361,9 @@ class PostgresEventStore(EventStore):
         if self._key is None or found is not None:
             self._adopt_key_check(where, found, False, 0)
             return
-        # Under the append lock: two first opens with different keys are serialized, and no
-        # append moves the last position while it is being recorded.
-        with self._write("open") as conn:
+        # With the events table locked against inserts: two first opens with different keys
+        # are serialized, and no append moves the last position while it is being recorded.
+        with self._write("open", whole_log=True) as conn:
             keyed = conn.execute(self._q["keyed_records"]).fetchone()
             last = conn.execute(self._q["last_position"]).fetchone()
             value = self._adopt_key_check(
@@ -363,6 +386,12 @@ class PostgresEventStore(EventStore):
             if conflict is not None and e.diag.constraint_name == pgsql.UNIQUE_SEQ:
                 raise conflict() from e
             raise PersistenceError(operation, self._detail(e)) from e
+        except psycopg.errors.SerializationFailure as e:
+            # A one-statement append under a SERIALIZABLE default isolation reports a
+            # concurrent writer of the same seq this way instead of as a unique violation.
+            if conflict is not None:
+                raise conflict() from e
+            raise PersistenceError(operation, self._detail(e)) from e
         except psycopg_pool.PoolClosed as e:
             if self._closed:
                 raise StoreClosedError(operation, self._name) from e
@@ -379,8 +408,9 @@ class PostgresEventStore(EventStore):
                 "cancelled by the server (statement_timeout or pg_cancel_backend)"
                 if self._timeout is None
                 else f"it ran longer than statement_timeout={self._timeout} s (an append waits "
-                "for the schema's append lock, which a stalled transaction can hold): find the "
-                "long transaction in pg_stat_activity, or raise statement_timeout"
+                "for its memory's append lock, which a stalled transaction of the same memory "
+                "can hold): find the long transaction in pg_stat_activity, or raise "
+                "statement_timeout"
             )
         elif isinstance(e, psycopg_pool.PoolTimeout):
             remedy = "no pooled connection became free or could be opened; is the server up?"
@@ -406,23 +436,32 @@ class PostgresEventStore(EventStore):
 
     @contextlib.contextmanager
     def _write(
-        self, operation: str, conflict: Callable[[], ConcurrencyError] | None = None
+        self,
+        operation: str,
+        conflict: Callable[[], ConcurrencyError] | None = None,
+        *,
+        keys: Sequence[str] = (),
+        whole_log: bool = False,
     ) -> Iterator[Conn]:
-        """One transaction holding the schema's append lock: commit on success, else roll back."""
+        """One transaction holding the append locks of ``keys`` (or, with ``whole_log``, the
+        events table against every insert): commit on success, else roll back."""
         with self._guard(operation, conflict) as conn, conn.transaction():
-            # Serialize writers. Identity values are allocated when a row is inserted, not when
-            # its transaction commits; without this lock, writer A could take position 10,
-            # writer B position 11, and B commit first - a tailing reader would then see 11,
-            # move its cursor past 10, and miss 10 forever. Holding the lock from before the
-            # head read until commit also makes the head we chain to the real one. An advisory
-            # lock rather than LOCK TABLE: VACUUM and ANALYZE do not conflict with it.
             # READ COMMITTED whatever the server's default: each statement then takes a new
-            # snapshot, so what runs *after* the lock is granted (a head read, the insert's
-            # check of the record it chains to) sees the previous writer's commit; under
-            # REPEATABLE READ the snapshot would date from before the lock wait.
-            # One round trip: the key is a literal, so both statements go as one simple query.
-            conn.execute(self._q["begin_write"])
+            # snapshot, so what runs *after* a lock is granted (a head read, the insert's check
+            # of the record it chains to) sees the previous writer's commit; under REPEATABLE
+            # READ the snapshot would date from before the lock wait.
+            conn.execute(pgsql.SET_READ_COMMITTED)
+            # Sorted, so two operations locking several memories cannot deadlock (an append
+            # holds one). Advisory locks rather than row or table locks: nothing else in the
+            # database (VACUUM, ANALYZE, readers) conflicts with them.
+            for lock in sorted({self._stream_lock(key) for key in keys}):
+                conn.execute(pgsql.LOCK, (lock,))
+            if whole_log:
+                conn.execute(self._q["lock_events_share"])
             yield conn
+
+    def _stream_lock(self, key: str) -> int:
+        return pgsql.stream_lock_key(self._schema, key)
 
     def _read(self, operation: str, fn: Callable[[Conn], _T]) -> _T:
         """Run a read, retrying transient connection errors (reads are safe to repeat)."""
@@ -446,16 +485,28 @@ class PostgresEventStore(EventStore):
         row = conn.execute(self._q["head"], (key,)).fetchone()
         return None if row is None else StreamHead(row[0], row[1], row[2])
 
-    def _insert_query(self, rows: list[Row], *, after_purge: bool = False) -> tuple[bytes, Any]:
+    def _insert_query(
+        self,
+        rows: list[Row],
+        *,
+        before: int = 0,
+        after_purge: bool = False,
+        lock: int | None = None,
+    ) -> tuple[bytes, Any]:
         """The INSERT of ``rows`` and its parameters: it inserts nothing unless the stored head
-        is the record the first row chains to (see pgsql._Q_INSERT). A tombstone chains to the last
-        record it erased, so there the emptied stream counts as that record."""
+        is the record the first row chains to (see pgsql._Q_INSERT). ``before`` counts the rows
+        this transaction inserted already (a position numbers rows within its transaction). A
+        tombstone chains to the last record it erased, so there the emptied stream counts as
+        that record. With ``lock``, the statement takes that append lock itself (autocommit
+        only: the lock lasts until the statement's commit)."""
         first = rows[0]
         link = (first[0], first[7] if after_purge else GENESIS, first[7])
+        locked = () if lock is None else (lock,)
+        suffix = "" if lock is None else "_locked"
         if len(rows) == 1:  # the common case; scalars cost less to send than arrays
-            return self._q["insert_one"], (*first, *link)
+            return self._q["insert_one" + suffix], (*locked, before, *first, *link)
         columns = [list(column) for column in zip(*rows, strict=True)]
-        return self._q["insert"], (*columns, *link)
+        return self._q["insert" + suffix], (*locked, before, *columns, *link)
 
     def _pipeline(self, conn: Conn) -> contextlib.AbstractContextManager[Any]:
         return conn.pipeline() if self._pipelined else contextlib.nullcontext()
@@ -490,13 +541,45 @@ class PostgresEventStore(EventStore):
             raise StoreClosedError(operation, self._name)
         if not items:
             return []
+        if len(items) > pgsql.MAX_ROWS_PER_TRANSACTION:
+            msg = (
+                f"append of {len(items):,} records to {key}: PostgreSQL appends at most "
+                f"{pgsql.MAX_ROWS_PER_TRANSACTION:,} records at once (a position numbers the "
+                "records of one transaction in 20 bits); split the batch (nothing was written)"
+            )
+            raise ValueError(msg)
         self._writable(operation, self._name)
+        # Threads of this store writing one memory take turns here, so each chains to the head
+        # the previous one wrote (a one-statement append) instead of racing for the same seq on
+        # the server and retrying with a head read.
+        with self._memory_lock(key):
+            return self._append_locked(key, items, expected_seq, expected_hash)
+
+    def _memory_lock(self, key: str) -> threading.Lock:
+        with self._heads_lock:
+            lock = self._memory_locks.get(key)
+            if lock is None:
+                lock = self._memory_locks[key] = threading.Lock()
+            return lock
+
+    def _append_locked(
+        self,
+        key: str,
+        items: Sequence[NewRecord],
+        expected_seq: int | None,
+        expected_hash: str | None,
+    ) -> list[Record]:
         stale = lost = 0
         while True:
             sent: list[tuple[list[Row], int]] = []
             try:
                 records = self._append(
-                    key, items, expected_seq, expected_hash, cached=stale == lost == 0, sent=sent
+                    key,
+                    items,
+                    expected_seq,
+                    expected_hash,
+                    cached=stale == lost == 0 and self._contended.get(key, 0.0) < time.monotonic(),
+                    sent=sent,
                 )
                 break
             except ConcurrencyError as e:
@@ -527,6 +610,7 @@ class PostgresEventStore(EventStore):
                 time.sleep(0.02 * 4 ** (lost - 1))
         last = records[-1]
         self._remember(key, StreamHead(last.seq, last.hash, last.recorded_at_text))
+        self._wrote(last.position)
         return self._revealed(records, items)
 
     def _append(
@@ -548,53 +632,91 @@ class PostgresEventStore(EventStore):
         # A cached head that matches expected_hash is still checked: the insert writes nothing
         # unless the stored head is the record it chains to (see pgsql._Q_INSERT).
         # On a cache hit everything is built before the transaction, so lock, insert and
-        # commit go to the server in one pipeline: one round trip instead of five.
+        # commit go to the server as one statement (or, on a caller's pool that is not in
+        # autocommit mode, in one pipeline): one round trip instead of five.
         rows = None if head is None else self._build(key, head, items, self._now())
         chained_to = 0
+        lock = self._stream_lock(key)
 
         def conflict() -> ConcurrencyError:
             return ConcurrencyError(key, chained_to if expected_seq is None else expected_seq, None)
 
         try:
             with self._guard("append", conflict) as conn:
-                with self._pipeline(conn):
-                    # READ COMMITTED and the append lock, for the reasons given in _write.
-                    conn.execute(pgsql.BEGIN if conn.autocommit else pgsql.SET_READ_COMMITTED)
-                    conn.execute(self._q["lock_append"])
-                    if rows is None:
-                        fresh = self._head(conn, key)  # under the lock: the real head
-                        actual = 0 if fresh is None else fresh.seq
-                        self._remember(key, fresh or _EMPTY)
-                        if expected_seq is not None and expected_seq != actual:
-                            raise ConcurrencyError(key, expected_seq, actual)
-                        mismatch = self._hash_conflict(key, fresh, expected_hash)
-                        if mismatch is not None:
-                            raise mismatch
-                        rows = self._build(key, fresh, items, self._now())
+                if rows is not None and conn.autocommit:
                     chained_to = rows[0][1] - 1
                     sent.append((rows, conn.info.backend_pid))  # from here, it may land
-                    cursor = conn.execute(*self._insert_query(rows))
-                    conn.execute(pgsql.COMMIT)
+                    cursor = conn.execute(*self._insert_query(rows, lock=lock))
+                else:
+                    cursor = self._append_in_transaction(
+                        conn, key, items, expected_seq, expected_hash, rows, lock, sent
+                    )
+                    chained_to = sent[-1][0][0][1] - 1
                 positions: dict[int, int] = dict(cursor.fetchall())
                 if not positions:
                     # The head is not the one we chained to (another writer appended, a purge,
-                    # a restored database): nothing was inserted, and COMMIT ended an empty
-                    # transaction.
+                    # a restored database): nothing was inserted.
                     raise conflict()
         except ConcurrencyError as e:
             if e.actual is None:
+                self._contend(key)
                 self._forget(key)
             raise
         except BaseException:
             self._forget(key)  # e.g. the connection broke around COMMIT: did it land?
             raise
-        return [Record(positions[row[1]], *row) for row in rows]
+        return [Record(positions[row[1]], *row) for row in sent[-1][0]]
+
+    def _contend(self, key: str) -> None:
+        """Another writer of this memory got in first: for a while, read the head under the
+        lock instead of sending a cached head that is likely stale (each stale one costs a
+        refused statement and a second attempt while the other writers queue)."""
+        with self._heads_lock:
+            if len(self._contended) >= _HEADS_MAX:
+                self._contended.clear()  # bounded; forgetting costs one conflict per memory
+            self._contended[key] = time.monotonic() + _CONTENDED_FOR
+
+    def _append_in_transaction(  # noqa: PLR0917 - private; called from _append only
+        self,
+        conn: Conn,
+        key: str,
+        items: Sequence[NewRecord],
+        expected_seq: int | None,
+        expected_hash: str | None,
+        rows: list[Row] | None,
+        lock: int,
+        sent: list[tuple[list[Row], int]],
+    ) -> Any:
+        """Lock, (read the head and build the rows,) insert and commit in one transaction;
+        returns the insert's cursor. ``sent`` receives the rows once they may land."""
+        with self._pipeline(conn):
+            # READ COMMITTED and the memory's append lock, for the reasons given in _write.
+            # Held through commit, so a second writer of this memory reads the head after it
+            # instead of racing for the same seq (a conflict and retry).
+            conn.execute(pgsql.BEGIN if conn.autocommit else pgsql.SET_READ_COMMITTED)
+            conn.execute(pgsql.LOCK, (lock,))
+            if rows is None:
+                fresh = self._head(conn, key)  # under the lock: the real head
+                actual = 0 if fresh is None else fresh.seq
+                if self._heads.get(key) != (fresh or _EMPTY):
+                    self._contend(key)  # another writer appended since our last append
+                self._remember(key, fresh or _EMPTY)
+                if expected_seq is not None and expected_seq != actual:
+                    raise ConcurrencyError(key, expected_seq, actual)
+                mismatch = self._hash_conflict(key, fresh, expected_hash)
+                if mismatch is not None:
+                    raise mismatch
+                rows = self._build(key, fresh, items, self._now())
+            sent.append((rows, conn.info.backend_pid))  # from here, it may land
+            cursor = conn.execute(*self._insert_query(rows))
+            conn.execute(pgsql.COMMIT)
+        return cursor
 
     def _landed(self, key: str, rows: list[Row], pid: int) -> list[Record] | None:
         """The records of an append whose connection was lost, if its commit landed; None if
         it did not (nothing of it is stored).
 
-        The lost transaction held the schema's append lock until it ended, so taking that lock
+        The lost transaction held its memory's append lock until it ended, so taking that lock
         waits for its outcome. A backend that never learns its client is gone (a network
         partition) would hold it for long: after ``_RESOLVE_WAIT`` it is terminated, but only
         if it is that pid and still holds the lock.
@@ -605,6 +727,7 @@ class PostgresEventStore(EventStore):
         """
         seqs = [row[1] for row in rows]
         hashes = [row[8] for row in rows]
+        lock = self._stream_lock(key)
         operation = "append (resolving a lost connection)"
         # Persistent, within a bound: giving up here leaves the caller an unknown outcome,
         # the one state in which its retry could store the message twice.
@@ -617,10 +740,10 @@ class PostgresEventStore(EventStore):
                     conn.execute(pgsql.SET_LOCK_TIMEOUT, (f"{round(_RESOLVE_WAIT * 1000)}ms",))
                     try:
                         with conn.transaction():  # a savepoint: a lock timeout aborts only it
-                            conn.execute(self._q["lock_append"])
+                            conn.execute(pgsql.LOCK, (lock,))
                     except psycopg.errors.LockNotAvailable:
-                        conn.execute(self._q["terminate_holder"], (5000, pid))
-                        conn.execute(self._q["lock_append"])
+                        conn.execute(self._q["terminate_holder"], (5000, pid, lock))
+                        conn.execute(pgsql.LOCK, (lock,))
                     found = dict(conn.execute(self._q["landed"], (key, seqs, hashes)).fetchall())
             except PersistenceError as e:
                 lost = isinstance(e.__cause__, psycopg.Error) and _connection_lost(e.__cause__)
@@ -652,7 +775,8 @@ class PostgresEventStore(EventStore):
         """
         key = memory_key(memory_id)
         self._writable("purge", self._name)
-        with self._write("purge", lambda: ConcurrencyError(key, expected_seq, None)) as conn:
+        conflict = lambda: ConcurrencyError(key, expected_seq, None)  # noqa: E731
+        with self._write("purge", conflict, keys=[key]) as conn:
             head = self._head(conn, key)
             if head is None:
                 msg = f"purge of {key}: the stream is empty; nothing to erase"
@@ -667,6 +791,7 @@ class PostgresEventStore(EventStore):
             ((_, position),) = conn.execute(*self._insert_query(rows, after_purge=True)).fetchall()
         record = Record(position, *rows[0])
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
+        self._wrote(record.position)
         return record
 
     def _erase(
@@ -678,7 +803,7 @@ class PostgresEventStore(EventStore):
         rewrites the files without them. The WAL and backups keep copies until recycled."""
         kinds = list(RECEIPT_KINDS)
         done: list[tuple[Record, ErasureReceipt]] = []
-        with self._write("erase") as conn:
+        with self._write("erase", keys=keys) as conn:
             for key in keys:
                 head = self._head(conn, key)
                 seq = 0 if head is None else head.seq
@@ -693,13 +818,15 @@ class PostgresEventStore(EventStore):
                 rows = self._build(key, head, [item], now)
                 conn.execute(self._q["blank"], (key, kinds))
                 conn.execute(self._q["delete_snapshots"], (key,))
-                ((_, position),) = conn.execute(*self._insert_query(rows)).fetchall()
+                query = self._insert_query(rows, before=len(done))
+                ((_, position),) = conn.execute(*query).fetchall()
                 record = Record(position, *rows[0])
                 done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
         for record, _ in done:
             self._remember(
                 record.stream_id, StreamHead(record.seq, record.hash, record.recorded_at_text)
             )
+            self._wrote(record.position)
         return [receipt for _, receipt in done]
 
     def _clean_files(self, operation: str) -> bool:
@@ -727,9 +854,10 @@ class PostgresEventStore(EventStore):
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = memory_key(memory_id)
-        # Under the append lock, so a purge cannot slip between the check and the insert and
-        # leave a snapshot of erased messages behind.
-        with self._write("save_snapshot", lambda: ConcurrencyError(key, seq, None)) as conn:
+        # Under the memory's append lock, so a purge cannot slip between the check and the
+        # insert and leave a snapshot of erased messages behind.
+        conflict = lambda: ConcurrencyError(key, seq, None)  # noqa: E731
+        with self._write("save_snapshot", conflict, keys=[key]) as conn:
             if conn.execute(self._q["event_exists"], (key, seq)).fetchone() is None:
                 msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
                 raise ValueError(msg)
@@ -764,11 +892,41 @@ class PostgresEventStore(EventStore):
         )
 
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
+        """See :meth:`EventStore.read_all`. Returns records only below the oldest transaction
+        still running anywhere on the server (see ``_Q_READ_ALL``): a record committed while
+        an older transaction is open shows once that transaction ends. Records this store
+        object appended itself are waited for (up to ``_SETTLE_WAIT``), so an append followed
+        by ``read_all`` or ``digest()`` sees it."""
         params = (gt, None if limit is None else max(limit, 0))
         query = self._q["read_all"]
-        return self._opened(
-            self._read("read_all", lambda conn: [Record(*r) for r in conn.execute(query, params)])
-        )
+        deadline = None
+        while True:
+            records = self._opened(
+                self._read(
+                    "read_all", lambda conn: [Record(*r) for r in conn.execute(query, params)]
+                )
+            )
+            seen = records[-1].position if records else gt
+            full = limit is not None and len(records) >= limit
+            own = self._own_last
+            if full or own <= seen:
+                return records
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + _SETTLE_WAIT
+            elif now > deadline or self._closed:
+                # Our record did not show (a purge by another process deleted it, or a long
+                # transaction holds the watermark back): what is returned is still exact, only
+                # shorter; stop waiting for that record next time.
+                with self._heads_lock:
+                    if self._own_last == own:
+                        self._own_last = seen
+                return records
+            time.sleep(0.002)
+
+    def _wrote(self, position: int) -> None:
+        with self._heads_lock:
+            self._own_last = max(self._own_last, position)
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
         key = memory_key(memory_id)

@@ -16,6 +16,7 @@ __all__ = [
     "BEGIN",
     "COMMIT",
     "LOCK",
+    "MAX_ROWS_PER_TRANSACTION",
     "MIGRATIONS",
     "MIGRATIONS_EXIST",
     "SCHEMA_EXISTS",
@@ -24,6 +25,7 @@ __all__ = [
     "lock_key",
     "render",
     "statements",
+    "stream_lock_key",
 ]
 
 MIGRATIONS: list[str] = [
@@ -71,6 +73,22 @@ MIGRATIONS: list[str] = [
         value text NOT NULL
     );
     """,
+    # 2: positions from transaction ids, so appends to different memories never wait for each
+    # other (until now every append took one advisory lock per schema). A position is
+    # (xid8 of the inserting transaction << 20) + the row's index in that transaction, given by
+    # the store in its INSERT; readers of the global order stop below the oldest transaction
+    # still running (see _Q_READ_ALL). The check refuses a table whose identity positions
+    # already reach the new range, where new records could sort before old ones.
+    """
+    ALTER TABLE {schema}.events ALTER COLUMN position DROP IDENTITY IF EXISTS;
+    DO $check$ BEGIN
+        IF (SELECT COALESCE(max(position), 0) FROM {schema}.events)
+                >= (pg_current_xact_id()::text::bigint << 20) THEN
+            RAISE EXCEPTION 'chatledger migration 2: positions already reach the range of '
+                'transaction-id positions; contact the maintainers before upgrading';
+        END IF;
+    END $check$;
+    """,
 ]
 """Schema migrations, index = version. A shipped entry is never edited; a wrong one becomes
 ``"SELECT 1"`` (with a comment) and a new entry fixes it."""
@@ -79,13 +97,14 @@ UNIQUE_SEQ = "events_stream_seq"  # the constraint a conflicting append violates
 
 # SQL templates; {schema} is filled with the quoted identifier once per store (see _TEMPLATES).
 LOCK = "SELECT pg_advisory_xact_lock(%s)"
+# Waits for every running append and keeps new ones out until commit (SHARE conflicts with the
+# ROW EXCLUSIVE lock an INSERT takes, not with readers or VACUUM): for the rare operation that
+# must see the whole log still, such as recording a key check value.
+_Q_LOCK_EVENTS_SHARE = "LOCK TABLE {schema}.events IN SHARE MODE"
 BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 # A connection that is not in autocommit mode has begun its transaction itself.
 SET_READ_COMMITTED = b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
 COMMIT = b"COMMIT"
-_Q_BEGIN_WRITE = (
-    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({key})"
-)
 _Q_HEAD = (
     "SELECT seq, hash, recorded_at FROM {schema}.events WHERE stream_id = %s "
     "ORDER BY seq DESC LIMIT 1"
@@ -94,41 +113,72 @@ _Q_HEAD = (
 # chained to (its hash covers its seq; an empty stream's "hash" is the fallback parameter).
 # A stale cached head therefore inserts nothing - no gap, no broken link, and no aborted
 # transaction to roll back; the unique (stream_id, seq) key still stops a writer that skipped
-# the lock.
+# the stream's lock. The position is this transaction's id shifted left by 20 bits plus the
+# row's index in the transaction (the first parameter: rows the transaction inserted before).
 _Q_INSERT_ONE = (
-    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
-    "meta, prev_hash, hash, salt, commitment, format) SELECT %s::text, %s::bigint, %s::text, "
-    "%s::text, %s::integer, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, "
-    "%s::integer WHERE COALESCE((SELECT hash FROM {schema}.events "
+    "INSERT INTO {schema}.events (position, stream_id, seq, recorded_at, kind, schema_version, "
+    "payload, meta, prev_hash, hash, salt, commitment, format) "
+    "SELECT (pg_current_xact_id()::text::bigint << 20) + %s::bigint + 1, %s::text, "
+    "%s::bigint, %s::text, %s::text, %s::integer, %s::text, %s::text, %s::text, %s::text, "
+    "%s::text, %s::text, %s::integer WHERE COALESCE((SELECT hash FROM {schema}.events "
     "WHERE stream_id = %s ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
 )
 _Q_INSERT = (
-    "INSERT INTO {schema}.events (stream_id, seq, recorded_at, kind, schema_version, payload, "
-    "meta, prev_hash, hash, salt, commitment, format) SELECT * FROM unnest(%s::text[], "
-    "%s::bigint[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], "
-    "%s::text[], %s::text[], %s::text[], %s::integer[]) "
+    "INSERT INTO {schema}.events (position, stream_id, seq, recorded_at, kind, schema_version, "
+    "payload, meta, prev_hash, hash, salt, commitment, format) "
+    "SELECT (pg_current_xact_id()::text::bigint << 20) + %s::bigint + r.n, r.s, r.q, r.t, "
+    "r.k, r.v, r.p, r.m, r.ph, r.h, r.sa, r.c, r.f FROM unnest(%s::text[], %s::bigint[], "
+    "%s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::text[], %s::integer[]) WITH ORDINALITY "
+    "AS r(s, q, t, k, v, p, m, ph, h, sa, c, f, n) "
     "WHERE COALESCE((SELECT hash FROM {schema}.events WHERE stream_id = %s "
     "ORDER BY seq DESC LIMIT 1), %s) = %s RETURNING seq, position"
 )
+# The same inserts as one autocommit statement that takes the memory's append lock itself (the
+# first parameter), held until the statement's own commit: one statement for the server to
+# parse, plan and commit instead of four (BEGIN, lock, insert, COMMIT). Its head check may run
+# on a snapshot from before the lock was granted; a writer that got in meanwhile then holds the
+# seq this insert tries, so the unique key refuses it (a conflict, retried with a fresh head).
+_LOCKED = "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)) "
+_Q_INSERT_ONE_LOCKED = _LOCKED + _Q_INSERT_ONE.replace(
+    "%s::integer WHERE COALESCE", "%s::integer FROM l WHERE COALESCE"
+)
+_Q_INSERT_LOCKED = _LOCKED + _Q_INSERT.replace("FROM unnest(", "FROM l, unnest(")
+MAX_ROWS_PER_TRANSACTION = (1 << 20) - 1  # what the 20 low bits of a position can number
 _Q_SELECT = (
     "SELECT position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
     "prev_hash, hash, salt, commitment, format FROM {schema}.events "
 )
 _Q_READ = _Q_SELECT + "WHERE stream_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
 _Q_READ_DESC = _Q_READ.replace("ORDER BY seq", "ORDER BY seq DESC")
-_Q_READ_ALL = _Q_SELECT + "WHERE position > %s ORDER BY position LIMIT %s"
+# The global order is safe to tail without a global write lock: positions are allocated when
+# a row is inserted, not when its transaction commits, so a plain "position > last seen" could
+# read position 11 (committed) before 10 (still running) and never see 10. Rows are returned
+# only below the oldest transaction id still running (pg_snapshot_xmin of the statement's
+# snapshot): every transaction below it has ended, so no row can appear there later, and every
+# later row has a higher transaction id, hence a higher position. This is the xid8 watermark
+# of PostgreSQL's "Transaction ID and Snapshot Information Functions" docs, as used by the
+# transactional outbox of eugene-khyst/postgresql-event-sourcing ("reliable transactional
+# outbox" / "polling with pg_snapshot_xmin"). A writing transaction left open anywhere in the
+# cluster holds the watermark back until it ends; it never delays appends.
+_Q_READ_ALL = _Q_SELECT + (
+    "WHERE position > %s AND position < "
+    "(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 20) ORDER BY position LIMIT %s"
+)
+_Q_WATERMARK = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 20"
 # Which of an append's records landed (their hashes were computed before sending): resolves an
 # append whose connection was lost around COMMIT.
 _Q_LANDED = (
     "SELECT seq, position FROM {schema}.events WHERE stream_id = %s AND seq = ANY(%s) "
     "AND hash = ANY(%s)"
 )
-# Terminates the backend of a lost append that still holds the schema's append lock (and only
-# then: a pid alone could have been recycled); PostgreSQL 14+ waits up to the timeout (ms)
-# for it to exit, which releases the lock with its transaction rolled back.
+# Terminates the backend of a lost append that still holds its memory's lock (and only then: a
+# pid alone could have been recycled); PostgreSQL 14+ waits up to the timeout (ms) for it to
+# exit, which releases the lock with its transaction rolled back. pg_locks splits the bigint
+# key into two oids; the shift puts it back (two's complement).
 _Q_TERMINATE_HOLDER = (
     "SELECT pg_terminate_backend(pid, %s) FROM pg_locks WHERE locktype = 'advisory' "
-    "AND granted AND pid = %s AND ((classid::bigint << 32) | objid::bigint) = {key}"
+    "AND granted AND pid = %s AND ((classid::bigint << 32) | objid::bigint) = %s"
 )
 SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %s, true)"
 _Q_SEQ_AT = (
@@ -184,9 +234,14 @@ _TEMPLATES = {
     "head": _Q_HEAD,
     "insert": _Q_INSERT,
     "insert_one": _Q_INSERT_ONE,
+    "insert_locked": _Q_INSERT_LOCKED,
+    "insert_one_locked": _Q_INSERT_ONE_LOCKED,
     "read": _Q_READ,
     "read_desc": _Q_READ_DESC,
     "read_all": _Q_READ_ALL,
+    "watermark": _Q_WATERMARK,
+    "terminate_holder": _Q_TERMINATE_HOLDER,
+    "lock_events_share": _Q_LOCK_EVENTS_SHARE,
     "seq_at": _Q_SEQ_AT,
     "landed": _Q_LANDED,
     "streams": _Q_STREAMS,
@@ -222,16 +277,17 @@ def statements(schema: str) -> dict[str, bytes]:
     """Every statement of one schema, rendered once per process (a third of a millisecond,
     which a store opened per request would otherwise pay each time). Never mutated."""
     ident = sql.Identifier(schema)
-    rendered = {name: render(template, ident) for name, template in _TEMPLATES.items()}
-    key = sql.Literal(lock_key("append", schema))
-    rendered["begin_write"] = sql.SQL(_Q_BEGIN_WRITE).format(key=key).as_bytes()
-    rendered["lock_append"] = sql.SQL(LOCK.replace("%s", "{}")).format(key).as_bytes()
-    # pg_locks splits the bigint key into two oids; the shift puts it back (two's complement).
-    rendered["terminate_holder"] = sql.SQL(_Q_TERMINATE_HOLDER).format(key=key).as_bytes()
-    return rendered
+    return {name: render(template, ident) for name, template in _TEMPLATES.items()}
 
 
 def lock_key(purpose: str, schema: str) -> int:
     """A signed 64-bit advisory-lock key private to chatledger and to one schema."""
     digest = hashlib.blake2b(f"chatledger.eventlog.{purpose}:{schema}".encode(), digest_size=8)
     return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def stream_lock_key(schema: str, key: str) -> int:
+    """The advisory-lock key of one memory's appends in one schema. Writers of one memory queue
+    on it instead of racing for the same seq; writers of different memories never meet (two
+    keys colliding in 64 bits would only make them queue, never corrupt anything)."""
+    return lock_key("stream", f"{schema}\x00{key}")

@@ -79,6 +79,7 @@ import contextlib
 import datetime as dt
 import gc
 import importlib.metadata
+import itertools
 import json
 import os
 import pathlib
@@ -91,6 +92,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -109,6 +111,7 @@ from eventlog import (  # noqa: E402
     verify_inclusion,
 )
 from eventlog.lc4j_json import message_to_json  # noqa: E402
+from eventlog.models import NewRecord  # noqa: E402
 from eventlog.store import EventStore  # noqa: E402
 from projections import (  # noqa: E402
     MessageWindowChatMemory,
@@ -1395,6 +1398,178 @@ def w5_group(cfg: Config, be: Backend, res: Results) -> None:
         res.add(row)
 
 
+# ---------------------------------------------------------------------------- scale
+
+
+def _child_peak_mb(argv: list[str]) -> tuple[float, float]:
+    """Run a command to its end; its peak resident memory (MB) and wall time (s)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    if proc.returncode != 0:
+        msg = f"{' '.join(argv[-4:])}: exit {proc.returncode}: {err.strip()[-300:]}"
+        raise RuntimeError(msg)
+    return usage.ru_maxrss / 1024, time.perf_counter() - start  # Linux reports KiB
+
+
+def scale_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
+    """[faults] scale rows: a page of history, CLI history/diff and import peak memory on the
+    largest history; on PostgreSQL, 8 writers on 8 memories and on one memory vs one writer."""
+    if be.name != "memory":
+        if not be.histories_built:
+            build_histories(cfg, be, res, messages)
+        size = max(cfg.sizes)
+        _history_rows(cfg, be, res, size)
+    if be.name == "postgres":
+        _parallel_rows(cfg, be, res)
+
+
+def _history_rows(cfg: Config, be: Backend, res: Results, size: int) -> None:
+    if be.name == "postgres":
+        # What autovacuum does within a minute of a bulk load: without statistics the planner
+        # takes a freshly filled table for a small one and sorts a whole memory for a page.
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(be.dsn, autocommit=True) as conn:
+            table = sql.Identifier(be.spec("hist")["schema"], "events")
+            conn.execute(sql.SQL("ANALYZE {}").format(table))
+    store = be.open("hist")
+    memory = MessageWindowChatMemory(f"h{size}", MAX_MESSAGES, store)
+    page_ms: list[float] = []
+    for _ in range(max(cfg.repeat, 3) * 4):
+        start = time.perf_counter_ns()
+        first = list(itertools.islice(memory.iter_history(), 100))
+        page_ms.append((time.perf_counter_ns() - start) / 1e6)
+        if len(first) != 100 or first[0].seq != 1:
+            msg = f"SC.page: first page of h{size} is {len(first)} events"
+            raise RuntimeError(msg)
+    res.add(
+        Row(
+            "SC.page",
+            f"memory.iter_history(): first 100 events of {size:,}",
+            statistics.median(page_ms),
+            "ms",
+            detail=f"max {max(page_ms):.2f} ms of {len(page_ms)}",
+            group="scale",
+            extra={"size": size},
+        )
+    )
+    be.close(store)
+    spec = be.spec("hist")
+    where = (
+        ["--db", spec["path"]]
+        if be.name == "sqlite"
+        else ["--dsn", be.dsn, "--schema", spec["schema"]]
+    )
+    cli = [sys.executable, "-c", "import sys; from projections.cli import main; sys.exit(main())"]
+    memory_arg = ["--id-json", json.dumps(f"h{size}")]
+    export = be.workdir / f"h{size}.jsonl"
+    runs = {
+        "SC.cli_history": (
+            f"chatledger history of {size:,} events (table, piped), peak memory",
+            [*cli, "history", *memory_arg, *where],
+        ),
+        "SC.cli_diff": (
+            f"chatledger diff 1..{size:,} (table, piped), peak memory",
+            [*cli, "diff", *memory_arg, "1", str(size), *where],
+        ),
+        "SC.export": (
+            f"chatledger export of {size:,} events, peak memory",
+            [*cli, "export", *memory_arg, *where, "-o", str(export), "--force"],
+        ),
+    }
+    for row_id, (label, argv) in runs.items():
+        log(f"scale: {row_id}")
+        peak, wall = _child_peak_mb(argv)
+        res.add(
+            Row(
+                row_id,
+                label,
+                peak,
+                "MB",
+                detail=f"{wall:.1f} s",
+                group="scale",
+                extra={"size": size},
+            )
+        )
+    target = be.workdir / "imported.db"
+    log("scale: SC.import")
+    megabytes = export.stat().st_size / 1e6
+    peak, wall = _child_peak_mb([*cli, "import", str(export), "--db", str(target)])
+    res.add(
+        Row(
+            "SC.import",
+            f"chatledger import of that export ({megabytes:,.0f} MB) into a new SQLite file, "
+            "peak memory",
+            peak,
+            "MB",
+            detail=f"{wall:.1f} s",
+            group="scale",
+            extra={"size": size, "file_mb": megabytes},
+        )
+    )
+    target.unlink(missing_ok=True)
+    export.unlink(missing_ok=True)
+
+
+def _parallel_rate(store: EventStore, memories: list[str], seconds: float) -> float:
+    counts = [0] * len(memories)
+    payload = [NewRecord("message_added", message_to_json(UserMessage("x" * 200)), "")]
+    start = time.monotonic() + 0.1
+    end = start + seconds
+
+    def write(i: int) -> None:
+        while time.monotonic() < start:
+            time.sleep(0.001)
+        while time.monotonic() < end:
+            store.append(memories[i], payload)
+            counts[i] += 1
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(memories))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / seconds
+
+
+def _parallel_rows(cfg: Config, be: Backend, res: Results) -> None:
+    store = be.open("parallel")
+    rounds = max(cfg.repeat, 3)
+    one: dict[int, float] = {}
+    spread8: dict[int, float] = {}
+    same8: dict[int, float] = {}
+    for r in range(rounds):
+        log(f"scale: parallel writers, round {r + 1}/{rounds}")
+        seconds = max(cfg.round_s, 0.2)  # threads need a moment to start
+        one[r] = _parallel_rate(store, [f"r{r}-solo"], seconds)
+        spread8[r] = _parallel_rate(store, [f"r{r}-m{i}" for i in range(8)], seconds)
+        same8[r] = _parallel_rate(store, [f"r{r}-shared"] * 8, seconds)
+    be.close(store)
+    res.add(
+        Row(
+            "SC.one",
+            "store.append, 1 thread, 1 memory (reference)",
+            statistics.median(one.values()),
+            "appends/s",
+            group="scale",
+        )
+    )
+    for row_id, label, got in (
+        ("SC.par8", "8 threads of one store, 8 memories", spread8),
+        ("SC.same8", "8 threads of one store, 1 memory", same8),
+    ):
+        row = Row(row_id, label, statistics.median(got.values()), "appends/s", group="scale")
+        row.ratio, row.vs = paired_ratio(got, one), "SC.one"
+        row.detail = spread(got, one)
+        res.add(row)
+
+
 # ---------------------------------------------------------------------------- goals
 
 
@@ -1468,6 +1643,26 @@ def goals(res: Results, backend: str) -> list[dict[str, str]]:
             lambda x: x >= 0.8,
             "{:.2f} x",
         )
+    what_if = res.get("TT.what_if")
+    goal(
+        "TT what-if <= 0.3 s at 100k",
+        what_if.value / 1e3
+        if what_if and what_if.value is not None and "100,000" in what_if.workload
+        else None,
+        lambda x: x <= 0.3,
+        "{:.3f} s",
+    )
+
+    def at_size(row_id: str) -> float | None:
+        row = res.get(row_id)
+        return None if row is None or row.extra.get("size", 0) < 1_000_000 else row.value
+
+    goal("SC history first page <= 50 ms at 1M", at_size("SC.page"), lambda x: x <= 50, "{:.2f} ms")
+    for row_id in ("SC.cli_history", "SC.cli_diff"):
+        goal(f"{row_id} peak <= 100 MB at 1M", at_size(row_id), lambda x: x <= 100, "{:.0f} MB")
+    goal("SC.import peak <= 200 MB", value("SC.import"), lambda x: x <= 200, "{:.0f} MB")
+    goal("SC.par8 >= 2 x one writer", ratio("SC.par8"), lambda x: x >= 2, "{:.2f} x")
+    goal("SC.same8 >= 0.7 x one writer", ratio("SC.same8"), lambda x: x >= 0.7, "{:.2f} x")
     if backend == "memory":
         for g in out:
             if g["goal"].startswith("W5"):
@@ -1598,7 +1793,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smaller defaults: under a minute")
     p.add_argument("--no-peers", action="store_true", help="skip LangChain and LangGraph")
     p.add_argument(
-        "--only", default="write,read,ledger,w5", help="groups to run: write,read,ledger,w5"
+        "--only",
+        default="write,read,ledger,w5,scale",
+        help="groups to run: write,read,ledger,w5,scale",
     )
     p.add_argument("--json", type=pathlib.Path, help="write every figure to this file")
     p.add_argument("--dir", type=pathlib.Path, help="where to make the work directory (cwd)")
@@ -1667,6 +1864,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("read", lambda: read_group(cfg, be, res, messages)),
                 ("ledger", lambda: ledger_group(cfg, be, res, messages)),
                 ("w5", lambda: w5_group(cfg, be, res)),
+                ("scale", lambda: scale_group(cfg, be, res, messages)),
             ]
             for name, group in groups:
                 if name in cfg.only:

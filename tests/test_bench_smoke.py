@@ -32,6 +32,8 @@ COLD_DIGEST = ["LD.digest.cold"]  # a new store object on the same database: not
 LEDGER = ["LD.digest", "LD.digest.cold", "LD.verify", "LD.prove", "LD.proof", "LD.inclusion"]
 RAW = ["RAW"]
 W5 = ["W5.single", "W5.same", "W5.separate"]
+SCALE = ["SC.page", "SC.cli_history", "SC.cli_diff", "SC.export", "SC.import"]
+PARALLEL = ["SC.one", "SC.par8", "SC.same8"]
 PEERS = ["PEER.lc.add", "PEER.lg.put", "PEER.lc.read@100", "PEER.lg.read@100"]
 GOALS = [
     "W1 >= 0.5 x raw",
@@ -49,6 +51,13 @@ GOALS = [
     "W5 same: total >= 0.8 x single writer",
     "W5 separate: zero errors, nothing lost",
     "W5 separate: total >= 0.8 x single writer",
+    "TT what-if <= 0.3 s at 100k",
+    "SC history first page <= 50 ms at 1M",
+    "SC.cli_history peak <= 100 MB at 1M",
+    "SC.cli_diff peak <= 100 MB at 1M",
+    "SC.import peak <= 200 MB",
+    "SC.par8 >= 2 x one writer",
+    "SC.same8 >= 0.7 x one writer",
 ]
 
 
@@ -112,7 +121,7 @@ def _check_ledger(report: dict[str, Any]) -> None:
     assert 500 < rows["LD.proof"]["value"] < 10_000
     # Check the 1M goals say they were not run at these sizes, rather than claiming a result.
     for goal in report["goals"]:
-        if goal["goal"].startswith("LD"):
+        if goal["goal"].startswith("LD") or "at 1M" in goal["goal"]:
             assert goal["met"] == "n/a", goal
 
 
@@ -127,7 +136,7 @@ def _peer_rows(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
 def test_bench_sqlite(tmp_path):
     report, stdout = _run_bench(tmp_path, "sqlite")
     installed, missing = _peer_rows(report)
-    _check_rows(report, [*RAW, *CORE, *COLD_DIGEST, *W5, *installed], missing)
+    _check_rows(report, [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *installed], missing)
     _check_writers(report)
     _check_ledger(report)
     assert report["meta"]["backend"] == "sqlite"
@@ -151,7 +160,9 @@ def test_bench_memory(tmp_path):
 def test_bench_postgres(tmp_path):
     require_pg()
     report, _ = _run_bench(tmp_path, "postgres")
-    _check_rows(report, [*RAW, *CORE, *COLD_DIGEST, *W5], dict.fromkeys(PEERS, "n/a"))
+    _check_rows(
+        report, [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *PARALLEL], dict.fromkeys(PEERS, "n/a")
+    )
     _check_writers(report)
     _check_ledger(report)
     assert report["meta"]["postgres"]

@@ -366,9 +366,10 @@ def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(sche
             # A writer that bypasses the append lock inserts seq 3 and has not committed: our
             # append's head check cannot see it, so only the unique key can stop it.
             rogue.execute(
-                f'INSERT INTO "{schema}".events (stream_id, seq, recorded_at, kind, '
+                f'INSERT INTO "{schema}".events (position, stream_id, seq, recorded_at, kind, '
                 "schema_version, payload, meta, prev_hash, hash) "
-                "VALUES ('u1', 3, '9999', %s, 1, %s, '', 'x', 'y')".encode(),
+                "VALUES (pg_current_xact_id()::text::bigint << 20, 'u1', 3, '9999', %s, 1, %s, "
+                "'', 'x', 'y')".encode(),
                 (rogue_row.kind, rogue_row.payload),
             )
 
@@ -751,6 +752,12 @@ def test_a_format_1_schema_migrates_and_keeps_verifying(schema):
     with PostgresEventStore(PG_DSN, schema=schema) as store:
         # Check old rows read as format 1, verify, and the chain continues in format 2.
         assert [(r.format, r.salt, r.commitment) for r in store.read("u1")] == [(1, "", "")] * 2
-        assert store.append("u1", batch("c"))[0].format == 2
+        old_last = store.read_all()[-1].position
+        (new,) = store.append("u1", batch("c"))
+        assert new.format == 2
+        # Check the positions from transaction ids (migration 2) follow the identity ones, so a
+        # tailer that stopped at the last old record goes on with the new one.
+        assert new.position > old_last
+        assert [r.position for r in store.read_all(gt=old_last)] == [new.position]
         assert store.verify().ok
         assert texts(store.read("u1")) == ["a", "b", "c"]

@@ -99,8 +99,9 @@ def test_connections_killed_every_50_ms_never_duplicate_or_lose_an_append():
 def test_every_wait_is_bounded_by_default_and_the_error_names_the_append_lock():
     import psycopg
 
+    from eventlog.ids import memory_key
     from eventlog.postgres import DEFAULT_STATEMENT_TIMEOUT, PostgresEventStore
-    from eventlog.postgres_sql import lock_key
+    from eventlog.postgres_sql import stream_lock_key
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
     try:
@@ -113,7 +114,8 @@ def test_every_wait_is_bounded_by_default_and_the_error_names_the_append_lock():
         with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=0.3) as store:
             store.append("u1", batch("a"))
             with psycopg.connect(PG_DSN) as stalled:
-                stalled.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("append", schema),))
+                lock = stream_lock_key(schema, memory_key("u1"))
+                stalled.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
                 started = time.monotonic()
                 with pytest.raises(PersistenceError, match=r"append lock.*pg_stat_activity"):
                     store.append("u1", batch("b"))
