@@ -67,7 +67,7 @@ def test_a_transaction_held_open_on_memory_a_does_not_delay_memory_b(schema):
 
             other = threading.Thread(target=append_a)
             other.start()
-            latencies = []
+            latencies: list[float] = []
             while time.monotonic() - held_at < 5:
                 t0 = time.monotonic()
                 writer.append("B", batch(f"b{len(latencies) + 2}"))
