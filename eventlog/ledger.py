@@ -97,7 +97,8 @@ class LedgerDigest(BaseModel):
         size: Number of records (leaves) covered.
         root: RFC 9162 root of those leaves, 64 hex digits.
         last_position: Position of the last record covered (0 for an empty log); every
-            record at or below it is covered, because positions are assigned in commit order.
+            record at or below it is covered, because ``read_all`` never returns a record
+            below a position it has returned already.
         recorded_at: When the digest was taken (aware, UTC).
     """
 

@@ -395,8 +395,11 @@ class EventStore(ABC):
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
         """Read records of all streams in global position order, for tailing.
 
-        Positions are assigned in commit order, so a reader that remembers the last position
-        it saw and asks for ``gt=`` that position never misses a record committed later.
+        What it returns is final: no record ever appears later at or below the last position
+        returned (SQLite and the in-memory store assign positions in commit order; PostgreSQL
+        returns only records below its oldest running transaction). So a reader that remembers
+        the last position it saw and asks for ``gt=`` that position never misses a record
+        committed later. Positions increase but need not be consecutive.
 
         Args:
             gt: Only positions strictly greater than this.
