@@ -1544,9 +1544,12 @@ def _parallel_rows(cfg: Config, be: Backend, res: Results) -> None:
     one: dict[int, float] = {}
     spread8: dict[int, float] = {}
     same8: dict[int, float] = {}
+    # Rounds of several --round-s: eight threads need a moment to start, and a warm-up round
+    # opens the pool's connections first (the pool opens them one at a time, on demand).
+    seconds = max(cfg.round_s * 8, 0.2)
+    _parallel_rate(store, [f"warm-{i}" for i in range(8)], seconds)
     for r in range(rounds):
         log(f"scale: parallel writers, round {r + 1}/{rounds}")
-        seconds = max(cfg.round_s, 0.2)  # threads need a moment to start
         one[r] = _parallel_rate(store, [f"r{r}-solo"], seconds)
         spread8[r] = _parallel_rate(store, [f"r{r}-m{i}" for i in range(8)], seconds)
         same8[r] = _parallel_rate(store, [f"r{r}-shared"] * 8, seconds)
