@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
@@ -27,6 +28,9 @@ from projections.base import ChatMemory, Clock
 __all__ = ["ChatMemoryProvider", "ProviderStats"]
 
 M = TypeVar("M", bound=ChatMemory)
+
+DEFAULT_WAIT_TIMEOUT = 60.0
+"""Seconds ``get`` waits for another thread's factory of the same id, by default."""
 
 
 def _utc_now() -> datetime:
@@ -100,11 +104,14 @@ class ChatMemoryProvider(Generic[M]):
         max_size: How many memories to keep; the least recently used one goes first.
         ttl: Drop a memory not fetched for longer than this; None keeps it until evicted.
         clock: Source of aware datetimes for idle times; default ``datetime.now(UTC)``.
+        wait_timeout: Seconds a ``get`` waits for another thread's factory creating the same
+            id before it raises :class:`TimeoutError` (default 60; None waits as long as the
+            factory runs). The creating thread itself is never interrupted.
 
     Raises:
         TypeError: ``factory`` or ``clock`` is not callable, ``max_size`` is not an int or
             ``ttl`` is not a timedelta.
-        ValueError: ``max_size`` < 1 or ``ttl`` is not positive.
+        ValueError: ``max_size`` < 1, ``ttl`` or ``wait_timeout`` is not positive.
     """
 
     def __init__(
@@ -114,7 +121,15 @@ class ChatMemoryProvider(Generic[M]):
         max_size: int = 10_000,
         ttl: timedelta | None = None,
         clock: Clock | None = None,
+        wait_timeout: float | None = DEFAULT_WAIT_TIMEOUT,
     ) -> None:
+        if wait_timeout is not None and not wait_timeout > 0:
+            msg = (
+                f"ChatMemoryProvider: wait_timeout must be positive seconds or None, but is "
+                f"{wait_timeout!r}"
+            )
+            raise ValueError(msg)
+        self._wait_timeout = wait_timeout
         if not callable(factory):
             msg = (
                 f"ChatMemoryProvider: factory must be a callable memory_id -> ChatMemory, not "
@@ -214,7 +229,14 @@ class ChatMemoryProvider(Generic[M]):
                 creator = False
         if not creator:
             try:
-                return creation.future.result()
+                return creation.future.result(timeout=self._wait_timeout)
+            except FutureTimeout:
+                msg = (
+                    f"ChatMemoryProvider.get({memory_id!r}) waited {self._wait_timeout} s for "
+                    "another thread's factory creating that id, which is still running; find "
+                    "what the factory waits for, or raise wait_timeout"
+                )
+                raise TimeoutError(msg) from None
             finally:
                 with self._lock:
                     del self._waiting[threading.get_ident()]

@@ -129,6 +129,34 @@ def test_creating_one_id_does_not_block_another():
     assert got["slow"] is provider.get("slow")
 
 
+def test_waiting_for_another_threads_factory_is_bounded_and_names_the_id():
+    store = InMemoryEventStore()
+    started, release = threading.Event(), threading.Event()
+
+    def factory(memory_id):
+        started.set()
+        assert release.wait(_WAIT)  # a factory stuck on something (a network call)
+        return MessageWindowChatMemory(id=memory_id, max_messages=5, store=store)
+
+    provider = ChatMemoryProvider(factory, wait_timeout=0.2)
+    got: list[MessageWindowChatMemory] = []
+    creator = threading.Thread(target=lambda: got.append(provider.get("stuck")))
+    creator.start()
+    try:
+        assert started.wait(_WAIT)
+        # Check a second get gives up after wait_timeout with an error naming the id and why.
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"get\('stuck'\) waited 0.2 s .*still running"):
+            provider.get("stuck")
+        assert 0.15 < time.monotonic() - t0 < _WAIT
+    finally:
+        release.set()
+        creator.join(_WAIT)
+    # Check the creator was not interrupted: its memory is the cached one, and a later get waits
+    # for nothing.
+    assert got and provider.get("stuck") is got[0]
+
+
 def test_a_factory_error_reaches_every_waiter_and_nothing_is_cached():
     store = InMemoryEventStore()
     entered, release = threading.Event(), threading.Event()
@@ -470,6 +498,8 @@ def test_nothing_one_id_does_is_visible_through_another(reopen):
         ({"ttl": timedelta(0)}, ValueError, "ttl must be positive"),
         ({"ttl": 30}, TypeError, "ttl must be a datetime.timedelta or None, not int"),
         ({"clock": "now"}, TypeError, "clock must be callable"),
+        ({"wait_timeout": 0}, ValueError, "wait_timeout must be positive seconds or None"),
+        ({"wait_timeout": -1.0}, ValueError, "wait_timeout must be positive"),
     ],
 )
 def test_invalid_settings_are_refused(kwargs, error, match):
