@@ -56,6 +56,7 @@ from eventlog.models import (
     MessagesSet,
     Record,
     StreamInfo,
+    SummaryRecorded,
     VerifyReport,
 )
 from eventlog.store import EventStore
@@ -100,6 +101,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreClosedError",
     "StreamInfo",
+    "SummaryRecorded",
     "SystemMessage",
     "TextContent",
     "ToolExecutionRequest",

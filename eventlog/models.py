@@ -91,6 +91,29 @@ class MemoryCleared(BaseModel):
     kind: Literal["memory_cleared"] = "memory_cleared"
 
 
+class SummaryRecorded(BaseModel):
+    """A summarizing memory folded messages that left its window into its running summary.
+
+    Written after the summarizer returned, so replay and time travel read the summary from
+    here and never call the summarizer again.
+
+    Attributes:
+        summary: The running summary, covering everything earlier summaries covered too.
+        covers: ``(seq, index)`` refs of the messages folded in by this event (index within a
+            ``messages_set`` list, else 0).
+        deferred: Refs that left the window but wait for their partner (a tool call whose
+            results have not left yet): folded by a later summary, never split from them.
+        previous: Seq of the summary this one continues (None: the first since a clear).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["summary_recorded"] = "summary_recorded"
+    summary: str
+    covers: tuple[tuple[int, int], ...]
+    deferred: tuple[tuple[int, int], ...] = ()
+    previous: int | None = None
+
+
 class MemoryPurged(BaseModel):
     """Tombstone left where a retention policy erased a memory's events.
 
@@ -174,7 +197,13 @@ class CompactionRun(BaseModel):
 
 
 Event: TypeAlias = Annotated[
-    MessageAdded | MessagesSet | MemoryCleared | MemoryPurged | MemoryErased | CompactionRun,
+    MessageAdded
+    | MessagesSet
+    | MemoryCleared
+    | SummaryRecorded
+    | MemoryPurged
+    | MemoryErased
+    | CompactionRun,
     Field(discriminator="kind"),
 ]
 

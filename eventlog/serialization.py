@@ -35,6 +35,7 @@ from eventlog.models import (
     MessagesSet,
     NewRecord,
     Record,
+    SummaryRecorded,
 )
 
 __all__ = [
@@ -83,7 +84,7 @@ def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> N
         payload = messages_to_json(event.messages)
     elif isinstance(event, MemoryCleared):
         payload = "{}"
-    elif isinstance(event, MemoryPurged | MemoryErased | CompactionRun):
+    elif isinstance(event, MemoryPurged | MemoryErased | CompactionRun | SummaryRecorded):
         payload = _dumps(event.model_dump(mode="json", exclude={"kind"}))
     else:
         msg = (
@@ -158,6 +159,8 @@ def decode_event(record: Record) -> Event | ContentErased:
         return MemoryErased.model_validate_json(payload)
     if kind == "compaction_run":
         return CompactionRun.model_validate_json(payload)
+    if kind == "summary_recorded":
+        return SummaryRecorded.model_validate_json(payload)
     msg = f"record {record.stream_id}#{record.seq} has unknown kind {kind!r}"
     raise ValueError(msg)
 

@@ -131,19 +131,25 @@ class _Replay:
         self.store = store
         self.key = key
         self.view = tuple(start)
-        self.policies: dict[tuple[str | None, bool], WindowPolicy] = {}
+        self.policies: dict[tuple[str | None, bool, int | None], WindowPolicy] = {}
 
-    def _policy(self, estimator: str | None, keep_first: bool) -> WindowPolicy:
+    def _policy(self, estimator: str | None, keep_first: bool, evict: int | None) -> WindowPolicy:
         # The limits come from each event's record; the one given here is never used.
-        policy = self.policies.get((estimator, keep_first))
+        policy = self.policies.get((estimator, keep_first, evict))
         if policy is None:
+            evict_to = None if evict is None else evict / 1000
             if estimator is None:
-                policy = MessageWindowPolicy(1, always_keep_system_message_first=keep_first)
+                policy = MessageWindowPolicy(
+                    1, always_keep_system_message_first=keep_first, evict_to=evict_to
+                )
             else:
                 policy = TokenWindowPolicy(
-                    1, _RecordedCounts(estimator), always_keep_system_message_first=keep_first
+                    1,
+                    _RecordedCounts(estimator),
+                    always_keep_system_message_first=keep_first,
+                    evict_to=evict_to,
                 )
-            self.policies[(estimator, keep_first)] = policy
+            self.policies[(estimator, keep_first, evict)] = policy
         return policy
 
     def _fold(
@@ -151,7 +157,7 @@ class _Replay:
     ) -> tuple[Window, list[Departure]] | None:
         """The window rules applied to the event with its recorded limit, or None when they
         do not give the recorded window."""
-        window = Window(self._policy(meta.estimator, keep_first), self.view)
+        window = Window(self._policy(meta.estimator, keep_first, meta.evict_permille), self.view)
         limit = meta.limit
         try:
             departures = apply(window, record, new, None if limit is None else lambda: limit)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, StreamKey, memory_key
 from eventlog.memory import InMemoryEventStore
-from eventlog.messages import MESSAGE_TYPES
+from eventlog.messages import MESSAGE_TYPES, SystemMessage, ToolExecutionResultMessage
 from eventlog.messages import ChatMessage as _ChatMessage
 from eventlog.models import LoggedEvent, NewRecord, Record
 from eventlog.serialization import added_record, cleared_record, logged_event, set_record
@@ -31,7 +32,9 @@ from projections.replay import (
     window_refs,
 )
 from projections.tokens import TokenCountEstimator
+from projections.validity import INTERRUPTED, profile_of, unanswered_results, valid_view
 from projections.window import (
+    Departure,
     Entry,
     Limit,
     MessageWindowPolicy,
@@ -49,6 +52,16 @@ _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 _CLEARED_META = WindowMeta([]).encode()
 _HISTORY_PAGE = 1_000  # events decoded per read while walking a history
 _log = logging.getLogger("chatledger.memories")
+
+
+class _Default(enum.Enum):
+    """The type of :data:`DEFAULT` (an enum member, so type checkers can narrow it)."""
+
+    DEFAULT = enum.auto()
+
+
+DEFAULT: Final = _Default.DEFAULT
+"""``messages(valid_for=DEFAULT)``: use the memory's own ``valid_for``."""
 
 
 def _as_list(args: tuple[Any, ...], operation: str) -> list[_ChatMessage]:
@@ -89,7 +102,13 @@ class _WindowChatMemory(ChatMemory):
     race raises ConcurrencyError inside, and the add is recomputed on the new state and retried.
     """
 
-    def __init__(self, memory_id: MemoryId, policy: WindowPolicy, store: EventStore | None) -> None:
+    def __init__(
+        self,
+        memory_id: MemoryId,
+        policy: WindowPolicy,
+        store: EventStore | None,
+        valid_for: str | None = None,
+    ) -> None:
         if memory_id is None:
             msg = "id cannot be None; pass a str, int, UUID or tuple memory id"
             raise ValueError(msg)
@@ -99,6 +118,7 @@ class _WindowChatMemory(ChatMemory):
         self._policy = policy
         policy.limit_for(memory_id)  # LangChain4j validates a dynamic provider once at build
         self._store: EventStore = store if store is not None else InMemoryEventStore()
+        self._valid_for = None if valid_for is None else profile_of(valid_for).name
         self._lock = threading.RLock()
         self._window = Window(policy)
         self._seq = -1  # nothing loaded yet
@@ -137,6 +157,7 @@ class _WindowChatMemory(ChatMemory):
             if self._seq > 0:
                 self._changed_under_us("it has no events now")
             self._settle([], 0, "")
+            self._observe(None)
         elif head.seq != self._seq or head.hash != self._hash:
             self._load(head.seq)
 
@@ -164,6 +185,7 @@ class _WindowChatMemory(ChatMemory):
             self._changed_under_us(f"the head is now seq {head_seq}, not a continuation")
         (record,) = read_checked(self._store, self._key, gt=head_seq - 1, lte=head_seq)
         self._settle(self._recorded(record, {}), head_seq, record.hash)
+        self._observe(record)
 
     def _catch_up(self) -> None:
         """After a lost race: what others appended since our seq, in one query."""
@@ -179,6 +201,7 @@ class _WindowChatMemory(ChatMemory):
         for record in tail:
             known.update(origin_entries(record, self._policy.identity))
         self._settle(self._recorded(tail[-1], known), tail[-1].seq, tail[-1].hash)
+        self._observe(tail[-1])
 
     def _recorded(self, record: Record, known: dict[tuple[int, int], Entry]) -> list[Entry]:
         """The window ``record`` recorded, reading only the messages not ``known``."""
@@ -234,42 +257,142 @@ class _WindowChatMemory(ChatMemory):
             self._window = window
             self._seq = stored[-1].seq
             self._hash = stored[-1].hash
+            self._observe(stored[-1])
             return
+
+    def _observe(self, head: Record | None) -> None:
+        """Called with the head record whenever the object moves to it (None: no events);
+        subclasses read what they keep in the window record."""
+
+    def _meta(
+        self,
+        entries: list[Entry],
+        limit: int | None,
+        tokens: int | list[int] | None = None,
+        identity: str | None = None,
+    ) -> str:
+        """The window record text for an event this memory writes."""
+        summary, through = self._summary_fields()
+        return WindowMeta.of(
+            entries,
+            limit,
+            tokens,
+            identity,
+            evict_permille=self._policy.evict_permille,
+            summary=summary,
+            through=through,
+        ).encode()
+
+    def _summary_fields(self) -> tuple[int | None, int | None]:
+        """``(summary, through)`` of the window record (a summarizing memory's summary)."""
+        return None, None
 
     # ------------------------------------------------------------------ ChatMemory
 
-    def messages(self) -> list[_ChatMessage]:
+    def messages(self, *, valid_for: str | _Default | None = DEFAULT) -> list[_ChatMessage]:
+        """The window as LangChain4j shows it, or a provider-valid view of it.
+
+        Args:
+            valid_for: ``"openai"``, ``"anthropic"`` or ``"gemini"``: a view that provider's
+                chat API accepts (see :mod:`projections.validity`); None: LangChain4j's window
+                exactly. Default: the memory's own ``valid_for``.
+
+        Raises:
+            ValueError: A dynamic limit returned a value <= 0, or an unknown profile.
+        """
         with self._lock:
             limit = self._policy.limit_for(self._id)  # before touching the store, as LC4j
             self._sync()
             # A limit that shrank since the last write trims the view only; the log is written
             # at the next add/set, exactly like LangChain4j's store.
-            return [e.message for e in self._window.view(limit)]
+            view = self._view([e.message for e in self._window.view(limit)])
+        return self._valid(view, valid_for)
+
+    def _view(self, window: list[_ChatMessage]) -> list[_ChatMessage]:
+        """What the memory shows for ``window`` (a summarizing memory adds its summary)."""
+        return window
+
+    def _valid(
+        self, view: list[_ChatMessage], valid_for: str | _Default | None
+    ) -> list[_ChatMessage]:
+        profile = self._valid_for if isinstance(valid_for, _Default) else valid_for
+        return view if profile is None else valid_view(view, profile)
+
+    @property
+    def valid_for(self) -> str | None:
+        """The provider profile ``messages()`` applies by default (None: LangChain4j's view)."""
+        return self._valid_for
 
     def add(self, *messages: Any) -> None:
         items = _as_list(messages, "add")
         if not items:
             return
+        with self._lock:
+            self._add(lambda _window: items)
+
+    def _add(self, pick: Callable[[Window], list[_ChatMessage]]) -> list[Departure]:
+        """Append one ``message_added`` event per message ``pick(window)`` returns for the
+        window in hand (called again after a lost race), with LangChain4j's full ``add`` for
+        each; returns what left the window, and why."""
         policy = self._policy
-        counts = [policy.count(m) for m in items]  # each message counted once, before writing
         identity = policy.identity if isinstance(policy, TokenWindowPolicy) else None
+        counted: dict[int, int | None] = {}
+        departed: list[Departure] = []
 
         def limit() -> int:
             return policy.limit_for(self._id)
 
         def build(current: Window, seq: int) -> tuple[list[NewRecord], Window]:
+            items = pick(current)
             work = current.copy()
             records: list[NewRecord] = []
-            for message, tokens in zip(items, counts, strict=True):
+            departed.clear()
+            for message in items:
+                # Each message counted once, before writing (and not again on a retry).
+                if id(message) not in counted:
+                    counted[id(message)] = policy.count(message)
+                tokens = counted[id(message)]
                 entry = Entry(message, (seq + len(records) + 1, 0), tokens)
-                if work.add(entry, limit) is None:
+                left = work.add(entry, limit)
+                if left is None:
                     continue  # the same system message again: LangChain4j writes nothing
-                meta = WindowMeta.of(work.entries, work.limit, tokens, identity)
-                records.append(added_record(message, meta.encode()))
+                departed.extend(left)
+                meta = self._meta(work.entries, work.limit, tokens, identity)
+                records.append(added_record(message, meta))
             return records, work
 
+        self._write(build)
+        return departed
+
+    def repair(self, text: str = INTERRUPTED) -> list[ToolExecutionResultMessage]:
+        """Answer the tool calls left unanswered at the end of the window, by appending.
+
+        A run that was interrupted (a crash between the call and its result, a cancelled
+        request) leaves an AI message whose tool calls have no results; every provider
+        rejects such a window once anything follows it. ``repair`` appends one tool result
+        per unanswered call of the last AI message (only tool results may follow it), saying
+        the call was interrupted: compensating events, in ``history()`` and ``diff`` like
+        any other, never an edit of the log.
+
+        Args:
+            text: The result text the model will read.
+
+        Returns:
+            The results appended (empty when nothing was unanswered).
+        """
+        appended: list[ToolExecutionResultMessage] = []
+
+        def pick(window: Window) -> list[_ChatMessage]:
+            appended[:] = unanswered_results(
+                [e.message for e in window.entries if not isinstance(e.message, SystemMessage)],
+                text,
+            )
+            return list(appended)
+
         with self._lock:
-            self._write(build)
+            self._sync()
+            self._add(pick)
+        return appended
 
     def set(self, *messages: Any) -> None:
         if not messages:
@@ -279,6 +402,7 @@ class _WindowChatMemory(ChatMemory):
         policy = self._policy
         counts = [policy.count(m) for m in items]
         token_window = isinstance(policy, TokenWindowPolicy)
+        departed: list[Departure] = []
 
         def build(current: Window, seq: int) -> tuple[list[NewRecord], Window]:
             work = current.copy()
@@ -286,23 +410,27 @@ class _WindowChatMemory(ChatMemory):
                 Entry(m, (seq + 1, i), t)
                 for i, (m, t) in enumerate(zip(items, counts, strict=True))
             ]
-            work.set(entries, policy.limit_for(self._id))
-            meta = WindowMeta.of(
+            departed[:] = work.set(entries, policy.limit_for(self._id))
+            meta = self._meta(
                 work.entries,
                 work.limit,
                 [c or 0 for c in counts] if token_window else None,
                 policy.identity if token_window else None,
             )
-            return [set_record(items, meta.encode())], work
+            return [set_record(items, meta)], work
 
         with self._lock:
             self._write(build)
+            self._after_set(departed)
+
+    def _after_set(self, departed: list[Departure]) -> None:
+        """Subclass hook after a ``set`` landed (a summarizing memory folds what it evicted)."""
 
     def clear(self) -> None:
         def build(current: Window, seq: int) -> tuple[list[NewRecord], Window]:
             work = current.copy()
             work.clear()
-            return [cleared_record(_CLEARED_META)], work
+            return [cleared_record(self._cleared_meta(seq + 1))], work
 
         with self._lock:
             self._write(build)
@@ -319,17 +447,37 @@ class _WindowChatMemory(ChatMemory):
         for record in records(self._store, self._key, gt=gt or 0, lte=lte, page=page):
             yield logged_event(record)
 
-    def as_of(self, *, seq: int | None = None, at: datetime | None = None) -> list[_ChatMessage]:
+    def _cleared_meta(self, seq: int) -> str:
+        """The window record of a clear written at ``seq``."""
+        return _CLEARED_META
+
+    def as_of(
+        self,
+        *,
+        seq: int | None = None,
+        at: datetime | None = None,
+        valid_for: str | _Default | None = DEFAULT,
+    ) -> list[_ChatMessage]:
         target = resolve_seq(self._store, self._key, seq=seq, at=at)
         with self._lock:
             if target == self._seq:
-                return [e.message for e in self._window.entries]
-        return [e.message for e in view_at(self._store, self._key, target)]
+                return self._valid(self._view([e.message for e in self._window.entries]), valid_for)
+        view = [e.message for e in view_at(self._store, self._key, target)]
+        return self._valid(self._view_at(target, view), valid_for)
+
+    def _view_at(self, seq: int, window: list[_ChatMessage]) -> list[_ChatMessage]:
+        """What the memory showed after event ``seq``, whose window was ``window``."""
+        return window
 
     def what_if(
-        self, policy: WindowPolicy, *, seq: int | None = None, at: datetime | None = None
+        self,
+        policy: WindowPolicy,
+        *,
+        seq: int | None = None,
+        at: datetime | None = None,
+        valid_for: str | None = None,
     ) -> list[_ChatMessage]:
-        return what_if(self._store, self._key, policy, seq=seq, at=at)
+        return what_if(self._store, self._key, policy, seq=seq, at=at, valid_for=valid_for)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self._id!r}, store={type(self._store).__name__})"
@@ -343,6 +491,10 @@ class MessageWindowChatMemory(_WindowChatMemory):
         max_messages: Window size, or a callable ``memory_id -> size`` consulted on every call.
         store: Where the log lives; default: a new :class:`InMemoryEventStore`.
         always_keep_system_message_first: Insert a replacement system message first.
+        evict_to: Opt-in chunked eviction: when over the limit, evict down to this fraction
+            of it (e.g. 0.7), so the sent prefix stays stable for many turns.
+        valid_for: ``"openai"``, ``"anthropic"`` or ``"gemini"``: ``messages()`` returns a
+            view that provider accepts (see :mod:`projections.validity`).
 
     Raises:
         ValueError: ``max_messages`` is None or <= 0
@@ -356,12 +508,16 @@ class MessageWindowChatMemory(_WindowChatMemory):
         max_messages: Limit | None = None,
         store: EventStore | None = None,
         always_keep_system_message_first: bool = False,
+        *,
+        evict_to: float | None = None,
+        valid_for: str | None = None,
     ) -> None:
         policy = MessageWindowPolicy(
             max_messages,
             always_keep_system_message_first=always_keep_system_message_first,
+            evict_to=evict_to,
         )
-        super().__init__(id, policy, store)
+        super().__init__(id, policy, store, valid_for)
 
     @classmethod
     def with_max_messages(cls, max_messages: Limit) -> Self:
@@ -378,6 +534,8 @@ class TokenWindowChatMemory(_WindowChatMemory):
         token_count_estimator: E.g. ``OpenAiTokenCountEstimator("gpt-4o-mini")``.
         store: Where the log lives; default: a new :class:`InMemoryEventStore`.
         always_keep_system_message_first: Insert a replacement system message first.
+        evict_to: Opt-in chunked eviction (see :class:`MessageWindowChatMemory`).
+        valid_for: A provider profile for ``messages()`` (see :class:`MessageWindowChatMemory`).
 
     Raises:
         ValueError: ``max_tokens`` is None or <= 0, or the estimator is None.
@@ -390,13 +548,17 @@ class TokenWindowChatMemory(_WindowChatMemory):
         token_count_estimator: TokenCountEstimator | None = None,
         store: EventStore | None = None,
         always_keep_system_message_first: bool = False,
+        *,
+        evict_to: float | None = None,
+        valid_for: str | None = None,
     ) -> None:
         policy = TokenWindowPolicy(
             max_tokens,
             token_count_estimator,
             always_keep_system_message_first=always_keep_system_message_first,
+            evict_to=evict_to,
         )
-        super().__init__(id, policy, store)
+        super().__init__(id, policy, store, valid_for)
 
     @property
     def token_count_estimator(self) -> TokenCountEstimator:

@@ -11,7 +11,11 @@ Stored form (canonical JSON: sorted keys, compact), every key but ``"w"`` option
 * ``"lim"``: the limit the event was trimmed to (absent for a fork's untrimmed copy);
 * ``"tok"``: token counts of the messages the event brought (an int for an add, a list for a
   set), counted by the estimator named in ``"est"``;
-* ``"forked_from"``: for a fork's first event, the source memory, seq and hash.
+* ``"forked_from"``: for a fork's first event, the source memory, seq and hash;
+* ``"ev"``: chunked eviction's low-water mark in thousandths of the limit (``evict_to``);
+* ``"sum"``: a summarizing memory's summary in force: the seq of its ``summary_recorded`` event;
+* ``"sth"``: a summarizing memory's coverage: every message that left the window by eviction
+  at or before this seq is in the summary (or deferred by it), later ones are still to fold.
 """
 
 from __future__ import annotations
@@ -123,6 +127,9 @@ class WindowMeta:
             item for a set; None for a message window.
         estimator: Identity of the estimator that counted ``tokens``.
         forked_from: Set on a fork's first event.
+        evict_permille: Chunked eviction's low-water mark, thousandths of the limit.
+        summary: Seq of the ``summary_recorded`` event in force (summarizing memories).
+        through: Seq up to which evicted messages are summarized (summarizing memories).
     """
 
     runs: Refs
@@ -130,6 +137,9 @@ class WindowMeta:
     tokens: int | list[int] | None = None
     estimator: str | None = None
     forked_from: ForkOrigin | None = None
+    evict_permille: int | None = None
+    summary: int | None = None
+    through: int | None = None
 
     @classmethod
     def of(
@@ -139,9 +149,22 @@ class WindowMeta:
         tokens: int | list[int] | None = None,
         estimator: str | None = None,
         forked_from: ForkOrigin | None = None,
+        *,
+        evict_permille: int | None = None,
+        summary: int | None = None,
+        through: int | None = None,
     ) -> WindowMeta:
         """The record of a window holding ``entries``."""
-        return cls(encode_refs(entries), limit, tokens, estimator, forked_from)
+        return cls(
+            encode_refs(entries),
+            limit,
+            tokens,
+            estimator,
+            forked_from,
+            evict_permille,
+            summary,
+            through,
+        )
 
     @property
     def refs(self) -> list[tuple[int, int]]:
@@ -155,7 +178,13 @@ class WindowMeta:
 
     def encode(self) -> str:
         """The canonical meta text (sorted keys, compact; None values left out)."""
-        if self.forked_from is None and not isinstance(self.tokens, list):
+        if (
+            self.forked_from is None
+            and not isinstance(self.tokens, list)
+            and self.evict_permille is None
+            and self.summary is None
+            and self.through is None
+        ):
             # The add path: written directly, several times faster than the JSON encoder and
             # byte-identical to it (a test compares the two).
             window = ",".join(
@@ -180,6 +209,12 @@ class WindowMeta:
         if self.forked_from is not None:
             origin = self.forked_from
             obj["forked_from"] = {"hash": origin.hash, "memory": origin.memory, "seq": origin.seq}
+        if self.evict_permille is not None:
+            obj["ev"] = self.evict_permille
+        if self.summary is not None:
+            obj["sum"] = self.summary
+        if self.through is not None:
+            obj["sth"] = self.through
         return obj
 
     @classmethod
@@ -217,6 +252,9 @@ class WindowMeta:
         tokens = obj.get("tok")
         estimator = obj.get("est")
         origin = obj.get("forked_from")
+        evict = obj.get("ev")
+        summary = obj.get("sum")
+        through = obj.get("sth")
         if (
             not _is_count(limit, allow_none=True)
             or not (
@@ -225,13 +263,16 @@ class WindowMeta:
             )
             or not (estimator is None or isinstance(estimator, str))
             or not (origin is None or _is_origin(origin))
+            or not (evict is None or (_is_count(evict) and 0 < evict < 1000))
+            or not _is_count(summary, allow_none=True)
+            or not _is_count(through, allow_none=True)
         ):
             msg = f"event meta has a malformed window record: {text[:80]!r}"
             raise ValueError(msg)
         fork = (
             None if origin is None else ForkOrigin(origin["memory"], origin["seq"], origin["hash"])
         )
-        return cls(runs, limit, tokens, estimator, fork)
+        return cls(runs, limit, tokens, estimator, fork, evict, summary, through)
 
 
 def _is_count(value: object, *, allow_none: bool = False) -> bool:
@@ -281,6 +322,10 @@ def check_window_record(record: Record, brought: Brought) -> None:
     meta = WindowMeta.decode(record.meta)
     if meta is None:
         return
+    for name, value in (("summary", meta.summary), ("coverage", meta.through)):
+        if value is not None and value > record.seq:
+            msg = f"names {name} seq {value}, after the event itself ({record.seq})"
+            raise ValueError(msg)
     adds: list[tuple[int, int]] = []
     sets: list[tuple[int, int, int]] = []
     for run in meta.runs:

@@ -27,6 +27,7 @@ from eventlog.models import MemoryErased, Record, format_time
 from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
 from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
+from projections.validity import profile_of, valid_view
 from projections.window import Departure, Entry, MessageWindowPolicy, Window, WindowPolicy
 
 __all__ = [
@@ -467,10 +468,14 @@ def what_if(
     *,
     seq: int | None = None,
     at: datetime | None = None,
+    valid_for: str | None = None,
 ) -> list[ChatMessage]:
     """What a memory with ``policy`` would have shown after event ``seq`` (or at time ``at``).
 
     Nothing is written. With neither ``seq`` nor ``at``, the answer is for the head.
+    ``policy`` may use chunked eviction (``evict_to=``); ``valid_for`` names a provider profile
+    whose valid view is returned (see :mod:`projections.validity`). A summarizing memory's
+    summaries are not replayed: they summarize what *its* policy evicted.
 
     Args:
         store: The store holding the history.
@@ -478,7 +483,11 @@ def what_if(
         policy: E.g. ``MessageWindowPolicy(20)`` or ``TokenWindowPolicy(2000, estimator)``.
         seq: The event after which to look.
         at: Or a time: the last event recorded at or before it.
+        valid_for: ``"openai"``, ``"anthropic"``, ``"gemini"`` or None (the window as is).
     """
+    if valid_for is not None:
+        profile_of(valid_for)  # refused before any read
+        return valid_view(what_if(store, memory_id, policy, seq=seq, at=at), valid_for)
     target = None if seq is None and at is None else resolve_seq(store, memory_id, seq=seq, at=at)
     if target == 0:
         return []

@@ -81,6 +81,27 @@ def _is_ai_with_requests(message: ChatMessage) -> bool:
     return isinstance(message, AiMessage) and bool(message.tool_execution_requests)
 
 
+def evict_permille(evict_to: object) -> int | None:
+    """``evict_to`` (a fraction in (0, 1)) as thousandths, validated.
+
+    Raises:
+        ValueError: It is not a number strictly between 0 and 1, or rounds to 0 or 1000.
+    """
+    if evict_to is None:
+        return None
+    if isinstance(evict_to, bool) or not isinstance(evict_to, int | float):
+        msg = f"evict_to must be a fraction of the limit such as 0.7, but is: {evict_to!r}"
+        raise ValueError(msg)
+    permille = round(evict_to * 1000)
+    if not 0 < permille < 1000:
+        msg = (
+            f"evict_to must be between 0 and 1 (exclusive), e.g. 0.7 to evict down to 70 % of "
+            f"the limit, but is: {evict_to!r}"
+        )
+        raise ValueError(msg)
+    return permille
+
+
 def check_limit(name: str, value: object) -> int:
     """LangChain4j's ``ensureGreaterThanZero`` with Python names: ``max_messages must be ...``."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -96,12 +117,20 @@ class WindowPolicy(ABC):
         limit: The window size, or a callable ``memory_id -> size`` consulted on every call.
         always_keep_system_message_first: Insert a replacement system message at index 0
             instead of at the end.
+        evict_to: Chunked eviction (opt-in): once the window is over its limit, evict down to
+            this fraction of the limit (e.g. 0.7) instead of just under it, so the messages
+            sent stay a stable prefix for many turns (prompt caches hit). None: LangChain4j's
+            rule (evict until it fits).
     """
 
     limit_name: str
 
     def __init__(
-        self, limit: Limit | None, *, always_keep_system_message_first: bool = False
+        self,
+        limit: Limit | None,
+        *,
+        always_keep_system_message_first: bool = False,
+        evict_to: float | None = None,
     ) -> None:
         if limit is None:
             msg = f"{self.limit_name} must be greater than zero, but is: None"
@@ -110,6 +139,21 @@ class WindowPolicy(ABC):
             check_limit(self.limit_name, limit)
         self._limit: Limit = limit
         self.always_keep_system_message_first = bool(always_keep_system_message_first)
+        self.evict_permille: int | None = evict_permille(evict_to)
+        """The low-water mark in thousandths of the limit (None: LangChain4j's rule). Kept as
+        an int because it is recorded in the log, and a float's text is not canonical."""
+
+    @property
+    def evict_to(self) -> float | None:
+        """The chunked-eviction fraction (None: LangChain4j's rule)."""
+        return None if self.evict_permille is None else self.evict_permille / 1000
+
+    def low_water(self, limit: int) -> int:
+        """What an over-limit window is trimmed down to: the limit itself under LangChain4j's
+        rule, else ``evict_to`` of it (at least 1)."""
+        if self.evict_permille is None:
+            return limit
+        return max(1, limit * self.evict_permille // 1000)
 
     def limit_for(self, memory_id: MemoryId) -> int:
         """The current limit for ``memory_id``, validated (> 0) as LangChain4j does on each call.
@@ -148,10 +192,16 @@ class MessageWindowPolicy(WindowPolicy):
     limit_name = "max_messages"
 
     def __init__(
-        self, max_messages: Limit | None, *, always_keep_system_message_first: bool = False
+        self,
+        max_messages: Limit | None,
+        *,
+        always_keep_system_message_first: bool = False,
+        evict_to: float | None = None,
     ) -> None:
         super().__init__(
-            max_messages, always_keep_system_message_first=always_keep_system_message_first
+            max_messages,
+            always_keep_system_message_first=always_keep_system_message_first,
+            evict_to=evict_to,
         )
 
     def count(self, message: ChatMessage) -> int | None:
@@ -166,7 +216,10 @@ class MessageWindowPolicy(WindowPolicy):
 
     def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Departure]:
         removed: list[Departure] = []
-        while len(entries) > limit:
+        if len(entries) <= limit:
+            return removed
+        target = self.low_water(limit)
+        while len(entries) > target:
             index = 1 if isinstance(entries[0].message, SystemMessage) else 0
             evicted = entries.pop(index)
             removed.append(Departure(evicted, "evicted"))
@@ -197,9 +250,12 @@ class TokenWindowPolicy(WindowPolicy):
         estimator: TokenCountEstimator | None,
         *,
         always_keep_system_message_first: bool = False,
+        evict_to: float | None = None,
     ) -> None:
         super().__init__(
-            max_tokens, always_keep_system_message_first=always_keep_system_message_first
+            max_tokens,
+            always_keep_system_message_first=always_keep_system_message_first,
+            evict_to=evict_to,
         )
         if estimator is None:
             msg = "token_count_estimator cannot be None"
@@ -250,7 +306,10 @@ class TokenWindowPolicy(WindowPolicy):
             return removed  # LangChain4j never calls the estimator with an empty list (#2201)
         # Computed once, then decremented: the reply priming stays in the running total.
         current = self.total(entries)
-        while current > limit and entries:
+        if current <= limit:
+            return removed
+        target = self.low_water(limit)
+        while current > target and entries:
             index = 0
             if isinstance(entries[0].message, SystemMessage):
                 if len(entries) == 1:

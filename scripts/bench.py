@@ -107,6 +107,7 @@ from eventlog import (  # noqa: E402
     InclusionProof,
     InMemoryEventStore,
     SQLiteEventStore,
+    SystemMessage,
     UserMessage,
     verify_inclusion,
 )
@@ -114,9 +115,11 @@ from eventlog.lc4j_json import message_to_json  # noqa: E402
 from eventlog.models import NewRecord  # noqa: E402
 from eventlog.store import EventStore  # noqa: E402
 from projections import (  # noqa: E402
+    ChatMemory,
     MessageWindowChatMemory,
     MessageWindowPolicy,
     OpenAiTokenCountEstimator,
+    SummarizingChatMemory,
     TokenWindowChatMemory,
 )
 from projections.meta import WindowMeta  # noqa: E402
@@ -1416,6 +1419,72 @@ def _child_peak_mb(argv: list[str]) -> tuple[float, float]:
     return usage.ru_maxrss / 1024, time.perf_counter() - start  # Linux reports KiB
 
 
+CACHE_TURNS = 500
+CACHE_MAX_MESSAGES = 40
+CACHE_MAX_TOKENS = 2_000
+
+
+def prefix_hits(memory: ChatMemory, messages: list[ChatMessage], turns: int) -> tuple[float, float]:
+    """Play ``turns`` turns (a user message, the messages sent to the model, the reply): the
+    share of turns whose sent messages start with the previous turn's (a prompt-cache hit),
+    and the mean number of messages sent."""
+    sent_before: list[ChatMessage] | None = None
+    hits = sizes = 0
+    for turn in range(turns):
+        memory.add(UserMessage(f"question {turn}: {messages[(2 * turn) % len(messages)].text}"))
+        sent = memory.messages()
+        sizes += len(sent)
+        if sent_before is not None and sent[: len(sent_before)] == sent_before:
+            hits += 1
+        sent_before = sent
+        memory.add(AiMessage(f"answer {turn}: {messages[(2 * turn + 1) % len(messages)].text}"))
+    return 100 * hits / (turns - 1), sizes / turns
+
+
+def cache_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
+    """[windows] prompt-cache friendliness on a 500-turn conversation: the share of turns whose
+    sent messages extend the previous turn's, LangChain4j's sliding window against chunked
+    eviction (``evict_to``) at the same maximum size, for message and token windows."""
+    store = be.open("cache")
+    estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
+    contenders: list[tuple[str, str, Callable[[str], ChatMemory]]] = [
+        ("CA.msg", f"sliding window, {CACHE_MAX_MESSAGES} messages (LangChain4j)", lambda i: (
+            MessageWindowChatMemory(i, max_messages=CACHE_MAX_MESSAGES, store=store))),
+        ("CA.msg70", "chunked, evict_to=0.7", lambda i: MessageWindowChatMemory(
+            i, max_messages=CACHE_MAX_MESSAGES, store=store, evict_to=0.7)),
+        ("CA.msg50", "chunked, evict_to=0.5", lambda i: MessageWindowChatMemory(
+            i, max_messages=CACHE_MAX_MESSAGES, store=store, evict_to=0.5)),
+        ("CA.sum70", "summarizing, chunked, evict_to=0.7", lambda i: SummarizingChatMemory(
+            i, max_messages=CACHE_MAX_MESSAGES, store=store, evict_to=0.7,
+            summarizer=lambda evicted, previous: f"{previous or ''} {len(evicted)} messages")),
+        ("CA.tok", f"sliding window, {CACHE_MAX_TOKENS} tokens (LangChain4j)", lambda i: (
+            TokenWindowChatMemory(i, max_tokens=CACHE_MAX_TOKENS, token_count_estimator=estimator,
+                                  store=store))),
+        ("CA.tok70", "chunked tokens, evict_to=0.7", lambda i: TokenWindowChatMemory(
+            i, max_tokens=CACHE_MAX_TOKENS, token_count_estimator=estimator, store=store,
+            evict_to=0.7)),
+    ]  # fmt: skip
+    try:
+        for row_id, workload, make in contenders:
+            memory = make(row_id)
+            memory.add(SystemMessage("You are a helpful assistant."))
+            share, mean = prefix_hits(memory, messages, CACHE_TURNS)
+            base = res.get("CA.tok" if row_id.startswith("CA.tok") else "CA.msg")
+            against = "" if base is None or base.value is None else f"; sliding: {base.value:.0f} %"
+            res.add(
+                Row(
+                    row_id,
+                    f"prompt-cache hits, {CACHE_TURNS} turns, {workload}",
+                    share,
+                    "% turns",
+                    detail=f"{mean:.1f} messages sent per turn on average{against}",
+                    group="cache",
+                )
+            )
+    finally:
+        be.close(store)
+
+
 def scale_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
     """[faults] scale rows: a page of history, CLI history/diff and import peak memory on the
     largest history; on PostgreSQL, 8 writers on 8 memories and on one memory vs one writer."""
@@ -1666,6 +1735,8 @@ def goals(res: Results, backend: str) -> list[dict[str, str]]:
     goal("SC.import peak <= 200 MB", value("SC.import"), lambda x: x <= 200, "{:.0f} MB")
     goal("SC.par8 >= 2 x one writer", ratio("SC.par8"), lambda x: x >= 2, "{:.2f} x")
     goal("SC.same8 >= 0.7 x one writer", ratio("SC.same8"), lambda x: x >= 0.7, "{:.2f} x")
+    goal("CA chunked prefix hits >= 80 %", value("CA.msg70"), lambda x: x >= 80, "{:.0f} %")
+    goal("CA chunked tokens prefix hits >= 80 %", value("CA.tok70"), lambda x: x >= 80, "{:.0f} %")
     if backend == "memory":
         for g in out:
             if g["goal"].startswith("W5"):
@@ -1797,7 +1868,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-peers", action="store_true", help="skip LangChain and LangGraph")
     p.add_argument(
         "--only",
-        default="write,read,ledger,w5,scale",
+        default="write,read,ledger,w5,scale,cache",
         help="groups to run: write,read,ledger,w5,scale",
     )
     p.add_argument("--json", type=pathlib.Path, help="write every figure to this file")
@@ -1868,6 +1939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("ledger", lambda: ledger_group(cfg, be, res, messages)),
                 ("w5", lambda: w5_group(cfg, be, res)),
                 ("scale", lambda: scale_group(cfg, be, res, messages)),
+                ("cache", lambda: cache_group(cfg, be, res, messages)),
             ]
             for name, group in groups:
                 if name in cfg.only:

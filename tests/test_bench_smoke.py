@@ -34,6 +34,7 @@ RAW = ["RAW"]
 W5 = ["W5.single", "W5.same", "W5.separate"]
 SCALE = ["SC.page", "SC.cli_history", "SC.cli_diff", "SC.export", "SC.import"]
 PARALLEL = ["SC.one", "SC.par8", "SC.same8"]
+CACHE = ["CA.msg", "CA.msg70", "CA.msg50", "CA.sum70", "CA.tok", "CA.tok70"]
 PEERS = ["PEER.lc.add", "PEER.lg.put", "PEER.lc.read@100", "PEER.lg.read@100"]
 GOALS = [
     "W1 >= 0.5 x raw",
@@ -58,6 +59,8 @@ GOALS = [
     "SC.import peak <= 200 MB",
     "SC.par8 >= 2 x one writer",
     "SC.same8 >= 0.7 x one writer",
+    "CA chunked prefix hits >= 80 %",
+    "CA chunked tokens prefix hits >= 80 %",
 ]
 
 
@@ -136,7 +139,7 @@ def _peer_rows(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
 def test_bench_sqlite(tmp_path):
     report, stdout = _run_bench(tmp_path, "sqlite")
     installed, missing = _peer_rows(report)
-    _check_rows(report, [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *installed], missing)
+    _check_rows(report, [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *CACHE, *installed], missing)
     _check_writers(report)
     _check_ledger(report)
     assert report["meta"]["backend"] == "sqlite"
@@ -153,15 +156,30 @@ def test_bench_memory(tmp_path):
         **dict.fromkeys(W5, "n/a"),
         **dict.fromkeys(PEERS, "n/a"),
     }
-    _check_rows(report, CORE, absent)
+    _check_rows(report, [*CORE, *CACHE], absent)
     _check_ledger(report)
+    _check_cache(report)
+
+
+def _check_cache(report: dict[str, Any]) -> None:
+    rows = {r["id"]: r["value"] for r in report["rows"]}
+    # Chunked eviction keeps the sent prefix for most turns; the sliding window almost never.
+    for chunked, sliding in (
+        ("CA.msg70", "CA.msg"),
+        ("CA.msg50", "CA.msg"),
+        ("CA.tok70", "CA.tok"),
+    ):
+        assert rows[chunked] >= 80, rows
+        assert rows[sliding] <= 20, rows
 
 
 def test_bench_postgres(tmp_path):
     require_pg()
     report, _ = _run_bench(tmp_path, "postgres")
     _check_rows(
-        report, [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *PARALLEL], dict.fromkeys(PEERS, "n/a")
+        report,
+        [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *CACHE, *PARALLEL],
+        dict.fromkeys(PEERS, "n/a"),
     )
     _check_writers(report)
     _check_ledger(report)

@@ -29,10 +29,12 @@ import sys
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
 from projections.cli.errors import UsageError
+from projections.validity import PROVIDERS
+from projections.window import evict_permille
 
 __all__ = [
     "DEFAULT_DB",
@@ -235,17 +237,62 @@ def _subject(text: str) -> tuple[object, ...]:
     return tuple(value)
 
 
-def _policy_spec(text: str) -> tuple[str, int, str | None]:
+class PolicySpec(NamedTuple):
+    """A parsed ``--policy``: ``messages:N`` or ``tokens:N:MODEL``, then any of
+    ``:evict_to=F`` (chunked eviction) and ``:valid_for=PROVIDER`` (a provider-valid view)."""
+
+    kind: str
+    limit: int
+    model: str | None = None
+    evict_to: float | None = None
+    valid_for: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The option as written (canonical order), to repeat it in a hint."""
+        parts = [self.kind, str(self.limit)] + ([self.model] if self.model else [])
+        if self.evict_to is not None:
+            parts.append(f"evict_to={self.evict_to:g}")
+        if self.valid_for is not None:
+            parts.append(f"valid_for={self.valid_for}")
+        return ":".join(parts)
+
+
+def _policy_spec(text: str) -> PolicySpec:
     parts = text.split(":")
+    options = {}
+    while len(parts) > 2 and "=" in parts[-1]:
+        name, _, value = parts.pop().partition("=")
+        options[name] = value
     try:
-        if parts[0] == "messages" and len(parts) == 2:
-            return "messages", _positive(parts[1]), None
-        if parts[0] == "tokens" and len(parts) == 3 and parts[2]:
-            return "tokens", _positive(parts[1]), parts[2]
-    except argparse.ArgumentTypeError:
-        pass
-    msg = f"{text!r} is not a policy; write messages:N or tokens:N:MODEL (e.g. tokens:2000:gpt-4o)"
+        evict_to = _evict_to(options.pop("evict_to")) if "evict_to" in options else None
+        valid_for = options.pop("valid_for", None)
+        if valid_for is not None and valid_for not in PROVIDERS:
+            msg = f"{text!r}: valid_for must be one of {', '.join(sorted(PROVIDERS))}"
+            raise argparse.ArgumentTypeError(msg)
+        if not options:
+            if parts[0] == "messages" and len(parts) == 2:
+                return PolicySpec("messages", _positive(parts[1]), None, evict_to, valid_for)
+            if parts[0] == "tokens" and len(parts) == 3 and parts[2]:
+                return PolicySpec("tokens", _positive(parts[1]), parts[2], evict_to, valid_for)
+    except argparse.ArgumentTypeError as e:
+        if "valid_for" in str(e) or "evict_to" in str(e):
+            raise
+    msg = (
+        f"{text!r} is not a policy; write messages:N or tokens:N:MODEL (e.g. tokens:2000:gpt-4o), "
+        "optionally followed by :evict_to=0.7 and :valid_for=openai|anthropic|gemini"
+    )
     raise argparse.ArgumentTypeError(msg)
+
+
+def _evict_to(text: str) -> float:
+    try:
+        value = float(text)
+        evict_permille(value)
+    except ValueError:
+        msg = f"evict_to={text!r}: write a fraction between 0 and 1, e.g. evict_to=0.7"
+        raise argparse.ArgumentTypeError(msg) from None
+    return value
 
 
 # ---------------------------------------------------------------------------- parser

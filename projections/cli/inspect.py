@@ -161,8 +161,8 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
     else:
         seq = head
     if args.policy is not None:
-        view = model.what_if_view(store, key, _policy(args), seq)
-        how = "what-if " + ":".join(str(part) for part in args.policy if part is not None)
+        view = model.what_if_view(store, key, _policy(args), seq, valid_for=args.policy.valid_for)
+        how = "what-if " + args.policy.text
     else:
         view = model.recorded_view(store, key, seq)
         how = "recorded view"
@@ -179,11 +179,13 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
 
 
 def _policy(args: argparse.Namespace) -> model.Policy:
-    kind, limit, model_name = args.policy
+    spec = args.policy
     try:
-        return model.make_policy(kind, limit, model_name, args.keep_system_first)
+        return model.make_policy(
+            spec.kind, spec.limit, spec.model, args.keep_system_first, evict_to=spec.evict_to
+        )
     except ValueError as e:
-        msg = f"--policy tokens:{limit}:{model_name}: {e}"
+        msg = f"--policy {spec.text}: {e}"
         raise UsageError(msg) from e
 
 
@@ -304,7 +306,9 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
         raise UsageError(msg)
     end = last if args.page_size is None else min(last, args.start + args.page_size - 1)
     if args.policy is not None:
-        steps = model.policy_steps(store, key, _policy(args), args.start, end)
+        steps = model.policy_steps(
+            store, key, _policy(args), args.start, end, valid_for=args.policy.valid_for
+        )
     else:
         steps = model.recorded_steps(store, key, args.start, end)
     if args.json:
@@ -344,7 +348,7 @@ def _same_view(args: argparse.Namespace) -> str:
     words = [] if args.end is None else ["--to", str(args.end)]
     words += ["--page-size", str(args.page_size)]
     if args.policy is not None:
-        words += ["--policy", ":".join(str(p) for p in args.policy if p is not None)]
+        words += ["--policy", args.policy.text]
         words += ["--keep-system-first"] if args.keep_system_first else []
     words += ["--db", args.db] if args.db else []
     words += ["--dsn", "URL", "--schema", args.schema] if args.dsn else []

@@ -18,6 +18,7 @@ from projections.audit import walk
 from projections.meta import WindowMeta
 from projections.replay import replay, view_at
 from projections.tokens import OpenAiTokenCountEstimator
+from projections.validity import valid_items, valid_view
 from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
 
 __all__ = [
@@ -73,16 +74,23 @@ def forked_from(record: Record) -> dict[str, Any] | None:
     return {"memory": origin.memory, "seq": origin.seq, "hash": origin.hash}
 
 
-def make_policy(kind: str, limit: int, model: str | None, keep_first: bool) -> WindowPolicy:
-    """The window policy of ``--policy messages:N`` or ``--policy tokens:N:MODEL``.
+def make_policy(
+    kind: str, limit: int, model: str | None, keep_first: bool, *, evict_to: float | None = None
+) -> WindowPolicy:
+    """The window policy of ``--policy messages:N`` or ``--policy tokens:N:MODEL`` (with
+    ``:evict_to=F``, chunked eviction).
 
     Raises:
         ValueError: The token model is unknown.
     """
     if kind == "messages":
-        return MessageWindowPolicy(limit, always_keep_system_message_first=keep_first)
+        return MessageWindowPolicy(
+            limit, always_keep_system_message_first=keep_first, evict_to=evict_to
+        )
     estimator = OpenAiTokenCountEstimator(model or "")
-    return TokenWindowPolicy(limit, estimator, always_keep_system_message_first=keep_first)
+    return TokenWindowPolicy(
+        limit, estimator, always_keep_system_message_first=keep_first, evict_to=evict_to
+    )
 
 
 def recorded_view(store: EventStore, key: StreamKey, seq: int) -> list[tuple[Ref, ChatMessage]]:
@@ -99,15 +107,21 @@ def what_if_steps(
 
 
 def what_if_view(
-    store: EventStore, key: StreamKey, policy: WindowPolicy, seq: int
+    store: EventStore,
+    key: StreamKey,
+    policy: WindowPolicy,
+    seq: int,
+    *,
+    valid_for: str | None = None,
 ) -> list[tuple[Ref, ChatMessage]]:
-    """What a memory with ``policy`` would have shown right after event ``seq``."""
+    """What a memory with ``policy`` would have shown right after event ``seq`` (as the
+    provider profile ``valid_for`` accepts it, when given)."""
     last: list[tuple[Ref, ChatMessage]] = []
     if seq == 0:
         return last
     for _, view in what_if_steps(store, key, policy, lte=seq):
         last = view
-    return last
+    return last if valid_for is None else valid_items(last, valid_for)
 
 
 def recorded_steps(store: EventStore, key: StreamKey, start: int, end: int) -> Iterator[Step]:
@@ -121,14 +135,22 @@ def recorded_steps(store: EventStore, key: StreamKey, start: int, end: int) -> I
 
 
 def policy_steps(
-    store: EventStore, key: StreamKey, policy: WindowPolicy, start: int, end: int
+    store: EventStore,
+    key: StreamKey,
+    policy: WindowPolicy,
+    start: int,
+    end: int,
+    *,
+    valid_for: str | None = None,
 ) -> Iterator[Step]:
-    """Events ``start..end`` with the view ``policy`` would have shown after each, and what
-    left that window at each, with the reasons the rules gave."""
+    """Events ``start..end`` with the view ``policy`` would have shown after each (as the
+    provider profile ``valid_for`` accepts it, when given), and what left that window at
+    each, with the reasons the rules gave."""
     for record, view, departures in replay(store, key, policy, lte=end):
         if record.seq >= start:
+            messages = [e.message for e in view]
             yield (
                 record,
-                [e.message for e in view],
+                messages if valid_for is None else valid_view(messages, valid_for),
                 [(d.entry.message, d.reason) for d in departures],
             )

@@ -29,6 +29,7 @@ from eventlog.models import (
     MessageAdded,
     MessagesSet,
     Record,
+    SummaryRecorded,
 )
 from eventlog.serialization import decode_event, require_opened
 from projections.cli.model import Ref, forked_from, window_size
@@ -182,6 +183,9 @@ def record_summary(record: Record) -> tuple[Text, int | None]:
     if isinstance(event, MemoryPurged):
         text = f"erased {plural(event.event_count, 'event')}: {event.reason}"
         return Text(text, style="red"), 0
+    if isinstance(event, SummaryRecorded):
+        text = f"summary of {plural(len(event.covers), 'evicted message')}: {event.summary}"
+        return Text(short(text), style="cyan"), size
     if isinstance(event, CompactionRun):
         text = (
             f"compacted {len(event.compacted)}, purged {len(event.purged)}, "
@@ -209,7 +213,7 @@ def record_json(record: Record) -> dict[str, Any]:
         obj["message"] = payload
     elif record.kind == "messages_set":
         obj["messages"] = payload
-    elif record.kind in ("memory_purged", "memory_erased", "compaction_run"):
+    elif record.kind in ("memory_purged", "memory_erased", "compaction_run", "summary_recorded"):
         obj["event"] = payload
     origin = forked_from(record)
     if origin is not None:

@@ -104,19 +104,33 @@ def _check(make, script, first_limit, within_budget):
 
 
 @_SETTINGS
-@given(script=_ops(st.integers(1, 6)), limit=st.integers(1, 6), first=st.booleans())
-def test_message_window_invariants(script, limit, first):
+@given(
+    script=_ops(st.integers(1, 6)),
+    limit=st.integers(1, 6),
+    first=st.booleans(),
+    evict=st.sampled_from([None, 0.5, 0.7]),
+)
+def test_message_window_invariants(script, limit, first, evict):
     def make(store, max_messages):
         return MessageWindowChatMemory(
-            id="p", max_messages=max_messages, store=store, always_keep_system_message_first=first
+            id="p",
+            max_messages=max_messages,
+            store=store,
+            always_keep_system_message_first=first,
+            evict_to=evict,
         )
 
     _check(make, script, limit, lambda view, budget: len(view) <= budget)
 
 
 @_SETTINGS
-@given(script=_ops(st.integers(1, 80)), limit=st.integers(1, 80), first=st.booleans())
-def test_token_window_invariants(script, limit, first):
+@given(
+    script=_ops(st.integers(1, 80)),
+    limit=st.integers(1, 80),
+    first=st.booleans(),
+    evict=st.sampled_from([None, 0.5, 0.7]),
+)
+def test_token_window_invariants(script, limit, first, evict):
     def make(store, max_tokens):
         return TokenWindowChatMemory(
             id="p",
@@ -124,6 +138,7 @@ def test_token_window_invariants(script, limit, first):
             token_count_estimator=_ESTIMATOR,
             store=store,
             always_keep_system_message_first=first,
+            evict_to=evict,
         )
 
     def within(view, budget):

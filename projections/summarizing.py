@@ -1,0 +1,322 @@
+"""SummarizingChatMemory: what leaves the window is folded into a running summary, kept in the log.
+
+The window is LangChain4j's, exactly (message or token window, its eviction rules, optional
+chunked eviction). What the rules evict is handed to ``summarizer(evicted, previous_summary)``
+- in real use an LLM call - and the text it returns is appended as a ``summary_recorded``
+event naming the messages it covers. Every later event records which summary is in force
+(``"sum"`` in its window record), so ``as_of``, replay and what-if read summaries from the log
+and never call the summarizer again.
+
+Failure is cheap by design: the message is written before the summarizer runs, so a summarizer
+that raises (or a process that dies while it runs) leaves the window LangChain4j-exact and the
+evicted messages pending; every event records how far the summary reaches (``"sth"``), and the
+next eviction folds everything evicted since, in one call. A tool call and its results are
+never split: a call whose results have not left the window yet waits (``deferred``) for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
+
+from eventlog.errors import ConcurrencyError
+from eventlog.hashing import GENESIS
+from eventlog.ids import MemoryId
+from eventlog.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
+from eventlog.models import Record, SummaryRecorded
+from eventlog.serialization import decode_event, encode_event
+from eventlog.store import EventStore
+from projections.audit import walk
+from projections.memories import _WindowChatMemory
+from projections.meta import EMPTYING_KINDS, WindowMeta
+from projections.replay import erased_error, materialize, read_checked, window_meta
+from projections.tokens import TokenCountEstimator
+from projections.window import (
+    Departure,
+    Entry,
+    Limit,
+    MessageWindowPolicy,
+    TokenWindowPolicy,
+    Window,
+    WindowPolicy,
+)
+
+__all__ = ["Summarizer", "SummarizingChatMemory"]
+
+Summarizer: TypeAlias = Callable[[list[ChatMessage], "str | None"], "str | Awaitable[str]"]
+"""``summarizer(evicted_messages, previous_summary) -> new summary`` (sync or async)."""
+
+_FOLDED = ("evicted", "orphan")  # what the rules evicted; set and clear are the app's choice
+_ATTEMPTS = 3  # lost races before the summary waits for the next eviction
+_log = logging.getLogger("chatledger.summarizing")
+
+
+def default_summary_message(summary: str) -> ChatMessage:
+    """The summary as the model sees it: a system message."""
+    return SystemMessage(f"Summary of the earlier conversation:\n{summary}")
+
+
+def _run(awaitable: Awaitable[str]) -> str:
+    """The result of an async summarizer, from sync code, even inside a running event loop
+    (then on a thread of its own: the caller's loop is not ours to block on)."""
+
+    async def wait() -> str:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, wait()).result()
+
+
+def _split(batch: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """``(fold now, defer)``: a tool call whose results are not all in ``batch`` waits, with
+    the results that are, so a call and its results are always summarized together."""
+    waiting: set[tuple[int, int]] = set()
+    for i, entry in enumerate(batch):
+        message = entry.message
+        if not isinstance(message, AiMessage) or not message.tool_execution_requests:
+            continue
+        open_ids = [r.id for r in message.tool_execution_requests]
+        partners = []
+        for later in batch[i + 1 :]:
+            result = later.message
+            if isinstance(result, ToolExecutionResultMessage) and result.id in open_ids:
+                open_ids.remove(result.id)
+                partners.append(later.ref)
+        if open_ids:
+            waiting.add(entry.ref)
+            waiting.update(partners)
+    fold = [e for e in batch if e.ref not in waiting]
+    defer = [e for e in batch if e.ref in waiting]
+    return fold, defer
+
+
+class SummarizingChatMemory(_WindowChatMemory):
+    """A LangChain4j window plus a running summary of everything that left it.
+
+    ``messages()`` is the summary (by default a system message placed after the app's own
+    system message, or first) followed by the window.
+
+    Args:
+        id: The memory id. Default ``"default"``.
+        max_messages: A message window of this size (or a callable ``memory_id -> size``).
+        max_tokens: Or a token window of this budget (with ``token_count_estimator``).
+        token_count_estimator: Counts tokens for ``max_tokens``.
+        summarizer: ``summarizer(evicted_messages, previous_summary) -> str``, sync or async.
+        store: Where the log lives; default: a new in-memory store.
+        always_keep_system_message_first: Insert a replacement system message first.
+        evict_to: Opt-in chunked eviction (fewer, larger summaries; a stable prefix).
+        valid_for: A provider profile for ``messages()`` (see :mod:`projections.validity`).
+        summary_message: Turns the summary text into the message the model sees.
+
+    Raises:
+        ValueError: Not exactly one of ``max_messages`` and ``max_tokens``, a limit <= 0, or
+            no summarizer.
+    """
+
+    def __init__(
+        self,
+        id: MemoryId = "default",
+        *,
+        max_messages: Limit | None = None,
+        max_tokens: Limit | None = None,
+        token_count_estimator: TokenCountEstimator | None = None,
+        summarizer: Summarizer | None = None,
+        store: EventStore | None = None,
+        always_keep_system_message_first: bool = False,
+        evict_to: float | None = None,
+        valid_for: str | None = None,
+        summary_message: Callable[[str], ChatMessage] = default_summary_message,
+    ) -> None:
+        if (max_messages is None) == (max_tokens is None):
+            msg = (
+                "SummarizingChatMemory needs exactly one of max_messages= and max_tokens= "
+                f"(got max_messages={max_messages!r}, max_tokens={max_tokens!r})"
+            )
+            raise ValueError(msg)
+        if not callable(summarizer):
+            msg = (
+                f"summarizer must be a callable (evicted_messages, previous_summary) -> str, "
+                f"but is: {summarizer!r}"
+            )
+            raise ValueError(msg)
+        policy: WindowPolicy
+        if max_messages is not None:
+            policy = MessageWindowPolicy(
+                max_messages,
+                always_keep_system_message_first=always_keep_system_message_first,
+                evict_to=evict_to,
+            )
+        else:
+            policy = TokenWindowPolicy(
+                max_tokens,
+                token_count_estimator,
+                always_keep_system_message_first=always_keep_system_message_first,
+                evict_to=evict_to,
+            )
+        self._summarizer = summarizer
+        self._summary_message = summary_message
+        self._summary_seq: int | None = None  # the summary event in force
+        self._summary: SummaryRecorded | None = None
+        self._through = 0  # evictions up to this seq are summarized (or deferred)
+        self.last_error: BaseException | None = None
+        """The exception of the last summarizer call that failed (None after a success)."""
+        super().__init__(id, policy, store, valid_for)
+
+    # ------------------------------------------------------------------ the summary
+
+    @property
+    def summary(self) -> str | None:
+        """The running summary in force (None: nothing summarized since the last clear)."""
+        with self._lock:
+            self._sync()
+            return None if self._summary is None else self._summary.summary
+
+    def _observe(self, head: Record | None) -> None:
+        if head is None:
+            self._summary_seq, self._summary, self._through = None, None, 0
+            return
+        meta = window_meta(head)
+        if meta.through is not None:
+            through, summary = meta.through, meta.summary
+        elif head.kind in EMPTYING_KINDS or self._through > head.seq:
+            through, summary = head.seq, None  # a clear (or another history): start afresh
+        else:
+            # Written by a memory that does not summarize (another process on the same id):
+            # what it evicted is folded at our next eviction, the summary stays in force.
+            through, summary = self._through, self._summary_seq
+        self._through = through
+        if summary != self._summary_seq:
+            self._summary_seq = summary
+            self._summary = None if summary is None else self._read_summary(summary)
+
+    def _read_summary(self, seq: int) -> SummaryRecorded:
+        (record,) = read_checked(self._store, self._key, gt=seq - 1, lte=seq)
+        event = decode_event(record)
+        if record.erased:
+            raise erased_error(self._store, record)
+        if not isinstance(event, SummaryRecorded):
+            msg = (
+                f"the window record of {self._key!r} names event {seq} as its summary, but it "
+                f"is a {record.kind}; it was not written by a chatledger memory - run verify()"
+            )
+            raise ValueError(msg)
+        return event
+
+    def _summary_fields(self) -> tuple[int | None, int | None]:
+        return self._summary_seq, self._through
+
+    def _cleared_meta(self, seq: int) -> str:
+        return WindowMeta([], through=seq).encode()  # a clear ends the summary too
+
+    def _with_summary(self, window: list[ChatMessage], summary: str | None) -> list[ChatMessage]:
+        if summary is None:
+            return window
+        at = 1 if window and isinstance(window[0], SystemMessage) else 0
+        return [*window[:at], self._summary_message(summary), *window[at:]]
+
+    def _view(self, window: list[ChatMessage]) -> list[ChatMessage]:
+        return self._with_summary(window, None if self._summary is None else self._summary.summary)
+
+    def _view_at(self, seq: int, window: list[ChatMessage]) -> list[ChatMessage]:
+        (record,) = read_checked(self._store, self._key, gt=seq - 1, lte=seq)
+        at = window_meta(record).summary
+        return self._with_summary(window, None if at is None else self._read_summary(at).summary)
+
+    # ------------------------------------------------------------------ writing
+
+    def _add(self, pick: Callable[[Window], list[ChatMessage]]) -> list[Departure]:
+        departed = super()._add(pick)
+        if any(d.reason in _FOLDED for d in departed):
+            self._summarize()
+        return departed
+
+    def _after_set(self, departed: list[Departure]) -> None:
+        if any(d.reason in _FOLDED for d in departed):
+            self._summarize()
+
+    def _pending(self) -> tuple[list[Entry], list[Entry]]:
+        """``(fold now, defer)``: what left the window by eviction since the summary's reach,
+        plus what the summary deferred."""
+        batch: list[Entry] = []
+        if self._summary is not None and self._summary.deferred:
+            batch += materialize(self._store, self._key, list(self._summary.deferred))
+        if self._through < self._seq:
+            for step in walk(self._store, self._key, after=self._through, upto=self._seq):
+                batch += [d.entry for d in step.departures if d.reason in _FOLDED]
+        return _split(batch)
+
+    def _summarize(self) -> None:
+        """Fold what is pending into the summary and append it; a failure is logged and
+        left for the next eviction."""
+        for _ in range(_ATTEMPTS):
+            fold, defer = self._pending()
+            if not fold:
+                return
+            previous = None if self._summary is None else self._summary.summary
+            try:
+                text = self._call([e.message for e in fold], previous)
+            except Exception as e:
+                self.last_error = e
+                _log.warning(
+                    "memory %r: summarizer failed (%s: %s); the window is unchanged and the "
+                    "%d evicted messages are folded at the next eviction",
+                    self._key,
+                    type(e).__name__,
+                    e,
+                    len(fold),
+                )
+                return
+            self.last_error = None
+            if self._append_summary(text, fold, defer, previous_seq=self._summary_seq):
+                return
+        _log.warning(
+            "memory %r: summary lost %d races; left for the next eviction", self._key, _ATTEMPTS
+        )
+
+    def _call(self, messages: list[ChatMessage], previous: str | None) -> str:
+        result: Any = self._summarizer(messages, previous)
+        if inspect.isawaitable(result):
+            result = _run(result)
+        if not isinstance(result, str):
+            msg = f"summarizer returned {type(result).__name__} {result!r:.60}, not a str"
+            raise TypeError(msg)
+        return result
+
+    def _append_summary(
+        self, text: str, fold: Sequence[Entry], defer: Sequence[Entry], *, previous_seq: int | None
+    ) -> bool:
+        """Append the summary event on top of the head it was computed for; False when
+        another writer got there first (the caller folds again from the new head)."""
+        head = self._seq
+        event = SummaryRecorded(
+            summary=text,
+            covers=tuple(e.ref for e in fold),
+            deferred=tuple(e.ref for e in defer),
+            previous=previous_seq,
+        )
+        meta = WindowMeta.of(
+            self._window.entries,
+            self._window.limit,
+            evict_permille=self._policy.evict_permille,
+            summary=head + 1,
+            through=head,
+        )
+        record = encode_event(event, meta.encode())
+        try:
+            stored = self._store.append(
+                self._key, [record], expected_seq=head, expected_hash=self._hash or GENESIS
+            )
+        except ConcurrencyError:
+            self._catch_up()
+            return False
+        self._seq, self._hash = stored[-1].seq, stored[-1].hash
+        self._summary_seq, self._summary, self._through = head + 1, event, head
+        return True

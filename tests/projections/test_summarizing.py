@@ -1,0 +1,371 @@
+"""SummarizingChatMemory: summaries are history, time travel never calls the summarizer, a
+failure loses nothing, and a tool call is never summarized apart from its results."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventlog import (
+    AiMessage,
+    ChatMessage,
+    EventStore,
+    InMemoryEventStore,
+    SQLiteEventStore,
+    SummaryRecorded,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+    message_to_json,
+)
+from eventlog.models import NewRecord
+from projections import (
+    MessageWindowChatMemory,
+    MessageWindowPolicy,
+    OpenAiTokenCountEstimator,
+    SummarizingChatMemory,
+    TokenWindowChatMemory,
+    walk,
+)
+from projections.replay import replay_views
+from projections.summarizing import default_summary_message
+
+SYS = SystemMessage("be brief")
+
+
+class Summarizer:
+    """Counts its calls; joins texts so a test can read what each summary covers."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[ChatMessage], str | None]] = []
+        self.fail = 0  # the next `fail` calls raise
+
+    def __call__(self, messages: list[ChatMessage], previous: str | None) -> str:
+        self.calls.append((list(messages), previous))
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("LLM unavailable")
+        return ((previous + " ") if previous else "") + " ".join(_text(m) for m in messages)
+
+
+def _text(message: ChatMessage) -> str:
+    if isinstance(message, AiMessage) and message.tool_execution_requests:
+        return "call:" + ",".join(str(r.id) for r in message.tool_execution_requests)
+    if isinstance(message, ToolExecutionResultMessage):
+        return f"result:{message.id}"
+    return getattr(message, "text", None) or message.type
+
+
+def _texts(messages: list[ChatMessage]) -> list[str]:
+    return [_text(m) for m in messages]
+
+
+def _memory(store: EventStore, summarizer: Summarizer, **kwargs: object) -> SummarizingChatMemory:
+    kwargs.setdefault("max_messages", 3)
+    return SummarizingChatMemory("s", summarizer=summarizer, store=store, **kwargs)  # type: ignore[arg-type]
+
+
+def test_evicted_messages_become_a_summary_event_and_the_view_shows_it(store):
+    summarizer = Summarizer()
+    memory = _memory(store, summarizer)
+    memory.add(SYS)
+    for i in range(5):
+        memory.add(UserMessage(f"u{i}"))
+    view = memory.messages()
+    # The app's system message, then the summary, then LangChain4j's window.
+    assert view[0] == SYS
+    assert view[1] == SystemMessage("Summary of the earlier conversation:\nu0 u1 u2")
+    assert _texts(view[2:]) == ["u3", "u4"]
+    assert memory.summary == "u0 u1 u2"
+    summaries = [e for e in memory.history() if isinstance(e.event, SummaryRecorded)]
+    assert [s.event.covers for s in summaries] == [((2, 0),), ((3, 0),), ((4, 0),)]  # u0..u2
+    assert summaries[-1].event.previous == summaries[-2].seq
+    # The window itself is LangChain4j's exactly.
+    plain = MessageWindowChatMemory("plain", max_messages=3, store=store)
+    plain.add(SYS)
+    for i in range(5):
+        plain.add(UserMessage(f"u{i}"))
+    assert [m for m in view if m != view[1]] == plain.messages()
+
+
+def test_replay_and_time_travel_never_call_the_summarizer(store, reopen):
+    summarizer = Summarizer()
+    memory = _memory(store, summarizer)
+    memory.add(SYS)
+    views = {}
+    for i in range(8):
+        memory.add(UserMessage(f"u{i}"), AiMessage(f"a{i}"))
+        views[memory.seq] = memory.messages()
+    calls = len(summarizer.calls)
+    assert calls > 0
+    for seq, view in views.items():
+        assert memory.as_of(seq=seq) == view
+    assert list(walk(store, "s"))
+    assert list(replay_views(store, "s", MessageWindowPolicy(3)))
+    assert memory.what_if(MessageWindowPolicy(5))
+    assert len(memory.history()) == memory.seq
+    # A cold open (another process, after a restart) shows the same view from the log.
+    cold_summarizer = Summarizer()
+    cold = _memory(reopen(), cold_summarizer)
+    assert cold.messages() == memory.messages()
+    assert cold.as_of(seq=max(views)) == views[max(views)]
+    assert cold_summarizer.calls == []
+    assert len(summarizer.calls) == calls
+
+
+def test_a_failing_summarizer_leaves_the_window_exact_and_retries_at_the_next_eviction(
+    store, caplog
+):
+    summarizer = Summarizer()
+    memory = _memory(store, summarizer)
+    plain = MessageWindowChatMemory("plain", max_messages=3, store=store)
+    for target in (memory, plain):
+        target.add(UserMessage("u0"), UserMessage("u1"), UserMessage("u2"))
+    summarizer.fail = 1
+    with caplog.at_level(logging.WARNING, "chatledger.summarizing"):
+        memory.add(UserMessage("u3"))  # evicts u0; the summarizer raises
+    plain.add(UserMessage("u3"))
+    assert "summarizer failed (RuntimeError: LLM unavailable)" in caplog.text
+    assert isinstance(memory.last_error, RuntimeError)
+    assert memory.summary is None
+    assert memory.messages() == plain.messages()  # nothing half-written
+    assert not any(isinstance(e.event, SummaryRecorded) for e in memory.history())
+    memory.add(UserMessage("u4"))  # evicts u1: both pending messages fold in one call
+    assert _texts(summarizer.calls[-1][0]) == ["u0", "u1"]
+    assert memory.summary == "u0 u1"
+    assert memory.last_error is None
+
+
+def test_pending_evictions_survive_a_restart(tmp_path):
+    path = tmp_path / "chat.db"
+    failing = Summarizer()
+    failing.fail = 10
+    memory = _memory(SQLiteEventStore(path), failing)
+    memory.add(UserMessage("u0"), UserMessage("u1"), UserMessage("u2"), UserMessage("u3"))
+    assert memory.summary is None  # u0 left, the summarizer failed, the process "dies"
+    working = Summarizer()
+    again = _memory(SQLiteEventStore(path), working)
+    again.add(UserMessage("u4"))
+    assert _texts(working.calls[0][0]) == ["u0", "u1"]
+    assert again.summary == "u0 u1"
+
+
+def test_a_tool_call_is_summarized_together_with_its_results(store):
+    summarizer = Summarizer()
+    memory = _memory(store, summarizer, max_messages=2)
+    request = ToolExecutionRequest(id="c1", name="calc", arguments="{}")
+    memory.add(UserMessage("q"), AiMessage(tool_execution_requests=[request]))
+    memory.add(UserMessage("meanwhile"))  # evicts q
+    memory.add(UserMessage("still waiting"))  # evicts the call, its result has not come
+    assert len(summarizer.calls) == 1  # the call alone is not summarized: it waits
+    assert _texts(summarizer.calls[-1][0]) == ["q"]
+    memory.add(ToolExecutionResultMessage("c1", "calc", "42"))  # arrives after its call left
+    assert _texts(summarizer.calls[-1][0]) == ["meanwhile"]  # evicted now; the call waits on
+    deferred = [e.event for e in memory.history() if isinstance(e.event, SummaryRecorded)]
+    assert deferred[-1].deferred == ((2, 0),)
+    memory.add(UserMessage("next"))  # evicts "meanwhile"
+    memory.add(UserMessage("last"))  # evicts the late result: now the pair folds together
+    folded = [_texts(messages) for messages, _ in summarizer.calls]
+    assert ["call:c1", "result:c1"] in [
+        [t for t in batch if t.startswith(("call", "result"))] for batch in folded
+    ]
+    for batch in folded:  # never one without the other
+        assert ("call:c1" in batch) == ("result:c1" in batch)
+    assert "call:c1 result:c1" in (memory.summary or "")
+
+
+def test_an_async_summarizer_works_from_sync_and_from_inside_an_event_loop(store):
+    calls = []
+
+    async def summarize(messages: list[ChatMessage], previous: str | None) -> str:
+        await asyncio.sleep(0)
+        calls.append(len(messages))
+        return f"{previous or ''}+{len(messages)}"
+
+    memory = SummarizingChatMemory("a", max_messages=1, summarizer=summarize, store=store)
+    memory.add(UserMessage("a"), UserMessage("b"))
+    assert memory.summary == "+1"
+
+    async def inside_a_loop() -> str | None:
+        memory.add(UserMessage("c"))  # sync call from async code: no "loop already running"
+        return memory.summary
+
+    assert asyncio.run(inside_a_loop()) == "+1+1"
+    assert calls == [1, 1]
+
+
+def test_clear_ends_the_summary_and_set_keeps_it(store):
+    summarizer = Summarizer()
+    memory = _memory(store, summarizer, max_messages=1)
+    memory.add(UserMessage("a"), UserMessage("b"))
+    assert memory.summary == "a"
+    memory.set([UserMessage("x")])  # the app's own choice: not summarized, summary kept
+    assert memory.summary == "a"
+    assert _texts(memory.messages()) == ["Summary of the earlier conversation:\na", "x"]
+    memory.clear()
+    assert memory.summary is None
+    assert memory.messages() == []
+    memory.add(UserMessage("c"), UserMessage("d"))
+    assert summarizer.calls[-1][1] is None  # a fresh summary, not continuing the old one
+    assert memory.summary == "c"
+
+
+def test_token_window_and_chunked_eviction_summarize_in_chunks(store):
+    summarizer = Summarizer()
+    estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
+    memory = SummarizingChatMemory(
+        "t",
+        max_tokens=60,
+        token_count_estimator=estimator,
+        summarizer=summarizer,
+        store=store,
+        evict_to=0.5,
+    )
+    plain = TokenWindowChatMemory(
+        "tp", max_tokens=60, token_count_estimator=estimator, store=store, evict_to=0.5
+    )
+    for i in range(20):
+        message = UserMessage(f"message number {i}")
+        memory.add(message)
+        plain.add(message)
+    assert memory.messages()[1:] == plain.messages()
+    assert estimator.estimate_token_count_in_messages(plain.messages()) <= 60
+    # Chunked: each summary folds several messages at once.
+    assert all(len(messages) >= 2 for messages, _ in summarizer.calls)
+
+
+def test_bad_arguments_are_refused_with_the_remedy():
+    with pytest.raises(ValueError, match="exactly one of max_messages= and max_tokens="):
+        SummarizingChatMemory(summarizer=Summarizer())
+    with pytest.raises(ValueError, match="summarizer must be a callable"):
+        SummarizingChatMemory(max_messages=3)
+    with pytest.raises(ValueError, match="evict_to must be between 0 and 1"):
+        SummarizingChatMemory(max_messages=3, summarizer=Summarizer(), evict_to=1.5)
+
+
+def test_a_summary_that_loses_a_race_is_folded_again_on_the_new_head(store):
+    other = MessageWindowChatMemory("s", max_messages=3, store=store)
+    raced: list[bool] = []
+
+    def summarize(messages: list[ChatMessage], previous: str | None) -> str:
+        if not raced:  # another writer appends while the model is thinking
+            raced.append(True)
+            other.add(UserMessage("from another process"))
+        return ((previous + " ") if previous else "") + " ".join(_text(m) for m in messages)
+
+    memory = SummarizingChatMemory("s", max_messages=3, summarizer=summarize, store=store)
+    memory.add(UserMessage("u0"), UserMessage("u1"), UserMessage("u2"), UserMessage("u3"))
+    # The other writer's add evicted u1; the retry folds u0 and u1 together, on its head.
+    assert memory.summary == "u0 u1"
+    assert _texts(memory.messages()[1:]) == ["u2", "u3", "from another process"]
+    covered = [e.event.covers for e in memory.history() if isinstance(e.event, SummaryRecorded)]
+    assert covered == [((1, 0), (2, 0))]
+
+
+def test_a_summarizer_returning_something_else_is_a_failure_retried_later(store, caplog):
+    answers: list[Any] = [None, "fine"]
+    memory = SummarizingChatMemory(
+        "s", max_messages=1, summarizer=lambda m, p: answers.pop(0), store=store
+    )
+    with caplog.at_level(logging.WARNING, "chatledger.summarizing"):
+        memory.add(UserMessage("a"), UserMessage("b"))
+    assert "summarizer returned NoneType None, not a str" in caplog.text
+    assert memory.summary is None
+    memory.add(UserMessage("c"))
+    assert memory.summary == "fine"
+
+
+def test_a_window_record_naming_a_non_summary_is_refused(store):
+    memory = SummarizingChatMemory("s", max_messages=1, summarizer=Summarizer(), store=store)
+    memory.add(UserMessage("a"))
+    # A record claiming event 1 (a message) is its summary: not written by a memory.
+    forged = '{"lim":1,"sth":1,"sum":1,"w":[[2,2]]}'
+    store.append("s", [NewRecord("message_added", message_to_json(UserMessage("b")), forged)])
+    cold = SummarizingChatMemory("s", max_messages=1, summarizer=Summarizer(), store=store)
+    with pytest.raises(ValueError, match="names event 1 as its summary, but it is a message_added"):
+        cold.messages()
+    with pytest.raises(ValueError, match="names event 1 as its summary"):
+        memory.as_of(seq=2)
+
+
+_REQUESTS = [ToolExecutionRequest(id=f"c{i}", name="calc", arguments="{}") for i in range(2)]
+_any_message = st.one_of(
+    st.sampled_from([SYS, SystemMessage("be verbose")]),
+    st.text(max_size=8).map(UserMessage),
+    st.text(max_size=8).map(AiMessage),
+    st.sampled_from(_REQUESTS).map(lambda r: AiMessage(tool_execution_requests=[r])),
+    st.sampled_from(_REQUESTS).map(lambda r: ToolExecutionResultMessage.from_request(r, "ok")),
+)
+_script = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(_any_message, min_size=1, max_size=3)),
+        st.tuples(st.just("set"), st.lists(_any_message, max_size=3)),
+        st.tuples(st.just("clear"), st.none()),
+        st.tuples(st.just("limit"), st.integers(1, 5)),
+        st.tuples(st.just("fail"), st.integers(1, 2)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=_script, chunked=st.booleans())
+def test_summaries_never_change_the_window_and_each_message_is_summarized_once(script, chunked):
+    store = InMemoryEventStore()
+    box = [3]
+    summarizer = Summarizer()
+    evict = 0.5 if chunked else None
+    memory = SummarizingChatMemory(
+        "s", max_messages=lambda _id: box[0], summarizer=summarizer, store=store, evict_to=evict
+    )
+    plain = MessageWindowChatMemory(
+        "p", max_messages=lambda _id: box[0], store=store, evict_to=evict
+    )
+    views = {}
+    for op, arg in script:
+        if op == "limit":
+            box[0] = arg
+            continue
+        if op == "fail":
+            summarizer.fail = arg
+            continue
+        for target in (memory, plain):
+            if op == "clear":
+                target.clear()
+            else:
+                getattr(target, op)(arg)
+        view = memory.messages()
+        summary = memory.summary
+        window = [m for m in view if summary is None or m != default_summary_message(summary)]
+        assert window == plain.messages()  # the window is LangChain4j's, summary or not
+        views[memory.seq] = memory.as_of(seq=memory.seq)
+    calls = len(summarizer.calls)
+    # Time travel and a cold open read summaries from the log: no summarizer call.
+    for seq, view in views.items():
+        assert memory.as_of(seq=seq) == view
+    cold = SummarizingChatMemory(
+        "s", max_messages=lambda _id: box[0], summarizer=summarizer, store=store
+    )
+    assert cold.messages() == memory.messages()
+    assert len(summarizer.calls) == calls
+    # Each evicted message is summarized at most once between clears, and only evicted ones.
+    evicted = {
+        d.entry.ref
+        for step in walk(store, "s")
+        for d in step.departures
+        if d.reason in ("evicted", "orphan")
+    }
+    covered: list[tuple[int, int]] = []
+    for event in memory.history():
+        if event.event.kind == "memory_cleared":
+            covered = []
+        elif isinstance(event.event, SummaryRecorded):
+            assert not set(event.event.covers) & set(covered)
+            covered += event.event.covers
+            assert set(event.event.covers) <= evicted
