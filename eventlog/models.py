@@ -114,6 +114,21 @@ class SummaryRecorded(BaseModel):
     previous: int | None = None
 
 
+class MessageRetracted(BaseModel):
+    """A message was taken back (an OpenAI Agents session's ``pop_item``): it leaves the view
+    from here on, and stays in the history where it was added.
+
+    Attributes:
+        seq: The event that brought the message.
+        index: Its index in that event (within a ``messages_set`` list; 0 for an add).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["message_retracted"] = "message_retracted"
+    seq: int
+    index: int = 0
+
+
 class MemoryPurged(BaseModel):
     """Tombstone left where a retention policy erased a memory's events.
 
@@ -201,6 +216,7 @@ Event: TypeAlias = Annotated[
     | MessagesSet
     | MemoryCleared
     | SummaryRecorded
+    | MessageRetracted
     | MemoryPurged
     | MemoryErased
     | CompactionRun,

@@ -240,6 +240,11 @@ class PostgresEventStore(EventStore):
             self.close()
             raise
 
+    @property
+    def async_workers(self) -> int:
+        """One worker per pooled connection: async calls use the pool as threads would."""
+        return self._max_connections
+
     def _open_pool(self, dsn: str, params: dict[str, Any]) -> psycopg_pool.ConnectionPool[Conn]:
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:

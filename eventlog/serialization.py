@@ -32,6 +32,7 @@ from eventlog.models import (
     MemoryErased,
     MemoryPurged,
     MessageAdded,
+    MessageRetracted,
     MessagesSet,
     NewRecord,
     Record,
@@ -84,7 +85,9 @@ def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> N
         payload = messages_to_json(event.messages)
     elif isinstance(event, MemoryCleared):
         payload = "{}"
-    elif isinstance(event, MemoryPurged | MemoryErased | CompactionRun | SummaryRecorded):
+    elif isinstance(
+        event, MemoryPurged | MemoryErased | CompactionRun | SummaryRecorded | MessageRetracted
+    ):
         payload = _dumps(event.model_dump(mode="json", exclude={"kind"}))
     else:
         msg = (
@@ -161,6 +164,8 @@ def decode_event(record: Record) -> Event | ContentErased:
         return CompactionRun.model_validate_json(payload)
     if kind == "summary_recorded":
         return SummaryRecorded.model_validate_json(payload)
+    if kind == "message_retracted":
+        return MessageRetracted.model_validate_json(payload)
     msg = f"record {record.stream_id}#{record.seq} has unknown kind {kind!r}"
     raise ValueError(msg)
 

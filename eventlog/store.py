@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Self, overload
 
 from eventlog import clock
+from eventlog.aio import off_loop
 from eventlog.errors import ChainKeyError, ConcurrencyError
 from eventlog.hashing import (
     FORMATS,
@@ -585,6 +586,56 @@ class EventStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections. Idempotent; later calls on the store raise StoreClosedError."""
+
+    # ------------------------------------------------------------------ async
+
+    @property
+    def async_workers(self) -> int:
+        """Worker threads behind the async methods (:mod:`eventlog.aio`): one keeps a single
+        writer's calls in order; PostgreSQL uses one per pooled connection."""
+        return 1
+
+    async def aappend(
+        self,
+        memory_id: MemoryId,
+        items: Sequence[NewRecord],
+        *,
+        expected_seq: int | None = None,
+        expected_hash: str | None = None,
+    ) -> list[Record]:
+        """:meth:`append`, awaited without blocking the event loop."""
+        return await off_loop(
+            self,
+            self.append,
+            memory_id,
+            items,
+            expected_seq=expected_seq,
+            expected_hash=expected_hash,
+        )
+
+    async def aread(
+        self,
+        memory_id: MemoryId,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        limit: int | None = None,
+        desc: bool = False,
+    ) -> list[Record]:
+        """:meth:`read`, awaited without blocking the event loop."""
+        return await off_loop(self, self.read, memory_id, gt=gt, lte=lte, limit=limit, desc=desc)
+
+    async def aread_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
+        """:meth:`read_all`, awaited without blocking the event loop."""
+        return await off_loop(self, self.read_all, gt=gt, limit=limit)
+
+    async def ahead(self, memory_id: MemoryId) -> StreamHead | None:
+        """:meth:`head`, awaited without blocking the event loop."""
+        return await off_loop(self, self.head, memory_id)
+
+    async def averify(self, memory_id: MemoryId | None = None) -> VerifyReport:
+        """:meth:`verify` of one memory or all, awaited without blocking the event loop."""
+        return await off_loop(self, self.verify, memory_id)
 
     def __enter__(self) -> Self:
         return self

@@ -205,6 +205,8 @@ class _Replay:
         reason: Reason = "evicted"
         if record.kind in EMPTYING_KINDS:
             reason = "cleared"
+        elif record.kind == "message_retracted":
+            reason = "retracted"
         elif record.kind == "messages_set":
             reason = "set"
         gone = [Departure(e, reason) for e in before if e.ref not in kept]
@@ -378,7 +380,14 @@ def diff(store: EventStore, memory_id: MemoryId, start: int, end: int) -> ViewDi
     return ViewDiff(memory_id_from_key(key), start, end, ordered)
 
 
-_REASONS: tuple[Reason, ...] = ("evicted", "orphan", "system_replaced", "set", "cleared")
+_REASONS: tuple[Reason, ...] = (
+    "evicted",
+    "orphan",
+    "system_replaced",
+    "set",
+    "cleared",
+    "retracted",
+)
 _NONE = -1  # stands for None in the int arrays of DiffStream
 
 

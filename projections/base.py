@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from eventlog.aio import off_loop
 from eventlog.ids import MemoryId
 from eventlog.messages import ChatMessage
 from eventlog.models import LoggedEvent
@@ -103,3 +104,62 @@ class ChatMemory(ABC):
         Raises:
             ValueError: Neither or both given, or ``seq`` beyond the history.
         """
+
+    # ------------------------------------------------------------------ async
+
+    @property
+    def workers(self) -> object:
+        """Whose worker threads run the async methods: the memory's store (see
+        :mod:`eventlog.aio`), so one SQLite file's calls run on one thread, in order."""
+        return self
+
+    async def aadd(self, *messages: Any) -> None:
+        """:meth:`add`, awaited without blocking the event loop."""
+        await off_loop(self.workers, self.add, *messages)
+
+    async def amessages(self) -> list[ChatMessage]:
+        """:meth:`messages`, awaited without blocking the event loop."""
+        return await off_loop(self.workers, self.messages)
+
+    async def aset(self, *messages: Any) -> None:
+        """:meth:`set`, awaited without blocking the event loop."""
+        await off_loop(self.workers, self.set, *messages)
+
+    async def aclear(self) -> None:
+        """:meth:`clear`, awaited without blocking the event loop."""
+        await off_loop(self.workers, self.clear)
+
+    async def ahistory(self, *, gt: int | None = None, lte: int | None = None) -> list[LoggedEvent]:
+        """:meth:`history`, awaited without blocking the event loop."""
+        return await off_loop(self.workers, self.history, gt=gt, lte=lte)
+
+    async def aiter_history(
+        self, *, gt: int | None = None, lte: int | None = None, page: int = 1_000
+    ) -> AsyncIterator[LoggedEvent]:
+        """:meth:`iter_history` as an async iterator: each page is read (and checked) on a
+        worker, ``page`` events at a time."""
+        events = self.iter_history(gt=gt, lte=lte, page=page)
+        done = object()
+        while True:
+            batch = await off_loop(self.workers, _take, events, page, done)
+            for event in batch:
+                if event is done:
+                    return
+                yield event
+
+    async def aas_of(
+        self, *, seq: int | None = None, at: datetime | None = None
+    ) -> list[ChatMessage]:
+        """:meth:`as_of`, awaited without blocking the event loop."""
+        return await off_loop(self.workers, self.as_of, seq=seq, at=at)
+
+
+def _take(events: Iterator[Any], count: int, done: object) -> list[Any]:
+    """Up to ``count`` items of ``events``, ``done`` appended when it ran out."""
+    batch: list[Any] = []
+    for event in events:
+        batch.append(event)
+        if len(batch) == count:
+            return batch
+    batch.append(done)
+    return batch

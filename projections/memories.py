@@ -10,14 +10,21 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, Final, Self
 
+from eventlog.aio import off_loop
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, StreamKey, memory_key
 from eventlog.memory import InMemoryEventStore
 from eventlog.messages import MESSAGE_TYPES, SystemMessage, ToolExecutionResultMessage
 from eventlog.messages import ChatMessage as _ChatMessage
-from eventlog.models import LoggedEvent, NewRecord, Record
-from eventlog.serialization import added_record, cleared_record, logged_event, set_record
+from eventlog.models import LoggedEvent, MessageRetracted, NewRecord, Record
+from eventlog.serialization import (
+    added_record,
+    cleared_record,
+    encode_event,
+    logged_event,
+    set_record,
+)
 from eventlog.store import EventStore
 from projections.base import ChatMemory
 from projections.meta import WindowMeta
@@ -136,6 +143,45 @@ class _WindowChatMemory(ChatMemory):
     def store(self) -> EventStore:
         """The event store holding this memory's history."""
         return self._store
+
+    @property
+    def workers(self) -> object:
+        return self._store
+
+    async def amessages(self, *, valid_for: str | _Default | None = DEFAULT) -> list[_ChatMessage]:
+        """:meth:`messages`, awaited without blocking the event loop."""
+        return await off_loop(self._store, self.messages, valid_for=valid_for)
+
+    async def aas_of(
+        self,
+        *,
+        seq: int | None = None,
+        at: datetime | None = None,
+        valid_for: str | _Default | None = DEFAULT,
+    ) -> list[_ChatMessage]:
+        """:meth:`as_of`, awaited without blocking the event loop."""
+        return await off_loop(self._store, self.as_of, seq=seq, at=at, valid_for=valid_for)
+
+    async def apop(self) -> _ChatMessage | None:
+        """:meth:`pop`, awaited without blocking the event loop."""
+        return await off_loop(self._store, self.pop)
+
+    async def arepair(self, text: str = INTERRUPTED) -> list[ToolExecutionResultMessage]:
+        """:meth:`repair`, awaited without blocking the event loop."""
+        return await off_loop(self._store, self.repair, text)
+
+    async def awhat_if(
+        self,
+        policy: WindowPolicy,
+        *,
+        seq: int | None = None,
+        at: datetime | None = None,
+        valid_for: str | None = None,
+    ) -> list[_ChatMessage]:
+        """:meth:`what_if`, awaited without blocking the event loop."""
+        return await off_loop(
+            self._store, self.what_if, policy, seq=seq, at=at, valid_for=valid_for
+        )
 
     @property
     def policy(self) -> WindowPolicy:
@@ -446,6 +492,30 @@ class _WindowChatMemory(ChatMemory):
         # each page is chained to the last record of the one before.
         for record in records(self._store, self._key, gt=gt or 0, lte=lte, page=page):
             yield logged_event(record)
+
+    def pop(self) -> _ChatMessage | None:
+        """Take back the newest message of the window (an OpenAI Agents session's
+        ``pop_item``): one ``message_retracted`` event; the history keeps the message.
+
+        Returns:
+            The message taken back, or None when the window is empty (nothing written).
+        """
+        taken: list[_ChatMessage] = []
+
+        def build(current: Window, seq: int) -> tuple[list[NewRecord], Window]:
+            taken.clear()
+            if not current.entries:
+                return [], current
+            work = current.copy()
+            newest = max(work.entries, key=lambda e: e.ref)
+            work.retract(newest.ref)
+            taken.append(newest.message)
+            event = MessageRetracted(seq=newest.ref[0], index=newest.ref[1])
+            return [encode_event(event, self._meta(work.entries, work.limit))], work
+
+        with self._lock:
+            self._write(build)
+        return taken[0] if taken else None
 
     def _cleared_meta(self, seq: int) -> str:
         """The window record of a clear written at ``seq``."""

@@ -23,7 +23,7 @@ from eventlog.errors import ChainIntegrityError
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage, UserMessage
-from eventlog.models import MemoryErased, Record, format_time
+from eventlog.models import MemoryErased, MessageRetracted, Record, format_time
 from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
 from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
@@ -394,6 +394,10 @@ def apply(
         return window.set(entries, None if limit is None else limit())
     if kind in EMPTYING_KINDS:
         return window.clear()
+    if kind == "message_retracted":
+        event = decode_event(record)
+        if isinstance(event, MessageRetracted):
+            return window.retract((event.seq, event.index))
     return []
 
 

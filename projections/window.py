@@ -37,14 +37,15 @@ __all__ = [
 Limit: TypeAlias = "int | Callable[[MemoryId], int | None]"
 """A window size: a fixed int or LangChain4j's dynamic provider ``memory_id -> int``."""
 
-Reason: TypeAlias = Literal["evicted", "orphan", "system_replaced", "set", "cleared"]
+Reason: TypeAlias = Literal["evicted", "orphan", "system_replaced", "set", "cleared", "retracted"]
 """Why a message left the window:
 
 * ``"evicted"``: the window was over its limit (LangChain4j's ``ensureCapacity``);
 * ``"orphan"``: a tool result whose AI tool request was evicted just before it;
 * ``"system_replaced"``: a different system message replaced it;
 * ``"set"``: ``memory.set`` replaced the whole content;
-* ``"cleared"``: ``memory.clear``, or a retention purge.
+* ``"cleared"``: ``memory.clear``, or a retention purge;
+* ``"retracted"``: taken back (an OpenAI Agents session's ``pop_item``).
 """
 
 
@@ -415,6 +416,14 @@ class Window:
         self.entries = work
         self.limit = limit
         return departures
+
+    def retract(self, ref: tuple[int, int]) -> list[Departure]:
+        """Take the entry brought by ``ref`` out of the window (nothing when it already left)."""
+        for i, entry in enumerate(self.entries):
+            if entry.ref == ref:
+                del self.entries[i]
+                return [Departure(entry, "retracted")]
+        return []
 
     def clear(self) -> list[Departure]:
         """Empty the window; every entry leaves with reason ``"cleared"``."""

@@ -51,6 +51,7 @@ _REASONS: dict[str, str] = {
     "system_replaced": "system message replaced",
     "set": "set (content replaced)",
     "cleared": "cleared",
+    "retracted": "retracted (popped)",
 }
 
 

@@ -27,6 +27,7 @@ from eventlog.models import (
     MemoryErased,
     MemoryPurged,
     MessageAdded,
+    MessageRetracted,
     MessagesSet,
     Record,
     SummaryRecorded,
@@ -183,6 +184,9 @@ def record_summary(record: Record) -> tuple[Text, int | None]:
     if isinstance(event, MemoryPurged):
         text = f"erased {plural(event.event_count, 'event')}: {event.reason}"
         return Text(text, style="red"), 0
+    if isinstance(event, MessageRetracted):
+        where = f"{event.seq}" if not event.index else f"{event.seq} (item {event.index})"
+        return Text(f"retracted the message of event {where}", style="yellow"), size
     if isinstance(event, SummaryRecorded):
         text = f"summary of {plural(len(event.covers), 'evicted message')}: {event.summary}"
         return Text(short(text), style="cyan"), size
@@ -213,7 +217,13 @@ def record_json(record: Record) -> dict[str, Any]:
         obj["message"] = payload
     elif record.kind == "messages_set":
         obj["messages"] = payload
-    elif record.kind in ("memory_purged", "memory_erased", "compaction_run", "summary_recorded"):
+    elif record.kind in (
+        "memory_purged",
+        "memory_erased",
+        "compaction_run",
+        "summary_recorded",
+        "message_retracted",
+    ):
         obj["event"] = payload
     origin = forked_from(record)
     if origin is not None:
