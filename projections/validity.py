@@ -6,27 +6,32 @@ writes), a conversation that opens with a role the provider refuses. :func:`vali
 from any window a view that keeps every rule of the provider's profile; the log is untouched
 (an interrupted tail is repaired by *appending* with ``memory.repair()``).
 
-The rules, from each provider's documentation (and the 400 errors it returns):
+The rules, from each provider's documentation and the 400 errors it returns (the issue threads
+quoted show the exact text, from real trimmed windows):
 
-* OpenAI Chat Completions - "An assistant message with 'tool_calls' must be followed by tool
-  messages responding to each 'tool_call_id'", and "messages with role 'tool' must be a
-  response to a preceding message with 'tool_calls'": each tool message answers a call of the
-  assistant message right before the run of tool messages it belongs to
-  (https://platform.openai.com/docs/guides/function-calling). Any role may come first; system
-  (developer) messages may stand anywhere; consecutive messages of one role are accepted.
+* OpenAI Chat Completions - each tool message answers a call of the assistant message right
+  before its run of tool messages, and every call is answered there
+  (https://platform.openai.com/docs/guides/function-calling). Errors: "An assistant message
+  with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The
+  following tool_call_ids did not have response messages: ..." (BerriAI/litellm#10083,
+  agno-agi/agno#3105) and "messages with role 'tool' must be a response to a preceeding message
+  with 'tool_calls'". Any role may come first; system (developer) messages may stand anywhere;
+  consecutive messages of one role are accepted.
 * Anthropic Messages - system text is the top-level ``system`` parameter, not a message, so
-  LangChain4j's Anthropic model lifts every system message out of the list; "each tool_use
-  block must have a corresponding tool_result block in the next message" ("tool_use ids were
-  found without tool_result blocks immediately after"), and a tool_result must answer a
-  tool_use of the previous assistant turn
-  (https://docs.anthropic.com/en/docs/build-with-claude/tool-use/implement-tool-use). The
-  conversation must start with a user turn
-  (https://docs.anthropic.com/en/api/messages: "the first message must always use the user
-  role"); consecutive turns of one role are combined by the API, so they are accepted.
-* Gemini ``generateContent`` - system text goes to ``systemInstruction``; "Please ensure that
+  LangChain4j's Anthropic model lifts every system message out of the list; each ``tool_use``
+  must be answered by a ``tool_result`` in the next message
+  (https://docs.anthropic.com/en/docs/build-with-claude/tool-use/implement-tool-use). Error:
+  "messages.22: `tool_use` ids were found without `tool_result` blocks immediately after: ...
+  Each `tool_use` block must have a corresponding `tool_result` block in the next message"
+  (anthropics/claude-code#5989). The conversation starts with a user turn
+  (https://docs.anthropic.com/en/api/messages; livekit/agents#669 "Anthropic requires the first
+  message to be a non empty 'user' role"); consecutive turns of one role are combined by the API.
+* Gemini ``generateContent`` - system text goes to ``systemInstruction``; a function call turn
+  must come right after a user turn or a function response turn, and its responses must match
+  its calls (https://ai.google.dev/gemini-api/docs/function-calling). Error: "Please ensure that
   function call turn comes immediately after a user turn or after a function response turn",
-  and "the number of function response parts is equal to the number of function call parts of
-  the function call turn" (https://ai.google.dev/gemini-api/docs/function-calling); the
+  e.g. "when the sent conversation history starts with a function call"
+  (google-gemini/gemini-cli#11814; langchain-ai/langchain#27799 for the response side). The
   contents start with a user turn.
 
 Every profile allows one unanswered call: a tool call at the very end, with whatever results

@@ -175,6 +175,10 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         name, text = describe(message)
         table.add_row(str(number), ref_text(ref), role(name), plain(text))
     console().print(table)
+    summary = None if args.policy is not None else model.summary_at(store, key, seq)
+    if summary is not None:
+        # A summarizing memory sent this summary before the window (after its system message).
+        console().print(plain(f"with the summary of event {summary[0]}: {summary[1]}"))
     return 0
 
 

@@ -12,11 +12,12 @@ from typing import Any, TypeAlias
 
 from eventlog.ids import StreamKey
 from eventlog.messages import ChatMessage
-from eventlog.models import Record
+from eventlog.models import Record, SummaryRecorded
+from eventlog.serialization import decode_event
 from eventlog.store import EventStore
 from projections.audit import walk
 from projections.meta import WindowMeta
-from projections.replay import replay, view_at
+from projections.replay import read_checked, replay, view_at, window_meta
 from projections.tokens import OpenAiTokenCountEstimator
 from projections.validity import valid_items, valid_view
 from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
@@ -97,6 +98,20 @@ def make_policy(
 def recorded_view(store: EventStore, key: StreamKey, seq: int) -> list[tuple[Ref, ChatMessage]]:
     """The exact recorded view right after event ``seq``, each message with its ref."""
     return [(entry.ref, entry.message) for entry in view_at(store, key, seq)]
+
+
+def summary_at(store: EventStore, key: StreamKey, seq: int) -> tuple[int, str] | None:
+    """The summary a summarizing memory showed after event ``seq``: ``(its event, text)``, or
+    None (no summary in force, or not a summarizing memory)."""
+    if seq == 0:
+        return None
+    (record,) = read_checked(store, key, gt=seq - 1, lte=seq)
+    at = window_meta(record).summary
+    if at is None:
+        return None
+    (summary,) = read_checked(store, key, gt=at - 1, lte=at)
+    event = decode_event(summary)
+    return (at, event.summary) if isinstance(event, SummaryRecorded) else None
 
 
 def what_if_steps(

@@ -124,6 +124,8 @@ def test_summaries_show_in_history_and_survive_export_and_import(ok, tmp_path):
         for i in range(5):
             memory.add(UserMessage(f"u{i}"))
         views = {seq: memory.as_of(seq=seq) for seq in range(1, memory.seq + 1)}
+    shown = ok("show", "s", "--db", source, "--as-of", 4).stdout
+    assert "with the summary of event 4: [1]" in shown
     history = ok("history", "s", "--db", source).stdout
     assert "summary_recorded" in history
     assert "summary of 1 evicted message: [1]" in history
