@@ -39,3 +39,14 @@ def test_eventlog_imports_without_psycopg():
         "assert 'eventlog.postgres' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_projections_imports_without_the_optional_extras():
+    code = (
+        "import sys\n"
+        "for name in ('starlette', 'jinja2', 'uvicorn', 'agents', 'langchain_core'):\n"
+        "    sys.modules[name] = None\n"
+        "import eventlog, projections, projections.cli\n"
+        "assert 'projections.inspector.web' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

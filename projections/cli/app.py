@@ -37,6 +37,7 @@ COMMANDS: dict[str, Command] = {
     "fork": maintain.fork_cmd,
     "compact": maintain.compact_cmd,
     "erase": maintain.erase_cmd,
+    "serve": maintain.serve_cmd,
 }
 
 

@@ -39,12 +39,14 @@ from projections.window import evict_permille
 __all__ = [
     "DEFAULT_DB",
     "PROG",
+    "PolicySpec",
     "build_parser",
     "check_globals",
     "parse",
     "parse_duration",
     "parse_id",
     "parse_id_json",
+    "parse_policy",
     "parse_when",
     "resolve_ids",
     "shell_id",
@@ -285,6 +287,18 @@ def _policy_spec(text: str) -> PolicySpec:
     raise argparse.ArgumentTypeError(msg)
 
 
+def parse_policy(text: str) -> PolicySpec:
+    """A ``--policy`` text as :class:`PolicySpec`.
+
+    Raises:
+        ValueError: It is not a policy; the message says how to write one.
+    """
+    try:
+        return _policy_spec(text)
+    except argparse.ArgumentTypeError as e:
+        raise ValueError(str(e)) from None
+
+
 def _evict_to(text: str) -> float:
     try:
         value = float(text)
@@ -472,6 +486,19 @@ def _add_inspection_commands(commands: _Commands) -> None:
         ident="optional",
     )
     p.add_argument("--digest", metavar="FILE", help="a file written by `chatledger digest`")
+
+    p = commands.add(
+        "serve",
+        "Open the read-only web inspector on this ledger (needs chatledger[inspector]): step "
+        "through a memory and see the window the model saw at each event, and why it changed.",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; another one lets other machines read every "
+        "conversation)",
+    )
+    p.add_argument("--port", type=_positive, default=8765, help="TCP port (default 8765)")
 
     p = commands.add(
         "digest", "Print (or save) the size and Merkle root of the whole log: keep it elsewhere."

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from eventlog.ids import StreamKey, memory_key
 from eventlog.jsonl import export_jsonl, import_jsonl
 from projections.audit import fork
-from projections.cli.args import shell_id
+from projections.cli.args import PROG, shell_id
 from projections.cli.errors import Failure, UsageError
 from projections.cli.model import forked_from
 from projections.cli.render import console, emit, plain, plural, progress, title
@@ -238,3 +238,30 @@ _CLEANUP_PENDING = {
         "in the -wal file until the next erase or checkpoint finishes it"
     ),
 }
+
+
+def serve_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger serve``: the read-only web inspector, until interrupted."""
+    try:
+        from projections.inspector import LOCALHOST, serve
+        from projections.inspector.web import create_app  # noqa: F401 - fails without the extra
+    except ImportError as e:
+        msg = (
+            f"serve needs the inspector's web stack ({e.name} is not installed): "
+            "pip install 'chatledger[inspector]'"
+        )
+        raise Failure(msg) from None
+    if args.host != LOCALHOST:
+        sys.stderr.write(
+            f"{PROG}: warning: binding {args.host}: anyone who can reach it reads every "
+            "conversation in this ledger (there is no login)\n"
+        )
+    sys.stderr.write(
+        f"{PROG}: inspector on http://{_url_host(args.host)}:{args.port}/ (read-only)\n"
+    )
+    serve(store, host=args.host, port=args.port)
+    return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
