@@ -162,9 +162,11 @@ class _WindowChatMemory(ChatMemory):
         """:meth:`as_of`, awaited without blocking the event loop."""
         return await off_loop(self._store, self.as_of, seq=seq, at=at, valid_for=valid_for)
 
-    async def apop(self) -> _ChatMessage | None:
+    async def apop(
+        self, check: Callable[[_ChatMessage], object] | None = None
+    ) -> _ChatMessage | None:
         """:meth:`pop`, awaited without blocking the event loop."""
-        return await off_loop(self._store, self.pop)
+        return await off_loop(self._store, self.pop, check)
 
     async def arepair(self, text: str = INTERRUPTED) -> list[ToolExecutionResultMessage]:
         """:meth:`repair`, awaited without blocking the event loop."""
@@ -493,9 +495,14 @@ class _WindowChatMemory(ChatMemory):
         for record in records(self._store, self._key, gt=gt or 0, lte=lte, page=page):
             yield logged_event(record)
 
-    def pop(self) -> _ChatMessage | None:
+    def pop(self, check: Callable[[_ChatMessage], object] | None = None) -> _ChatMessage | None:
         """Take back the newest message of the window (an OpenAI Agents session's
         ``pop_item``): one ``message_retracted`` event; the history keeps the message.
+
+        Args:
+            check: Called with the message before anything is written; if it raises, nothing
+                is written and the exception propagates (e.g. authenticate an encrypted item
+                before removing it).
 
         Returns:
             The message taken back, or None when the window is empty (nothing written).
@@ -508,6 +515,8 @@ class _WindowChatMemory(ChatMemory):
                 return [], current
             work = current.copy()
             newest = max(work.entries, key=lambda e: e.ref)
+            if check is not None:
+                check(newest.message)
             work.retract(newest.ref)
             taken.append(newest.message)
             event = MessageRetracted(seq=newest.ref[0], index=newest.ref[1])

@@ -1,0 +1,294 @@
+"""The OpenAI Agents SDK's ``Session`` over the ledger: every item is an event, nothing is lost.
+
+``LedgerSession`` writes the same events as the memories - one ``message_added`` per item, a
+``message_retracted`` for ``pop_item``, a ``memory_cleared`` for ``clear_session`` - so time
+travel, diff, verify and the ``chatledger`` command work on sessions, and a LangChain4j service
+reading the same ledger sees sensible messages. Each item is stored as the closest chatledger
+message (a user or assistant message, a function call as an AI tool request whose id is the
+``call_id``, its output as a tool result) and carries the exact item in its attributes, so
+``get_items`` returns every item exactly as it was added (ids, reasoning items, every field).
+System and developer items, reasoning items and every other type are custom messages: a system
+message would be subject to LangChain4j's "one system message" rule, which is a window rule,
+not a history rule.
+
+The session's own list is the raw history (an unbounded window: nothing is evicted). What the
+model sees is chosen by :func:`window_callback`, a ``session_input_callback`` for ``RunConfig``:
+LangChain4j's window rules plus a provider-valid view, computed over the items, so the model
+sees a valid window while the log keeps everything.
+
+Requires the ``openai-agents`` extra: ``pip install 'chatledger[openai-agents]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
+
+from agents import TResponseInputItem
+from agents.memory import SessionABC
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+from eventlog.messages import (
+    AiMessage,
+    ChatMessage,
+    CustomMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from eventlog.store import EventStore
+from projections.memories import MessageWindowChatMemory
+from projections.validity import valid_items
+from projections.window import Entry, Window, WindowPolicy
+
+__all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callback"]
+
+ITEM_KEY = "openai_agents.item"
+"""The attribute that carries the SDK's item, exactly as it was added."""
+
+UNBOUNDED = 2**31 - 1  # a session keeps every item: its window never evicts
+
+Item = dict[str, Any]
+_T = TypeVar("_T")
+
+
+def _text(content: object) -> str:
+    """The text of a message item's content: a str, or the text parts of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def message_of(item: object) -> ChatMessage:
+    """The chatledger message that stores ``item`` (the item itself is in its attributes).
+
+    Raises:
+        TypeError: ``item`` is not a JSON object (a dict of JSON values).
+    """
+    if not isinstance(item, dict):
+        msg = (
+            f"add_items: an item must be a Responses input item (a dict), not "
+            f"{type(item).__name__} {item!r:.60}; nothing was written"
+        )
+        raise TypeError(msg)
+    try:
+        json.dumps(item, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        msg = f"add_items: item {item!r:.60} is not JSON ({e}); nothing was written"
+        raise TypeError(msg) from e
+    attributes = {ITEM_KEY: item}
+    kind = item.get("type", "message")
+    role = item.get("role")
+    if kind == "message" and role == "user":
+        return UserMessage(_text(item.get("content")), attributes=attributes)
+    if kind == "message" and role == "assistant":
+        return AiMessage(_text(item.get("content")), attributes=attributes)
+    if kind == "function_call":
+        request = ToolExecutionRequest(
+            id=str(item.get("call_id", "")),
+            name=str(item.get("name", "")),
+            arguments=str(item.get("arguments", "")),
+        )
+        return AiMessage(tool_execution_requests=[request], attributes=attributes)
+    if kind == "function_call_output":
+        output = item.get("output")
+        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+        return ToolExecutionResultMessage(
+            str(item.get("call_id", "")), None, text, attributes=attributes
+        )
+    return CustomMessage(attributes)
+
+
+def item_of(message: ChatMessage) -> Item:
+    """The SDK item a message stores (one written by another app becomes a plain message).
+
+    Raises:
+        ValueError: A custom message that does not carry an item.
+    """
+    attributes = getattr(message, "attributes", None)
+    if isinstance(attributes, dict) and isinstance(attributes.get(ITEM_KEY), dict):
+        item: Item = attributes[ITEM_KEY]
+        return item
+    # Written by a LangChain4j service or another adapter on the same id: shown as what it is.
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": message.text if message.has_single_text() else ""}
+    if isinstance(message, AiMessage) and not message.tool_execution_requests:
+        return {"role": "assistant", "content": message.text or ""}
+    if isinstance(message, AiMessage):
+        request = message.tool_execution_requests[0]
+        return {
+            "type": "function_call",
+            "call_id": request.id or "",
+            "name": request.name or "",
+            "arguments": request.arguments or "",
+        }
+    if isinstance(message, ToolExecutionResultMessage):
+        return {"type": "function_call_output", "call_id": message.id or "", "output": message.text}
+    text = getattr(message, "text", None)
+    if isinstance(text, str):
+        return {"role": "system", "content": text}
+    msg = f"the message {message!r:.80} carries no Agents SDK item"
+    raise ValueError(msg)
+
+
+class LedgerSession(SessionABC):
+    """An OpenAI Agents SDK session whose items are events of a chatledger memory.
+
+    Args:
+        session_id: The session id; it is the memory id (``chatledger history <id>``).
+        store: The ledger (SQLite, PostgreSQL or in-memory).
+        session_settings: The SDK's settings (``limit`` for ``get_items``).
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        store: EventStore,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self.store = store
+        self.memory = MessageWindowChatMemory(session_id, max_messages=UNBOUNDED, store=store)
+        self._closed = False
+
+    def close(self) -> None:
+        """Refuse further calls on this object (the store stays open: it may be shared)."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = f"{type(self).__name__} is closed: open a new session object"
+            raise RuntimeError(msg)
+
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: Any = None
+    ) -> list[TResponseInputItem]:
+        """The items in order; with ``limit`` (or the settings' limit) the newest ``limit``."""
+        self._check_open()
+        wanted = resolve_session_limit(limit, self.session_settings)
+        items = [cast("TResponseInputItem", item_of(m)) for m in await self.memory.amessages()]
+        if wanted is None or wanted < 0:  # SQLiteSession: a negative limit means no limit
+            return items
+        return items[-wanted:] if wanted else []
+
+    async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
+        """Append the items as one atomic write (a bad item: nothing is written)."""
+        self._check_open()
+        if not items:
+            return
+        messages = [message_of(item) for item in items]  # every item checked before writing
+        await _outcome(self.memory.aadd(messages))
+
+    async def pop_item(
+        self, *, wrapper: Any = None, check: Callable[[Item], object] | None = None
+    ) -> TResponseInputItem | None:
+        """Take back the newest item: a ``message_retracted`` event; the history keeps it.
+
+        Args:
+            wrapper: The SDK's run context (accepted; not needed here).
+            check: Called with the item before anything is written; if it raises, nothing is
+                written (e.g. authenticate an encrypted item before removing it).
+        """
+        self._check_open()
+        seen = None if check is None else (lambda message: check(item_of(message)))
+        message = await _outcome(self.memory.apop(seen))
+        return None if message is None else cast("TResponseInputItem", item_of(message))
+
+    async def clear_session(self, *, wrapper: Any = None) -> None:
+        """Empty the session: a ``memory_cleared`` event; the history keeps every item."""
+        self._check_open()
+        await _outcome(self.memory.aclear())
+
+
+async def _outcome(write: Awaitable[_T]) -> _T:
+    """Await a write; if the caller is cancelled meanwhile, wait for the write's outcome
+    before passing the cancellation on, so nobody retries a write that landed (the SDK's
+    own sessions behave the same way)."""
+    task = asyncio.ensure_future(write)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not task.done() or task.cancelled()
+        except Exception:  # noqa: S110 - the outcome is read from the task below
+            pass
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
+
+
+def _units(items: Sequence[Item]) -> list[tuple[list[int], ChatMessage]]:
+    """The items as window units: parallel function calls (consecutive ``function_call``
+    items) are one AI message with several requests, so their outputs pair with them."""
+    units: list[tuple[list[int], ChatMessage]] = []
+    for index, item in enumerate(items):
+        message = message_of(item)
+        previous = units[-1][1] if units else None
+        if (
+            item.get("type") == "function_call"
+            and isinstance(previous, AiMessage)
+            and previous.tool_execution_requests
+            and items[units[-1][0][-1]].get("type") == "function_call"
+        ):
+            requests = [*previous.tool_execution_requests, *message.tool_execution_requests]  # type: ignore[union-attr]
+            units[-1] = ([*units[-1][0], index], AiMessage(tool_execution_requests=requests))
+        else:
+            units.append(([index], message))
+    return units
+
+
+def window_callback(
+    policy: WindowPolicy, *, valid_for: str | None = "openai", memory_id: str = "session"
+) -> Callable[[list[Item], list[Item]], list[Item]]:
+    """A ``session_input_callback`` for ``RunConfig``: the history plus the new input, cut to
+    ``policy``'s LangChain4j window and made valid for ``valid_for``.
+
+    Function calls and their outputs pair by ``call_id``: a call never reaches the model
+    without its output, except a call still in progress at the very end. A reasoning item
+    stays with the item it preceded (the Responses API refuses one without the other).
+
+    Args:
+        policy: E.g. ``MessageWindowPolicy(20)`` or ``TokenWindowPolicy(4000, estimator)``.
+        valid_for: A provider profile (see :mod:`projections.validity`), or None.
+        memory_id: What a dynamic limit is asked with.
+    """
+
+    def select(history: list[Item], new_input: list[Item]) -> list[Item]:
+        items = [*history, *new_input]
+        units = _units(items)
+        window = Window(policy)
+        for number, (_, message) in enumerate(units):
+            entry = Entry(message, (number + 1, 0), policy.count(message))
+            window.add(entry, lambda: policy.limit_for(memory_id))
+        view = [(e.ref[0] - 1, e.message) for e in window.view(policy.limit_for(memory_id))]
+        kept = valid_items(view, valid_for) if valid_for is not None else view
+        chosen = sorted(i for unit, _ in kept for i in units[unit][0])
+        chosen_set = set(chosen)
+        for i in list(chosen):
+            before = i - 1
+            if (
+                before >= 0
+                and before not in chosen_set
+                and items[before].get("type") == "reasoning"
+            ):
+                chosen_set.add(before)
+        return [items[i] for i in sorted(chosen_set)]
+
+    return select

@@ -1,0 +1,166 @@
+"""Certify LedgerSession with the OpenAI Agents SDK's own session tests.
+
+Downloads the pinned ``openai-agents`` source distribution (it ships its ``tests/``), builds a
+throwaway venv with chatledger and the SDK's test tools, and runs the SDK's session test files
+with ``SQLiteSession`` replaced everywhere by a ``LedgerSession`` that takes SQLiteSession's
+constructor (``db_path`` becomes a chatledger SQLite file; ``":memory:"`` an in-memory store).
+Tests that inspect SQLite internals (tables, raw SQL, connections, worker threads, private
+hooks) cannot apply to another storage and are deselected, each with its reason below.
+
+    python scripts/agents_sdk_tests.py            # exit 0 when every selected test passes
+    python scripts/agents_sdk_tests.py -k pop -x  # extra arguments go to pytest
+
+CI runs it (``.ci/run``). Needs network access to the package registry.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import textwrap
+from pathlib import Path
+
+VERSION = "0.24.0"
+ROOT = Path(__file__).resolve().parents[1]
+FILES = [
+    "tests/memory/test_session.py",
+    "tests/memory/test_session_limit.py",
+    "tests/memory/test_session_context_wrapper.py",
+    "tests/extensions/memory/test_encrypt_session.py",
+]
+TOOLS = ["pytest>=8", "pytest-asyncio", "pytest-mock", "inline-snapshot", "cryptography"]
+
+# test id (substring) -> why it cannot apply to a session stored in chatledger
+_THREADS = "checks SQLiteSession's per-thread sqlite3 connections"
+_CORRUPT = "writes corrupt JSON rows into SQLite's agent_messages table with raw SQL"
+_FAULTS = "injects sqlite3 errors through SQLiteSession's private connection objects"
+_SESSION = "tests/memory/test_session.py::test_sqlite_session_"
+_ENCRYPT = "tests/extensions/memory/test_encrypt_session.py::test_encrypted_"
+DESELECTED: dict[str, str] = {
+    f"{_SESSION}close_closes_worker_thread_connections": _THREADS,
+    f"{_SESSION}reaps_connections_from_exited_worker_threads": _THREADS,
+    f"{_SESSION}closes_retired_connections_before_the_next_allocation": _THREADS,
+    f"{_SESSION}keeps_connections_of_live_worker_threads": _THREADS,
+    f"{_SESSION}pop_item_skips_corrupt_most_recent": _CORRUPT,
+    f"{_SESSION}pop_item_returns_none_after_dropping_only_corrupt_rows": _CORRUPT,
+    f"{_SESSION}get_items_limit_skips_corrupt_newest_rows": _CORRUPT,
+    f"{_SESSION}get_items_session_settings_limit_skips_corrupt_rows": _CORRUPT,
+    f"{_SESSION}file_lock_is_shared_across_instances":
+        "checks SQLiteSession's process-local registry of file locks",
+    f"{_SESSION}failed_add_items_releases_write_lock": _FAULTS,
+    f"{_SESSION}failed_clear_session_rolls_back": _FAULTS,
+    f"{_SESSION}failed_pop_item_releases_write_lock": _FAULTS,
+    f"{_SESSION}rollback_failure_evicts_connection": _FAULTS,
+    f"{_SESSION}close_retries_quarantined_connection": _FAULTS,
+    f"{_SESSION}post_commit_cancellation_propagates_after_known_outcome":
+        "pauses a commit inside a custom sqlite3.Connection put in SQLiteSession's pool",
+    f"{_ENCRYPT}compaction_skips_unencrypted_stored_history":
+        "relies on SQLiteSession's private compaction snapshot (its row ids)",
+    f"{_ENCRYPT}pop_authentication_is_atomic_with_concurrent_mutations":
+        "asserts SQLite's own write lock (BEGIN IMMEDIATE fails) and raw agent_messages rows",
+    f"{_ENCRYPT}pop_wrong_key_preserves_row_identity":
+        "compares raw agent_messages rows (SQLite row ids)",
+}  # fmt: skip
+
+PLUGIN = textwrap.dedent(
+    '''
+    """Loaded with -p before collection: SQLiteSession is LedgerSession from here on."""
+    from pathlib import Path
+
+    import agents
+    import agents.memory
+    import agents.memory.sqlite_session
+
+    from eventlog import InMemoryEventStore, SQLiteEventStore
+    from projections.adapters.openai_agents import LedgerSession
+
+
+    class LedgerSQLiteSession(LedgerSession):
+        """LedgerSession with SQLiteSession's constructor."""
+
+        def __init__(
+            self,
+            session_id,
+            db_path=":memory:",
+            sessions_table="agent_sessions",
+            messages_table="agent_messages",
+            session_settings=None,
+        ):
+            if str(db_path) == ":memory:":
+                store = InMemoryEventStore()
+            else:
+                store = SQLiteEventStore(Path(db_path))
+            super().__init__(session_id, store=store, session_settings=session_settings)
+            self.db_path = db_path
+
+        def close(self):
+            super().close()
+            self.store.close()
+
+        async def _pop_item_with_validation(self, validate=None):
+            # EncryptedSession authenticates SQLiteSession's tail before removing it; the
+            # ledger's pop takes the same check and writes nothing when it raises.
+            return await self.pop_item(check=validate)
+
+
+    agents.SQLiteSession = LedgerSQLiteSession
+    agents.memory.SQLiteSession = LedgerSQLiteSession
+    agents.memory.sqlite_session.SQLiteSession = LedgerSQLiteSession
+    '''
+)
+
+
+def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, check=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def main() -> int:
+    work = Path(tempfile.mkdtemp(prefix="chatledger-agents-sdk-"))
+    try:
+        return certify(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def certify(work: Path) -> int:
+    run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+         f"openai-agents=={VERSION}", "-d", str(work)],
+    )  # fmt: skip
+    (sdist,) = work.glob(f"openai_agents-{VERSION}.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(work, filter="data")
+    source = work / f"openai_agents-{VERSION}"
+    venv = work / "venv"
+    run([sys.executable, "-m", "venv", str(venv)])
+    python = venv / "bin" / "python"
+    run(
+        [str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[openai-agents]", *TOOLS],
+    )
+    (work / "chatledger_sdk_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    deselect = [arg for test in DESELECTED for arg in ("--deselect", test)]
+    proc = subprocess.run(
+        [str(python), "-m", "pytest", "-p", "chatledger_sdk_plugin", "-q", "-p", "no:cacheprovider",
+         "-o", "addopts=", *FILES, *deselect, *sys.argv[1:]],
+        cwd=source, text=True, capture_output=True, check=False,
+        env={"PYTHONPATH": str(work), "PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(work)},
+    )  # fmt: skip
+    print(proc.stdout[-8000:])
+    print(proc.stderr[-2000:], file=sys.stderr)
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    counts = dict(
+        (name, int(n))
+        for n, name in re.findall(r"(\d+) (passed|failed|error|errors|deselected)", summary)
+    )
+    print(f"openai-agents {VERSION} session tests against LedgerSession: {counts}")
+    for test, why in DESELECTED.items():
+        print(f"  deselected {test}: {why}")
+    return 0 if proc.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
