@@ -15,17 +15,12 @@ CI runs it (``.ci/run``). Needs network access to the package registry.
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 import sys
-import tarfile
-import tempfile
 import textwrap
-from pathlib import Path
+
+from peer_suite import PeerSuite, certify
 
 VERSION = "0.24.0"
-ROOT = Path(__file__).resolve().parents[1]
 FILES = [
     "tests/memory/test_session.py",
     "tests/memory/test_session_limit.py",
@@ -114,53 +109,16 @@ PLUGIN = textwrap.dedent(
 )
 
 
-def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, check=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
-
-
-def main() -> int:
-    work = Path(tempfile.mkdtemp(prefix="chatledger-agents-sdk-"))
-    try:
-        return certify(work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def certify(work: Path) -> int:
-    run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-         f"openai-agents=={VERSION}", "-d", str(work)],
-    )  # fmt: skip
-    (sdist,) = work.glob(f"openai_agents-{VERSION}.tar.gz")
-    with tarfile.open(sdist) as archive:
-        archive.extractall(work, filter="data")
-    source = work / f"openai_agents-{VERSION}"
-    venv = work / "venv"
-    run([sys.executable, "-m", "venv", str(venv)])
-    python = venv / "bin" / "python"
-    run(
-        [str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[openai-agents]", *TOOLS],
-    )
-    (work / "chatledger_sdk_plugin.py").write_text(PLUGIN, encoding="utf-8")
-    deselect = [arg for test in DESELECTED for arg in ("--deselect", test)]
-    proc = subprocess.run(
-        [str(python), "-m", "pytest", "-p", "chatledger_sdk_plugin", "-q", "-p", "no:cacheprovider",
-         "-o", "addopts=", *FILES, *deselect, *sys.argv[1:]],
-        cwd=source, text=True, capture_output=True, check=False,
-        env={"PYTHONPATH": str(work), "PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(work)},
-    )  # fmt: skip
-    print(proc.stdout[-8000:])
-    print(proc.stderr[-2000:], file=sys.stderr)
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    counts = dict(
-        (name, int(n))
-        for n, name in re.findall(r"(\d+) (passed|failed|error|errors|deselected)", summary)
-    )
-    print(f"openai-agents {VERSION} session tests against LedgerSession: {counts}")
-    for test, why in DESELECTED.items():
-        print(f"  deselected {test}: {why}")
-    return 0 if proc.returncode == 0 else 1
+SUITE = PeerSuite(
+    package="openai-agents",
+    version=VERSION,
+    extra="openai-agents",
+    files=FILES,
+    tools=TOOLS,
+    plugin=PLUGIN,
+    deselected=DESELECTED,
+)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(certify(SUITE, sys.argv[1:]))

@@ -1,0 +1,163 @@
+"""LedgerChatMessageHistory: LangChain messages round-trip exactly, the history keeps all."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
+
+from langchain_core._api.deprecation import LangChainDeprecationWarning
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables.history import RunnableWithMessageHistory
+
+from eventlog import (
+    AiMessage,
+    EventStore,
+    SQLiteEventStore,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from projections import MessageWindowPolicy
+from projections.adapters.langchain import (
+    LedgerChatMessageHistory,
+    from_langchain,
+    to_langchain,
+)
+
+MESSAGES: list[BaseMessage] = [
+    SystemMessage("You are terse.", id="sys-1"),
+    HumanMessage("What is 2+2?", id="h-1", name="alice"),
+    AIMessage(
+        "",
+        id="run-1",
+        tool_calls=[{"name": "add", "args": {"a": 2, "b": 2}, "id": "call-1", "type": "tool_call"}],
+        response_metadata={"model_name": "fake", "finish_reason": "tool_calls"},
+        usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+    ),
+    ToolMessage("4", tool_call_id="call-1", name="add", artifact={"raw": 4}),
+    AIMessage("2+2 is 4.", id="run-2", additional_kwargs={"refusal": None}),
+    HumanMessage(
+        content=[
+            {"type": "text", "text": "And this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.org/cat.png"}},
+        ]
+    ),
+    SystemMessage("Be verbose."),
+    AIMessageChunk(content="A cat.", id="run-3"),
+    ToolMessage("boom", tool_call_id="call-2", status="error"),
+]
+
+
+def test_every_message_type_round_trips_exactly(store: EventStore) -> None:
+    history = LedgerChatMessageHistory("lc", store=store)
+    history.add_messages(MESSAGES)
+    assert history.messages == MESSAGES
+    assert [type(m) for m in history.messages] == [type(m) for m in MESSAGES]
+    assert LedgerChatMessageHistory("lc", store=store).messages == MESSAGES  # reopened
+
+
+def test_messages_map_to_what_langchain4j_readers_expect() -> None:
+    stored = [from_langchain(m) for m in MESSAGES]
+    assert isinstance(stored[1], UserMessage)
+    assert stored[1].text == "What is 2+2?"
+    assert isinstance(stored[2], AiMessage)
+    request = stored[2].tool_execution_requests[0]
+    assert (request.id, request.name, request.arguments) == ("call-1", "add", '{"a": 2, "b": 2}')
+    assert isinstance(stored[3], ToolExecutionResultMessage)
+    assert (stored[3].id, stored[3].text, stored[3].is_error) == ("call-1", "4", False)
+    assert stored[8].is_error is True
+    assert [to_langchain(m) for m in stored] == MESSAGES
+    # Written by a LangChain4j service on the same id: read as the closest LangChain message.
+    assert to_langchain(UserMessage("hi")) == HumanMessage("hi")
+
+
+def test_add_messages_is_atomic_and_clear_keeps_the_history(store: EventStore) -> None:
+    history = LedgerChatMessageHistory("lc2", store=store)
+    history.add_messages(MESSAGES[:2])
+    with pytest.raises(TypeError, match="nothing was written"):
+        history.add_messages([MESSAGES[2], "not a message"])  # type: ignore[list-item]
+    assert history.messages == MESSAGES[:2]
+    assert history.memory.seq == 2
+    history.clear()
+    assert history.messages == []
+    kinds = [e.event.kind for e in history.memory.history()]
+    assert kinds == ["message_added", "message_added", "memory_cleared"]
+    assert history.memory.as_of(seq=2)[-1] == from_langchain(MESSAGES[1])  # time travel
+
+
+def test_sync_and_async_agree(store: EventStore) -> None:
+    sync = LedgerChatMessageHistory("sync", store=store)
+    asyn = LedgerChatMessageHistory("async", store=store)
+
+    async def play() -> list[Any]:
+        await asyn.aadd_messages(MESSAGES[:4])
+        first = await asyn.aget_messages()
+        await asyn.aclear()
+        await asyn.aadd_messages(MESSAGES[4:])
+        return [first, await asyn.aget_messages()]
+
+    sync.add_messages(MESSAGES[:4])
+    first = sync.messages
+    sync.clear()
+    sync.add_messages(MESSAGES[4:])
+    assert asyncio.run(play()) == [first, sync.messages]
+
+
+def test_a_window_policy_gives_langchain4j_s_window(store: EventStore) -> None:
+    full = LedgerChatMessageHistory("w", store=store)
+    full.add_messages(MESSAGES)
+    window = LedgerChatMessageHistory("w", store=store, window=MessageWindowPolicy(3))
+    # The newest system message replaces the first and stays; the oldest leave first.
+    assert window.messages == [MESSAGES[6], MESSAGES[7], MESSAGES[8]]
+    assert full.messages == MESSAGES  # the history keeps everything
+    small = LedgerChatMessageHistory("w", store=store, window=MessageWindowPolicy(5))
+    shown = small.messages
+    # "You are terse." was replaced by "Be verbose." (LangChain4j appends the new one), the
+    # call and its result left together (orphan cascade): 5 messages.
+    assert shown == [MESSAGES[i] for i in (4, 5, 6, 7, 8)]
+    assert asyncio.run(small.aget_messages()) == shown
+
+
+def test_runnable_with_message_history_end_to_end(tmp_path, cli) -> None:
+    path = tmp_path / "lc.db"
+    store = SQLiteEventStore(path)
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You are terse."), MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+    model = FakeListChatModel(responses=["Paris.", "Rome."])
+    # langchain-core 1.6.4+ deprecates RunnableWithMessageHistory (it still works; the issue
+    # asks for it): the warning is expected here, and only here.
+    with pytest.warns(LangChainDeprecationWarning, match="RunnableWithMessageHistory"):
+        chain = RunnableWithMessageHistory(
+            prompt | model,
+            lambda session_id: LedgerChatMessageHistory(session_id, store=store),
+            input_messages_key="question",
+            history_messages_key="history",
+        )
+    config: Any = {"configurable": {"session_id": "trip"}}
+    assert chain.invoke({"question": "Capital of France?"}, config=config).content == "Paris."
+    reply = asyncio.run(chain.ainvoke({"question": "And Italy?"}, config=config))
+    assert reply.content == "Rome."
+    history = LedgerChatMessageHistory("trip", store=store)
+    assert [m.content for m in history.messages] == [
+        "Capital of France?",
+        "Paris.",
+        "And Italy?",
+        "Rome.",
+    ]
+    result = cli("history", "trip", "--db", path)
+    assert result.returncode == 0, result.stderr
+    assert "Capital of France?" in result.stdout
+    assert cli("verify", "--db", path).returncode == 0
