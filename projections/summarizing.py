@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
-from eventlog.errors import ConcurrencyError
+from eventlog.errors import ConcurrencyError, EventLogError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId
 from eventlog.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
@@ -257,7 +257,20 @@ class SummarizingChatMemory(_WindowChatMemory):
         """Fold what is pending into the summary and append it; a failure is logged and
         left for the next eviction."""
         for _ in range(_ATTEMPTS):
-            fold, defer = self._pending()
+            try:
+                fold, defer = self._pending()
+            except (EventLogError, ValueError) as e:
+                # The add itself landed; what it evicted stays pending (its coverage mark did
+                # not move) and is folded once the log reads again.
+                self.last_error = e
+                _log.warning(
+                    "memory %r: could not read what left the window (%s: %s); summarizing at "
+                    "the next eviction",
+                    self._key,
+                    type(e).__name__,
+                    e,
+                )
+                return
             if not fold:
                 return
             previous = None if self._summary is None else self._summary.summary

@@ -369,3 +369,26 @@ def test_summaries_never_change_the_window_and_each_message_is_summarized_once(s
             assert not set(event.event.covers) & set(covered)
             covered += event.event.covers
             assert set(event.event.covers) <= evicted
+
+
+def test_an_unreadable_pending_range_does_not_fail_the_add_that_landed(store, caplog):
+    summarizer = Summarizer()
+    memory = _memory(store, summarizer, max_messages=1)
+    memory.add(UserMessage("a"))
+    # The store stops serving the events the summary needs (e.g. content erased meanwhile):
+    real_read = store.read
+
+    def failing_read(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("lte") == 0 or kwargs.get("gt") == 0:
+            raise ValueError("event 1 is gone")
+        return real_read(*args, **kwargs)
+
+    store.read = failing_read  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, "chatledger.summarizing"):
+        memory.add(UserMessage("b"))  # evicts "a"; the add must land anyway
+    store.read = real_read  # type: ignore[method-assign]
+    assert "could not read what left the window (ValueError: event 1 is gone)" in caplog.text
+    assert isinstance(memory.last_error, ValueError)
+    assert memory.seq == 2
+    memory.add(UserMessage("c"))  # readable again: "a" and "b" fold together
+    assert memory.summary == "a b"
