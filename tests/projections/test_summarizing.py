@@ -371,7 +371,7 @@ def test_summaries_never_change_the_window_and_each_message_is_summarized_once(s
             assert set(event.event.covers) <= evicted
 
 
-def test_an_unreadable_pending_range_does_not_fail_the_add_that_landed(store, caplog):
+def test_an_unreadable_pending_range_does_not_fail_the_add_that_landed(store, caplog, monkeypatch):
     summarizer = Summarizer()
     memory = _memory(store, summarizer, max_messages=1)
     memory.add(UserMessage("a"))
@@ -383,10 +383,10 @@ def test_an_unreadable_pending_range_does_not_fail_the_add_that_landed(store, ca
             raise ValueError("event 1 is gone")
         return real_read(*args, **kwargs)
 
-    store.read = failing_read  # type: ignore[method-assign]
+    monkeypatch.setattr(store, "read", failing_read)
     with caplog.at_level(logging.WARNING, "chatledger.summarizing"):
         memory.add(UserMessage("b"))  # evicts "a"; the add must land anyway
-    store.read = real_read  # type: ignore[method-assign]
+    monkeypatch.setattr(store, "read", real_read)
     assert "could not read what left the window (ValueError: event 1 is gone)" in caplog.text
     assert isinstance(memory.last_error, ValueError)
     assert memory.seq == 2
