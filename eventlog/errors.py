@@ -9,6 +9,7 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     ├── ChainKeyError           a keyed store was opened with a wrong key, or written without one
     ├── SchemaVersionError      the database or a record was written by a newer chatledger
     ├── StoreClosedError        the store was used after close()
+    ├── ReadOnlyError           a store opened with read_only=True was asked to write
     ├── PersistenceError        the database failed (locked too long, unreachable, disk full)
     │   └── OutcomeUnknownError an append's connection died; whether it landed is unknown
     ├── KeyUnavailableError     encrypted content whose key is destroyed or not given  (keyring)
@@ -30,6 +31,7 @@ __all__ = [
     "EventLogError",
     "OutcomeUnknownError",
     "PersistenceError",
+    "ReadOnlyError",
     "SchemaVersionError",
     "StoreClosedError",
 ]
@@ -110,6 +112,23 @@ class ChainKeyError(EventLogError):
     def __init__(self, operation: str, detail: str) -> None:
         self.operation = operation
         msg = f"{operation} refused: {detail}"
+        super().__init__(msg)
+
+
+class ReadOnlyError(EventLogError):
+    """A store opened with ``read_only=True`` was asked to write (append, erase, purge,
+    snapshot): a read never changes the database.
+
+    Attributes:
+        operation: The write that was refused.
+    """
+
+    def __init__(self, operation: str, where: str) -> None:
+        self.operation = operation
+        msg = (
+            f"{operation} refused: {where} was opened with read_only=True, so nothing is "
+            "written; open it without read_only to write"
+        )
         super().__init__(msg)
 
 

@@ -47,6 +47,8 @@ __all__ = [
     "check_stream",
     "commit",
     "first_break",
+    "head_mac",
+    "key_check_mac",
     "malformed",
     "new_salt",
     "record_hash",
@@ -135,6 +137,42 @@ def _hmac_states(key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
         _sha256(bytes(b ^ 0x36 for b in padded)),
         _sha256(bytes(b ^ 0x5C for b in padded)),
     )
+
+
+def _keyed_or_plain(text: bytes, key: bytes | None) -> str:
+    if key is None:
+        return _sha256(text).hexdigest()
+    inner, outer = _hmac_states(key)
+    inner = inner.copy()
+    inner.update(text)
+    outer = outer.copy()
+    outer.update(inner.digest())
+    return outer.hexdigest()
+
+
+# A head seal says "seq N with this hash is the LAST record of this memory, and every record up
+# to seq E had its content erased": a record's own hash cannot say either, so without it
+# deleting the newest records (truncation) would leave a chain that verifies, and content put
+# back into an erased record from a backup would match its commitment. Keyed, a forger without
+# the key can neither move the head back nor forget the erasure. Its own tag keeps it from
+# ever equalling a record hash or another seal.
+def head_mac(
+    key: bytes | None, stream_id: str, seq: int, head_hash: str, erased_through: int = 0
+) -> str:
+    """The seal of a memory's head: HMAC-SHA256 under the chain key (SHA-256 without one)."""
+    text = (
+        f"chatledger.head.v1\x1f{len(stream_id)}:{stream_id}\x1f{seq}\x1f{head_hash}"
+        f"\x1f{erased_through}"
+    )
+    return _keyed_or_plain(text.encode(), key)
+
+
+def key_check_mac(key: bytes, keyed_since: int, legacy_count: int, legacy_root: str) -> str:
+    """The MAC of a version 2 key check value: where keying began and the count and Merkle
+    root of the unkeyed records it found (the sealed legacy prefix), so a forger without the
+    key can neither add unkeyed records nor change or remove the ones there were."""
+    text = (f"chatledger.key-check.v2\x1f{keyed_since}\x1f{legacy_count}\x1f{legacy_root}").encode()
+    return _keyed_or_plain(text, key)
 
 
 def new_salt() -> bytes:

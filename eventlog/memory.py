@@ -9,8 +9,17 @@ from datetime import datetime
 
 from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.keycheck import legacy_seal
 from eventlog.keyring import Keyring
-from eventlog.models import ErasureReceipt, NewRecord, Record, Snapshot, StreamHead, format_time
+from eventlog.models import (
+    ErasureReceipt,
+    HeadSeal,
+    NewRecord,
+    Record,
+    Snapshot,
+    StreamHead,
+    format_time,
+)
 from eventlog.store import RECEIPT_KINDS, EventStore
 
 __all__ = ["InMemoryEventStore"]
@@ -30,7 +39,11 @@ class InMemoryEventStore(EventStore):
         self._key = self._valid_key(key)
         self._use_keyring(keyring)
         self._keyed_db = key is not None
+        self._seals_required = True  # sealed from the first record: nothing predates seals
+        if key is not None:
+            self._legacy = legacy_seal(())  # keyed from the start: no unkeyed records
         self._lock = threading.RLock()
+        self._seals: dict[str, HeadSeal] = {}
         self._streams: dict[str, list[Record]] = {}
         self._all: list[Record] = []
         self._snapshots: dict[tuple[str, str], dict[int, Snapshot]] = {}
@@ -70,7 +83,19 @@ class InMemoryEventStore(EventStore):
                 records.append(Record(self._position, *row))
             self._streams.setdefault(key, []).extend(records)
             self._all.extend(records)
+            self._seal(key, records[-1])
         return self._revealed(records, items)
+
+    def _seal(self, key: str, head: Record, erased_through: int | None = None) -> None:
+        if erased_through is None:
+            old = self._seals.get(key)
+            erased_through = 0 if old is None else old.erased_through
+        mac = self._seal_of(key, head.seq, head.hash, erased_through)
+        self._seals[key] = HeadSeal(head.seq, head.hash, mac, erased_through)
+
+    def _head_seal(self, key: str) -> HeadSeal | None:
+        with self._lock:
+            return self._seals.get(key)
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = memory_key(memory_id)
@@ -95,6 +120,7 @@ class InMemoryEventStore(EventStore):
             record = Record(self._position, *row)
             self._streams[key].append(record)
             self._all.append(record)
+            self._seal(key, record)
             return record
 
     def _erase(
@@ -134,6 +160,7 @@ class InMemoryEventStore(EventStore):
                 record = Record(self._position, *row)
                 stream.append(record)
                 self._all.append(record)
+                self._seal(key, record, erased_through=record.seq)
                 receipts.append(ErasureReceipt(memory_id_from_key(key), event, record))
             if blanked:
                 self._all = [blanked.get(r.position, r) for r in self._all]

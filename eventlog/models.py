@@ -23,6 +23,7 @@ __all__ = [
     "ContentErased",
     "ErasureReceipt",
     "Event",
+    "HeadSeal",
     "LoggedEvent",
     "MemoryCleared",
     "MemoryErased",
@@ -355,6 +356,18 @@ class Record(NamedTuple):
         return self.format != 1 and not self.salt and not self.payload
 
 
+class HeadSeal(NamedTuple):
+    """A memory's sealed head as the store keeps it beside the records (see
+    :func:`eventlog.hashing.head_mac`): reads compare the newest record against it, so a
+    truncated tail is refused. ``erased_through``: every record up to this seq had its content
+    erased (0: none); the seal covers it too."""
+
+    seq: int
+    hash: str
+    mac: str
+    erased_through: int = 0
+
+
 class StreamHead(NamedTuple):
     """The last record of a stream: what an append chains to."""
 
@@ -432,17 +445,26 @@ class VerifyReport:
             checked without the key.
         malformed: ``(stream key, seq, reason)`` of every malformed row (bad text in a column
             a store never writes that way), including those after a stream's first failure.
+        keyed_since: In a keyed ledger, the position after which every record must be keyed
+            (records at or before it are the sealed legacy prefix); None when unkeyed.
+        legacy_records: How many unkeyed records the key check sealed when the key was
+            adopted (0 for a ledger keyed from its start, or unkeyed).
+        ledger_problems: What is wrong with the ledger as a whole rather than one chain (the
+            sealed legacy prefix altered, unkeyed records added); each makes ``ok`` False.
     """
 
     checked: tuple[str, ...]
     records: int
     failures: dict[str, tuple[int, str]]
     malformed: tuple[tuple[str, int, str], ...] = ()
+    keyed_since: int | None = None
+    legacy_records: int = 0
+    ledger_problems: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         """True when every checked chain is intact and verifiable."""
-        return not self.failures
+        return not self.failures and not self.ledger_problems
 
     def first_bad_seq(self, memory_id: MemoryId) -> int | None:
         """The first seq that does not verify for ``memory_id``, or None if intact."""

@@ -41,6 +41,7 @@ from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import Keyring
 from eventlog.models import (
     ErasureReceipt,
+    HeadSeal,
     NewRecord,
     Record,
     Snapshot,
@@ -48,8 +49,9 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
+from eventlog.postgres_open import PostgresLedgerTx as _Tx
 from eventlog.postgres_sql import MIGRATIONS
-from eventlog.store import KEY_CHECK, RECEIPT_KINDS, EventStore
+from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -156,9 +158,14 @@ class PostgresEventStore(EventStore):
             parallel up to this many. Only with ``dsn``.
         key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
             records are format 3, HMAC-SHA256 under it. Keep it outside the database.
+        read_only: Never write: no migration, no key check, no seal; appends, erasures, purges
+            and snapshots raise :class:`~eventlog.errors.ReadOnlyError`.
+        adopt_key: Key a schema that holds unkeyed records, sealing them as they are; without
+            it such an open with ``key=`` raises :class:`ChainKeyError`.
 
     Raises:
-        ChainKeyError: ``key`` does not match the schema's key check value.
+        ChainKeyError: ``key`` does not match the schema's key check value, or is given for
+            an unkeyed schema holding records without ``adopt_key=True``.
         ValueError: Not exactly one of ``dsn`` and ``pool``, ``dsn`` cannot be parsed, or
             ``key`` is shorter than 16 bytes.
         PersistenceError: The server is unreachable or the schema is not set up.
@@ -177,9 +184,10 @@ class PostgresEventStore(EventStore):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         key: bytes | None = None,
         keyring: Keyring | None = None,
+        read_only: bool = False,
+        adopt_key: bool = False,
     ) -> None:
-        self._key = self._valid_key(key)
-        self._use_keyring(keyring)
+        self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
         if (dsn is None) == (pool is None):
             msg = "PostgresEventStore: pass exactly one of dsn= and pool="
             raise ValueError(msg)
@@ -216,6 +224,7 @@ class PostgresEventStore(EventStore):
         # Head per stream as last written or read here: never ahead of a committed head, and
         # checked by every insert (see pgsql._Q_INSERT): a stale entry costs a retry, not a gap.
         self._heads: dict[str, StreamHead] = {}
+        self._erased: dict[str, int] = {}  # beside each head: see _head
         self._heads_lock = threading.Lock()
         # Memories another writer appended to lately, and until when to treat them so.
         self._contended: dict[str, float] = {}
@@ -231,7 +240,7 @@ class PostgresEventStore(EventStore):
             assert dsn is not None  # noqa: S101 - narrowed by the exactly-one check
             self._pool, self._own_pool = self._open_pool(dsn, params), True
         try:
-            if create_schema:
+            if create_schema and not read_only:
                 self.setup()
             else:
                 self._check_schema()
@@ -355,27 +364,19 @@ class PostgresEventStore(EventStore):
             raise SchemaVersionError(what, newest, len(MIGRATIONS) - 1)
 
     def _load_key_check(self) -> None:
-        """Read the key check value; the first keyed open writes one (see _adopt_key_check)."""
+        """Settle the chain key and head seals (see ``EventStore._settle_keys``)."""
         where = f"schema {self._schema!r} at {self._where}"
 
-        def stored(conn: Conn) -> str | None:
-            row = conn.execute(self._q["get_setting"], (KEY_CHECK,)).fetchone()
-            return None if row is None else str(row[0])
+        def read(fn: Callable[[LedgerTx], bool]) -> bool:
+            return self._read("open", lambda conn: fn(_Tx(conn, self._q)))
 
-        found = self._read("open", stored)
-        if self._key is None or found is not None:
-            self._adopt_key_check(where, found, False, 0)
-            return
-        # With the events table locked against inserts: two first opens with different keys
-        # are serialized, and no append moves the last position while it is being recorded.
-        with self._write("open", whole_log=True) as conn:
-            keyed = conn.execute(self._q["keyed_records"]).fetchone()
-            last = conn.execute(self._q["last_position"]).fetchone()
-            value = self._adopt_key_check(
-                where, stored(conn), bool(keyed and keyed[0]), int(last[0]) if last else 0
-            )
-            if value is not None:
-                conn.execute(self._q["put_setting"], (KEY_CHECK, value))
+        def write(fn: Callable[[LedgerTx], bool]) -> bool:
+            # With the events table locked against inserts: two first opens with different
+            # keys are serialized, and no append moves what is being sealed.
+            with self._write("open", whole_log=True) as conn:
+                return fn(_Tx(conn, self._q))
+
+        self._settle_keys(where, read, write)
 
     # ------------------------------------------------------------ error choke point
 
@@ -488,6 +489,11 @@ class PostgresEventStore(EventStore):
 
     def _head(self, conn: Conn, key: str) -> StreamHead | None:
         row = conn.execute(self._q["head"], (key,)).fetchone()
+        # Cached beside the head, and as trustworthy: it changes only with an erasure, whose
+        # receipt moves the head, so a stale value makes the insert's head check refuse it.
+        if len(self._erased) >= 2 * _HEADS_MAX:
+            self._erased.clear()  # bounded; an append without it reads the head under the lock
+        self._erased[key] = 0 if row is None else int(row[3])
         return None if row is None else StreamHead(row[0], row[1], row[2])
 
     def _insert_query(
@@ -497,6 +503,7 @@ class PostgresEventStore(EventStore):
         before: int = 0,
         after_purge: bool = False,
         lock: int | None = None,
+        erased_through: int | None = None,
     ) -> tuple[bytes, Any]:
         """The INSERT of ``rows`` and its parameters: it inserts nothing unless the stored head
         is the record the first row chains to (see pgsql._Q_INSERT). ``before`` counts the rows
@@ -504,14 +511,16 @@ class PostgresEventStore(EventStore):
         tombstone chains to the last record it erased, so there the emptied stream counts as
         that record. With ``lock``, the statement takes that append lock itself (autocommit
         only: the lock lasts until the statement's commit)."""
-        first = rows[0]
+        first, last = rows[0], rows[-1]
         link = (first[0], first[7] if after_purge else GENESIS, first[7])
+        erased = self._erased.get(last[0], 0) if erased_through is None else erased_through
+        seal = (last[0], last[1], last[8], self._seal_of(last[0], last[1], last[8], erased))
         locked = () if lock is None else (lock,)
         suffix = "" if lock is None else "_locked"
         if len(rows) == 1:  # the common case; scalars cost less to send than arrays
-            return self._q["insert_one" + suffix], (*locked, before, *first, *link)
+            return self._q["insert_one" + suffix], (*locked, before, *first, *link, *seal)
         columns = [list(column) for column in zip(*rows, strict=True)]
-        return self._q["insert" + suffix], (*locked, before, *columns, *link)
+        return self._q["insert" + suffix], (*locked, before, *columns, *link, *seal)
 
     def _pipeline(self, conn: Conn) -> contextlib.AbstractContextManager[Any]:
         return conn.pipeline() if self._pipelined else contextlib.nullcontext()
@@ -628,7 +637,8 @@ class PostgresEventStore(EventStore):
         cached: bool,
         sent: list[tuple[list[Row], int]],
     ) -> list[Record]:
-        head = self._heads.get(key) if cached else None
+        # A cached head is usable only with the erased_through its seal covers (see _head).
+        head = self._heads.get(key) if cached and key in self._erased else None
         if head is not None and (
             (expected_seq is not None and expected_seq != head.seq)
             or (expected_hash is not None and expected_hash != head.hash)
@@ -823,11 +833,15 @@ class PostgresEventStore(EventStore):
                 rows = self._build(key, head, [item], now)
                 conn.execute(self._q["blank"], (key, kinds))
                 conn.execute(self._q["delete_snapshots"], (key,))
-                query = self._insert_query(rows, before=len(done))
+                # Everything before the receipt is now empty: sealed, so content put back into
+                # those records later (from a backup) is refused although it matches.
+                query = self._insert_query(rows, before=len(done), erased_through=rows[0][1])
                 ((_, position),) = conn.execute(*query).fetchall()
                 record = Record(position, *rows[0])
+                conn.execute(self._q["seal_erasure"], (record.seq, key))
                 done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
         for record, _ in done:
+            self._erased[record.stream_id] = record.seq
             self._remember(
                 record.stream_id, StreamHead(record.seq, record.hash, record.recorded_at_text)
             )
@@ -940,6 +954,13 @@ class PostgresEventStore(EventStore):
         head = self._read("head", lambda conn: self._head(conn, key))
         self._remember(key, head or _EMPTY)
         return head
+
+    def _head_seal(self, key: str) -> HeadSeal | None:
+        def run(conn: Conn) -> HeadSeal | None:
+            row = conn.execute(self._q["head_seal"], (key,)).fetchone()
+            return None if row is None else HeadSeal(row[0], row[1], row[2], row[3])
+
+        return self._read("read", run)
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
         params = (memory_key(memory_id), format_time(at))

@@ -89,6 +89,23 @@ MIGRATIONS: list[str] = [
         END IF;
     END $check$;
     """,
+    # 3: head seals (see eventlog.hashing.head_mac): one row per memory naming its newest
+    # record, set by every append in the same statement (see _SEAL), so reads refuse a
+    # truncated tail. Existing memories get blank seals the next writable open fills in.
+    """
+    CREATE TABLE {schema}.heads (
+        stream_id text COLLATE "C" PRIMARY KEY,
+        seq bigint NOT NULL,
+        hash text NOT NULL,
+        mac text NOT NULL,
+        erased_through bigint NOT NULL DEFAULT 0
+    );
+    INSERT INTO {schema}.heads (stream_id, seq, hash, mac, erased_through)
+    SELECT DISTINCT ON (e.stream_id) e.stream_id, e.seq, e.hash, '',
+        COALESCE((SELECT max(r.seq) FROM {schema}.events r
+                  WHERE r.stream_id = e.stream_id AND r.kind = 'memory_erased'), 0)
+    FROM {schema}.events e ORDER BY e.stream_id, e.seq DESC;
+    """,
 ]
 """Schema migrations, index = version. A shipped entry is never edited; a wrong one becomes
 ``"SELECT 1"`` (with a comment) and a new entry fixes it."""
@@ -105,9 +122,11 @@ BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 # A connection that is not in autocommit mode has begun its transaction itself.
 SET_READ_COMMITTED = b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
 COMMIT = b"COMMIT"
+# The head, and what its seal covers besides (erased_through), for the next append to seal.
 _Q_HEAD = (
-    "SELECT seq, hash, recorded_at FROM {schema}.events WHERE stream_id = %s "
-    "ORDER BY seq DESC LIMIT 1"
+    "SELECT e.seq, e.hash, e.recorded_at, COALESCE(h.erased_through, 0) FROM {schema}.events e "
+    "LEFT JOIN {schema}.heads h ON h.stream_id = e.stream_id WHERE e.stream_id = %s "
+    "ORDER BY e.seq DESC LIMIT 1"
 )
 # Both inserts write all rows, or none unless the stream's stored head is the record they were
 # chained to (its hash covers its seq; an empty stream's "hash" is the fallback parameter).
@@ -144,6 +163,27 @@ _Q_INSERT_ONE_LOCKED = _LOCKED + _Q_INSERT_ONE.replace(
     "%s::integer WHERE COALESCE", "%s::integer FROM l WHERE COALESCE"
 )
 _Q_INSERT_LOCKED = _LOCKED + _Q_INSERT.replace("FROM unnest(", "FROM l, unnest(")
+# Every insert also moves the memory's head seal, in the same statement (a data-modifying CTE:
+# one round trip still, and the seal lands if and only if the rows do). Its four parameters
+# (stream key, seq, hash, seal) come last.
+_SEAL = (
+    "), h AS (INSERT INTO {schema}.heads (stream_id, seq, hash, mac) "
+    "SELECT %s::text, %s::bigint, %s::text, %s::text WHERE EXISTS (SELECT 1 FROM ins) "
+    "ON CONFLICT (stream_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, "
+    "mac = EXCLUDED.mac) SELECT seq, position FROM ins"
+)
+
+
+def _sealed(insert: str) -> str:
+    """``insert`` (optionally after the lock CTE) as the ``ins`` CTE of a sealing statement."""
+    if insert.startswith(_LOCKED):
+        return _LOCKED.rstrip() + ", ins AS (" + insert[len(_LOCKED) :] + _SEAL
+    return "WITH ins AS (" + insert + _SEAL
+
+
+_Q_INSERT_ONE, _Q_INSERT, _Q_INSERT_ONE_LOCKED, _Q_INSERT_LOCKED = (
+    _sealed(q) for q in (_Q_INSERT_ONE, _Q_INSERT, _Q_INSERT_ONE_LOCKED, _Q_INSERT_LOCKED)
+)
 MAX_ROWS_PER_TRANSACTION = (1 << 20) - 1  # what the 20 low bits of a position can number
 _Q_SELECT = (
     "SELECT position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
@@ -214,7 +254,19 @@ _Q_LOAD_SNAPSHOT = (
     "WHERE stream_id = %s AND name = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"
 )
 _Q_GET_SETTING = "SELECT value FROM {schema}.settings WHERE name = %s"
-_Q_PUT_SETTING = "INSERT INTO {schema}.settings (name, value) VALUES (%s, %s)"
+_Q_PUT_SETTING = (
+    "INSERT INTO {schema}.settings (name, value) VALUES (%s, %s) "
+    "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
+)
+_Q_ANY_RECORDS = "SELECT EXISTS (SELECT 1 FROM {schema}.events)"
+_Q_LEGACY_HASHES = (
+    "SELECT hash FROM {schema}.events WHERE format <> 3 AND position <= %s ORDER BY position"
+)
+_Q_SEALS = "SELECT stream_id, seq, hash, erased_through FROM {schema}.heads"
+_Q_PENDING_SEALS = _Q_SEALS + " WHERE mac = ''"
+_Q_PUT_SEAL = "UPDATE {schema}.heads SET mac = %s WHERE stream_id = %s"
+_Q_HEAD_SEAL = "SELECT seq, hash, mac, erased_through FROM {schema}.heads WHERE stream_id = %s"
+_Q_SEAL_ERASURE = "UPDATE {schema}.heads SET erased_through = %s WHERE stream_id = %s"
 _Q_KEYED_RECORDS = "SELECT EXISTS (SELECT 1 FROM {schema}.events WHERE format = 3)"
 _Q_LAST_POSITION = "SELECT COALESCE(max(position), 0) FROM {schema}.events"
 _Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
@@ -255,6 +307,13 @@ _TEMPLATES = {
     "load_snapshot": _Q_LOAD_SNAPSHOT,
     "get_setting": _Q_GET_SETTING,
     "put_setting": _Q_PUT_SETTING,
+    "any_records": _Q_ANY_RECORDS,
+    "legacy_hashes": _Q_LEGACY_HASHES,
+    "seals": _Q_SEALS,
+    "pending_seals": _Q_PENDING_SEALS,
+    "put_seal": _Q_PUT_SEAL,
+    "head_seal": _Q_HEAD_SEAL,
+    "seal_erasure": _Q_SEAL_ERASURE,
     "keyed_records": _Q_KEYED_RECORDS,
     "last_position": _Q_LAST_POSITION,
     "vacuum": _Q_VACUUM,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
 import random
 import sqlite3
 import threading
@@ -20,6 +21,7 @@ from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import Keyring
 from eventlog.models import (
     ErasureReceipt,
+    HeadSeal,
     NewRecord,
     Record,
     Snapshot,
@@ -27,7 +29,8 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
-from eventlog.store import KEY_CHECK, RECEIPT_KINDS, EventStore
+from eventlog.store import RECEIPT_KINDS, EventStore
+from eventlog.vouch import NO_SEALS
 
 __all__ = ["MIGRATIONS", "SQLiteEventStore"]
 
@@ -88,26 +91,78 @@ def m002_record_format(db: sqlite_utils.Database) -> None:
     )
 
 
+@MIGRATIONS()
+def m003_head_seals(db: sqlite_utils.Database) -> None:
+    """Head seals: one row per memory saying which record is its newest (see
+    eventlog.hashing.head_mac), so reads refuse a truncated tail. An append sets it in the same
+    statement as its INSERT: the row carries the seal in ``head_mac`` and a trigger moves it
+    into ``heads`` and blanks it, so no record keeps a seal an attacker could put back after
+    deleting the records after it. Existing memories get blank seals, which the next writable
+    open fills in (``EventStore._settle_keys``)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
+    if "head_mac" not in have:
+        db.execute("ALTER TABLE events ADD COLUMN head_mac TEXT NOT NULL DEFAULT ''")
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS heads (
+            stream_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            mac TEXT NOT NULL,
+            erased_through INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO heads (stream_id, seq, hash, mac, erased_through)
+            SELECT e.stream_id, e.seq, e.hash, '',
+                coalesce((SELECT max(r.seq) FROM events r WHERE r.stream_id = e.stream_id
+                          AND r.kind = 'memory_erased'), 0)
+            FROM events e
+            WHERE e.seq = (SELECT max(seq) FROM events m WHERE m.stream_id = e.stream_id);
+        CREATE TRIGGER IF NOT EXISTS events_seal_head AFTER INSERT ON events
+        WHEN NEW.head_mac != ''
+        BEGIN
+            INSERT INTO heads (stream_id, seq, hash, mac)
+                VALUES (NEW.stream_id, NEW.seq, NEW.hash, NEW.head_mac)
+                ON CONFLICT (stream_id) DO UPDATE
+                SET seq = excluded.seq, hash = excluded.hash, mac = excluded.mac;
+            UPDATE events SET head_mac = '' WHERE position = NEW.position;
+        END;
+        """
+    )
+
+
 _COLUMNS = (
     "position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash, "
     "salt, commitment, format"
 )
 _INSERT_COLUMNS = (
     "INSERT INTO events (stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
-    "prev_hash, hash, salt, commitment, format) "
+    "prev_hash, hash, salt, commitment, format, head_mac) "
 )
-_INSERT = _INSERT_COLUMNS + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = _INSERT_COLUMNS + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # With expected_hash: inserts nothing unless the STORED head is the record the row chains to
 # (the cached head may predate a head replaced at the same seq, which the unique key cannot see).
 _INSERT_IF_HEAD = (
-    _INSERT_COLUMNS + "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE coalesce((SELECT hash "
+    _INSERT_COLUMNS + "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE coalesce((SELECT hash "
     "FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1), ?) = ?"
 )
 _SETTINGS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settings'"
+_HEADS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heads'"
 _GET_SETTING = "SELECT value FROM settings WHERE name = ?"
-_PUT_SETTING = "INSERT INTO settings (name, value) VALUES (?, ?)"
+_PUT_SETTING = "INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)"
 _KEYED_RECORDS = "SELECT 1 FROM events WHERE format = 3 LIMIT 1"
+_ANY_RECORDS = "SELECT 1 FROM events LIMIT 1"
 _LAST_POSITION = "SELECT coalesce(max(position), 0) FROM events"
+_LEGACY_HASHES = "SELECT hash FROM events WHERE format != 3 AND position <= ? ORDER BY position"
+_SEALS = "SELECT stream_id, seq, hash, erased_through FROM heads"
+_PUT_SEAL = "UPDATE heads SET mac = ? WHERE stream_id = ?"
+_HEAD_SEAL = "SELECT seq, hash, mac, erased_through FROM heads WHERE stream_id = ?"
+_SEAL_ERASURE = "UPDATE heads SET erased_through = ? WHERE stream_id = ?"
+# The head and what its seal covers besides (erased_through), for appends to seal the next.
+_HEAD_SEALED = (
+    "SELECT e.seq, e.hash, e.recorded_at, coalesce(h.erased_through, 0) FROM events e "
+    "LEFT JOIN heads h ON h.stream_id = e.stream_id WHERE e.stream_id = ? "
+    "ORDER BY e.seq DESC LIMIT 1"
+)
 _HEAD = "SELECT seq, hash, recorded_at FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1"
 _SEQ_AT = (
     "SELECT seq FROM events WHERE stream_id = ? AND recorded_at <= ? ORDER BY seq DESC LIMIT 1"
@@ -156,6 +211,49 @@ _NO_LIMIT = -1  # SQLite's LIMIT -1 means "no limit"
 _MISSING = StreamHead(-1, "", "")  # cached "this stream is empty"
 
 
+class _Tx:
+    """The ledger's view of one SQLite transaction at open (see ``LedgerTx``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        # create_schema=False on a database migrated by an older version: no such tables.
+        self._settings = conn.execute(_SETTINGS_EXIST).fetchone() is not None
+        self._heads = conn.execute(_HEADS_EXIST).fetchone() is not None
+
+    def sealable(self) -> bool:
+        return self._heads
+
+    def setting(self, name: str) -> str | None:
+        if not self._settings:
+            return None
+        row = self._conn.execute(_GET_SETTING, (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_setting(self, name: str, value: str) -> None:
+        self._conn.execute(_PUT_SETTING, (name, value))
+
+    def facts(self) -> tuple[bool, bool, int]:
+        return (
+            self._conn.execute(_ANY_RECORDS).fetchone() is not None,
+            self._conn.execute(_KEYED_RECORDS).fetchone() is not None,
+            int(self._conn.execute(_LAST_POSITION).fetchone()[0]),
+        )
+
+    def legacy_hashes(self, upto: int | None) -> Iterator[str]:
+        bound = (1 << 62) if upto is None else upto
+        for (value,) in self._conn.execute(_LEGACY_HASHES, (bound,)):
+            yield str(value)
+
+    def seals(self, *, pending: bool) -> list[tuple[str, int, str, int]]:
+        if not self._heads:
+            return []
+        sql = _SEALS + (" WHERE mac = ''" if pending else "")
+        return [(r[0], r[1], r[2], r[3]) for r in self._conn.execute(sql)]
+
+    def put_seals(self, rows: Sequence[tuple[str, str]]) -> None:
+        self._conn.executemany(_PUT_SEAL, rows)
+
+
 def _is_busy(error: BaseException | None) -> bool:
     """SQLITE_BUSY / SQLITE_LOCKED: another connection holds a lock; worth waiting for."""
     return isinstance(error, sqlite3.OperationalError) and (
@@ -182,9 +280,14 @@ class SQLiteEventStore(EventStore):
             database whose schema is managed elsewhere.
         key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
             records are format 3, HMAC-SHA256 under it. Keep it outside the database.
+        read_only: Never write: no migration, no journal mode change, no key check or seal;
+            appends, erasures, purges and snapshots raise :class:`ReadOnlyError`.
+        adopt_key: Key a database that holds unkeyed records (sealing them as they are);
+            without it such an open with ``key=`` raises :class:`ChainKeyError`.
 
     Raises:
-        ChainKeyError: ``key`` does not match the database's key check value.
+        ChainKeyError: ``key`` does not match the database's key check value, or is given
+            for an unkeyed database holding records without ``adopt_key=True``.
         ValueError: ``key`` is shorter than 16 bytes.
         PersistenceError: The file cannot be opened.
     """
@@ -198,9 +301,10 @@ class SQLiteEventStore(EventStore):
         create_schema: bool = True,
         key: bytes | None = None,
         keyring: Keyring | None = None,
+        read_only: bool = False,
+        adopt_key: bool = False,
     ) -> None:
-        self._key = self._valid_key(key)
-        self._use_keyring(keyring)
+        self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
         if synchronous not in ("NORMAL", "FULL"):
             msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}"
             raise ValueError(msg)
@@ -218,8 +322,15 @@ class SQLiteEventStore(EventStore):
                 # 0.6x the rate of one. _until_free() and _read() wait with short jittered sleeps.
                 # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), and a
                 # one-record append is a single autocommit INSERT (see _write).
+                # read_only: SQLite's own read-only mode, which never writes the file - not even
+                # the checkpoint a read-write connection runs when it is the last to close.
+                target, uri = (
+                    (pathlib.Path(path).resolve().as_uri() + "?mode=ro", True)
+                    if read_only
+                    else (os.fspath(path), False)
+                )
                 conn = sqlite3.connect(
-                    os.fspath(path), check_same_thread=False, timeout=0, isolation_level=None
+                    target, check_same_thread=False, timeout=0, isolation_level=None, uri=uri
                 )
             except sqlite3.Error as e:
                 operation, detail = "open", f"cannot open SQLite file {self._where}: {e}"
@@ -230,6 +341,9 @@ class SQLiteEventStore(EventStore):
         # changes exactly when another connection commits); append() trusts it outright,
         # because chaining to a stale head makes the INSERT hit the unique (stream_id, seq) key.
         self._heads: dict[str, StreamHead] = {}
+        # Beside each cached head, the seq its memory is erased through (its seal covers it);
+        # kept, dropped and refreshed with the head.
+        self._erased: dict[str, int] = {}
         self._version = -1
 
         def prepare() -> None:
@@ -241,13 +355,17 @@ class SQLiteEventStore(EventStore):
             # Switching to WAL rewrites the file header: never do it to a file that is not
             # ours (create_schema=False on another app's database must change nothing).
             ours = create_schema or self._conn.execute(_EVENTS_EXIST).fetchone() is not None
-            if ours and not self._db.memory and str(mode).lower() != "wal":
+            if read_only:
+                # Belt and braces: SQLite itself refuses any write on this connection.
+                self._conn.execute("PRAGMA query_only = ON")
+            elif ours and not self._db.memory and str(mode).lower() != "wal":
                 self._db.enable_wal()
             self._conn.execute(f"PRAGMA synchronous = {synchronous}")
             # Purged messages must not survive in free pages of the file.
             self._conn.execute("PRAGMA secure_delete = ON")
-            if create_schema and MIGRATIONS.pending(self._db):
+            if create_schema and not read_only and MIGRATIONS.pending(self._db):
                 MIGRATIONS.apply(self._db)
+            self._sealed_schema = self._conn.execute(_HEADS_EXIST).fetchone() is not None
 
         with self._guard("open"):
             # Another process may be writing or migrating: wait as for any lock.
@@ -259,32 +377,12 @@ class SQLiteEventStore(EventStore):
             raise
 
     def _load_key_check(self) -> None:
-        """Read the key check value; the first keyed open writes one (see _adopt_key_check)."""
-
-        def stored(conn: sqlite3.Connection) -> str | None:
-            if conn.execute(_SETTINGS_EXIST).fetchone() is None:
-                return None  # create_schema=False on a database migrated by an older version
-            row = conn.execute(_GET_SETTING, (KEY_CHECK,)).fetchone()
-            return None if row is None else str(row[0])
-
-        found = self._read("open", stored)
-        if self._key is None or found is not None:
-            self._adopt_key_check(self._where, found, False, 0)
-            return
-
-        def first_keyed_open(conn: sqlite3.Connection) -> None:
-            # In the write transaction: two first opens with different keys are serialized,
-            # and the second meets the first one's value.
-            value = self._adopt_key_check(
-                self._where,
-                stored(conn),
-                conn.execute(_KEYED_RECORDS).fetchone() is not None,
-                conn.execute(_LAST_POSITION).fetchone()[0],
-            )
-            if value is not None:
-                conn.execute(_PUT_SETTING, (KEY_CHECK, value))
-
-        self._write("open", first_keyed_open)
+        """Settle the chain key and head seals (see ``EventStore._settle_keys``)."""
+        self._settle_keys(
+            self._where,
+            lambda fn: self._read("open", lambda conn: fn(_Tx(conn))),
+            lambda fn: self._write("open", lambda conn: fn(_Tx(conn))),
+        )
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -406,14 +504,16 @@ class SQLiteEventStore(EventStore):
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._version:
             self._heads.clear()
+            self._erased.clear()
             self._version = version
 
     def _head_locked(self, conn: sqlite3.Connection, key: str) -> StreamHead | None:
         head = self._heads.get(key)
         if head is None:
-            row = conn.execute(_HEAD, (key,)).fetchone()
+            row = conn.execute(_HEAD_SEALED if self._sealed_schema else _HEAD, (key,)).fetchone()
             head = _MISSING if row is None else StreamHead(row[0], row[1], row[2])
             self._heads[key] = head
+            self._erased[key] = 0 if row is None or len(row) < 4 else int(row[3])
         return None if head is _MISSING else head
 
     # ------------------------------------------------------------ writing
@@ -450,12 +550,15 @@ class SQLiteEventStore(EventStore):
                 if conflict is not None:
                     raise conflict
             records: list[Record] = []
+            rows = self._build(key, head, items, self._now())
+            seal = self._seal_of(key, rows[-1][1], rows[-1][8], self._erased.get(key, 0))
             try:
-                for row in self._build(key, head, items, self._now()):
+                for row in rows:
+                    mac = seal if row is rows[-1] else ""
                     if expected_hash is None or records:
-                        cursor = conn.execute(_INSERT, row)
+                        cursor = conn.execute(_INSERT, (*row, mac))
                     else:
-                        cursor = conn.execute(_INSERT_IF_HEAD, (*row, key, GENESIS, row[7]))
+                        cursor = conn.execute(_INSERT_IF_HEAD, (*row, mac, key, GENESIS, row[7]))
                         if cursor.rowcount == 0:  # the stored head is not the cached one
                             self._heads.pop(key, None)
                             raise ConcurrencyError(key, actual, None)
@@ -499,7 +602,8 @@ class SQLiteEventStore(EventStore):
             tomb = self._tombstone(head, count, reason, now)
             (row,) = self._build(key, head, [tomb], now)
             # Tombstone first, then delete: see the note on the position column.
-            cursor = conn.execute(_INSERT, row)
+            mac = self._seal_of(key, row[1], row[8], self._erased.get(key, 0))
+            cursor = conn.execute(_INSERT, (*row, mac))
             record = Record(cursor.lastrowid or 0, *row)
             conn.execute("DELETE FROM events WHERE stream_id = ? AND seq < ?", (key, record.seq))
             conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
@@ -531,15 +635,25 @@ class SQLiteEventStore(EventStore):
                 (row,) = self._build(key, head, [item], now)
                 conn.execute(_BLANK, (key, *RECEIPT_KINDS))
                 conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
-                record = Record(conn.execute(_INSERT, row).lastrowid or 0, *row)
+                # Everything before the receipt is now empty: sealed, so content put back into
+                # those records later (from a backup) is refused although it matches.
+                mac = self._seal_of(key, row[1], row[8], row[1])
+                cursor = conn.execute(_INSERT, (*row, mac))
+                record = Record(cursor.lastrowid or 0, *row)
+                conn.execute(_SEAL_ERASURE, (record.seq, key))
                 done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
             return done
 
-        done = self._write("erase", work)
+        try:
+            done = self._write("erase", work)
+        except BaseException:
+            self._heads.clear()  # the heads read inside the rolled-back transaction
+            raise
         for record, _ in done:
             self._heads[record.stream_id] = StreamHead(
                 record.seq, record.hash, record.recorded_at_text
             )
+            self._erased[record.stream_id] = record.seq
         return [receipt for _, receipt in done]
 
     def _clean_files(self, operation: str) -> bool:
@@ -639,6 +753,12 @@ class SQLiteEventStore(EventStore):
         params = (key, format_time(at))
         row = self._read("seq_at", lambda conn: conn.execute(_SEQ_AT, params).fetchone())
         return None if row is None else int(row[0])
+
+    def _head_seal(self, key: str) -> HeadSeal | None:
+        if not self._sealed_schema:
+            return NO_SEALS
+        row = self._read("read", lambda conn: conn.execute(_HEAD_SEAL, (key,)).fetchone())
+        return None if row is None else HeadSeal(*row)
 
     def load_snapshot(
         self, memory_id: MemoryId, name: str, *, lte: int | None = None

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from hashlib import sha256
 from types import TracebackType
-from typing import Self, overload
+from typing import Protocol, Self, overload
 
 from eventlog import clock
 from eventlog.aio import off_loop
-from eventlog.errors import ChainKeyError, ConcurrencyError
+from eventlog.errors import ChainKeyError, ConcurrencyError, ReadOnlyError
 from eventlog.hashing import (
     FORMATS,
     GENESIS,
@@ -22,10 +21,12 @@ from eventlog.hashing import (
     chain_hash_v2,
     check_stream,
     commit,
+    head_mac,
     new_salt,
     record_problem,
 )
-from eventlog.ids import SYSTEM_PREFIX, MemoryId, memory_id_from_key, memory_key
+from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key, memory_key
+from eventlog.keycheck import KEY_CHECK, legacy_seal, parse, v2_value
 from eventlog.keyring import (
     Keyring,
     KeyUnavailableError,
@@ -45,6 +46,7 @@ from eventlog.ledger import digest as _digest
 from eventlog.ledger import prove as _prove
 from eventlog.models import (
     ErasureReceipt,
+    HeadSeal,
     MemoryErased,
     MemoryPurged,
     NewRecord,
@@ -56,21 +58,52 @@ from eventlog.models import (
     format_time,
 )
 
-__all__ = ["KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore"]
+__all__ = ["HEADS_SEALED", "KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore", "LedgerTx"]
 
 _VERIFY_PAGE = 5_000
+_OPEN = "open"
 RECEIPT_KINDS = ("memory_erased", "memory_purged")
 """Kinds :meth:`EventStore.erase` leaves alone: receipts hold no message."""
 MIN_KEY_BYTES = 16
 """The shortest chain key accepted (HMAC-SHA256 keys shorter than this are guessable)."""
-KEY_CHECK = "key_check"
-"""Name of the setting holding a keyed database's key check value."""
+HEADS_SEALED = "heads"
+"""Setting saying every memory's head has been sealed once (value ``sealed``): from then on a
+missing or blank seal is an edit, never something to seal afresh."""
 _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
 
 
 def _aad(key: str, seq: int, kind: str) -> bytes:
     """What a sealed payload is bound to: a ciphertext copied into another row fails to open."""
     return f"{len(key)}:{key}\x1f{seq}\x1f{kind}".encode()
+
+
+class LedgerTx(Protocol):
+    """What the ledger asks of a backend inside one transaction to settle its chain key and
+    head seals at open (see :meth:`EventStore._settle_keys`)."""
+
+    def sealable(self) -> bool:
+        """Whether the database has head seals (False: a schema from before them, opened
+        without migrating)."""
+
+    def setting(self, name: str) -> str | None:
+        """A stored setting, or None."""
+
+    def put_setting(self, name: str, value: str) -> None:
+        """Store a setting, replacing any value it had."""
+
+    def facts(self) -> tuple[bool, bool, int]:
+        """``(any records, any format 3 records, largest position or 0)``."""
+
+    def legacy_hashes(self, upto: int | None) -> Iterable[str]:
+        """Hashes of the unkeyed (format 1 and 2) records at positions <= ``upto`` (all when
+        None), in global order."""
+
+    def seals(self, *, pending: bool) -> list[tuple[str, int, str, int]]:
+        """``(stream key, seq, hash, erased_through)`` of every head seal (only the blank ones
+        with ``pending``)."""
+
+    def put_seals(self, rows: Sequence[tuple[str, str]]) -> None:
+        """Set ``(mac, stream key)`` of existing head seals."""
 
 
 def _check_reason(operation: str, reason: object) -> None:
@@ -97,10 +130,14 @@ class EventStore(ABC):
     to append and reports keyed records as unverifiable.
     """
 
-    # Set by keyed backends in __init__ (see _adopt_key_check); class defaults mean "unkeyed".
+    # Set by backends in __init__ (see _settle_keys); class defaults mean "unkeyed, writable".
     _key: bytes | None = None
     _keyed_since = 0  # records at positions after this must be format 3 (keyed stores)
     _keyed_db = False  # the database has a key check: appends need the key
+    _legacy: tuple[int, str] | None = None  # (count, root) of the sealed legacy prefix
+    _read_only = False  # opened with read_only=True: nothing is ever written
+    _adopt_key = False  # adopt_key=True: key an unkeyed ledger that holds records
+    _seals_required = False  # every head has been sealed: a missing seal is an edit
 
     # ---------------------------------------------------------------- writing
 
@@ -290,6 +327,16 @@ class EventStore(ABC):
 
     _keyring: Keyring | None = None
 
+    def _open_modes(
+        self, key: bytes | None, keyring: object, *, read_only: bool, adopt_key: bool
+    ) -> None:
+        """Backends call this first in ``__init__`` with their ``key=``, ``keyring=``,
+        ``read_only=`` and ``adopt_key=`` arguments (validated here, once for all)."""
+        self._key = self._valid_key(key)
+        self._use_keyring(keyring)
+        self._read_only = bool(read_only)
+        self._adopt_key = bool(adopt_key)
+
     def _use_keyring(self, keyring: object) -> None:
         """Backends call this from ``__init__`` with their ``keyring=`` argument."""
         if keyring is not None and not isinstance(keyring, Keyring):
@@ -466,6 +513,10 @@ class EventStore(ABC):
             None when the record verifies, else the reason (e.g. ``KEYED_CHAIN`` for a format 3
             record read without the key).
         """
+        if record.position <= 0:
+            # Positions start at 1 in every backend; one at or below 0 was put there by hand,
+            # e.g. to slip forged unkeyed records below a keyed ledger's legacy boundary.
+            return f"position {record.position} is not positive: the row was moved by hand"
         if self._key is not None and record.format != 3 and record.position > self._keyed_since:
             # Without this a forger would rewrite keyed records as format 1 or 2, which need
             # no key; the boundary is covered by the key check value, so it cannot be moved.
@@ -512,6 +563,11 @@ class EventStore(ABC):
                 msg = "verify(digest=...) checks the whole log; leave out the memory id"
                 raise ValueError(msg)
             return verify_digest(self, digest)
+        return self._verify_streams(memory_id, seals=True)
+
+    def _verify_streams(self, memory_id: MemoryId | None, *, seals: bool) -> VerifyReport:
+        from eventlog.vouch import NO_SEALS, head_problem
+
         keys = (
             [memory_key(memory_id)]
             if memory_id is not None
@@ -521,15 +577,98 @@ class EventStore(ABC):
         bad_rows: list[tuple[str, int, str]] = []
         count = 0
         for key in keys:
+            seal = self._head_seal(key) if seals else NO_SEALS
+            erased = 0 if seal is None else seal.erased_through
+
+            def problem(record: Record, erased: int = erased) -> str | None:
+                reason = self._safe_check(record)
+                if (
+                    reason is None
+                    and record.seq <= erased
+                    and record.kind not in RECEIPT_KINDS
+                    and (record.salt or record.stored_payload)
+                ):
+                    reason = (
+                        f"content is back in a record its erasure (up to seq {erased}) "
+                        "emptied: put back from a backup?"
+                    )
+                return reason
+
             counted = _Counter(self._pages(key))
-            failure, odd = check_stream(counted, self._safe_check, full=True)
+            failure, odd = check_stream(counted, problem, full=True)
             count += counted.n
             bad_rows.extend((key, seq, reason) for seq, reason in odd)
+            if failure is None:
+                last = self.read(StreamKey(key), desc=True, limit=1)
+                failure = head_problem(self, key, last[0] if last else None, seal)
             if failure is not None:
                 failures[key] = failure
+        problems = self._ledger_problems() if memory_id is None else ()
         return VerifyReport(
-            checked=tuple(keys), records=count, failures=failures, malformed=tuple(bad_rows)
+            checked=tuple(keys),
+            records=count,
+            failures=failures,
+            malformed=tuple(bad_rows),
+            keyed_since=self._keyed_since if self._keyed_db else None,
+            legacy_records=0 if self._legacy is None else self._legacy[0],
+            ledger_problems=problems,
         )
+
+    def _ledger_problems(self) -> tuple[str, ...]:
+        """What is wrong with the ledger as a whole: in a keyed ledger, unkeyed records that are
+        not exactly the sealed legacy prefix."""
+        if self._key is None or self._legacy is None:
+            return ()
+        hashes: list[str] = []
+        after = -(1 << 62)  # below every position: rows moved to 0 or below count too
+        while True:
+            page = self.read_all(gt=after, limit=_VERIFY_PAGE)
+            hashes.extend(r.hash for r in page if r.format != 3)
+            if len(page) < _VERIFY_PAGE:
+                break
+            after = page[-1].position
+        count, root = legacy_seal(hashes)
+        want_count, want_root = self._legacy
+        if (count, root) == (want_count, want_root):
+            return ()
+        return (
+            f"the unkeyed records are not the sealed legacy prefix: {count} found, "
+            f"{want_count} sealed when the key was adopted"
+            + ("" if count != want_count else " (same count, different records)")
+            + "; unkeyed records were added, changed or removed by someone without the key",
+        )
+
+    def read_verified(
+        self,
+        memory_id: MemoryId,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        limit: int | None = None,
+        desc: bool = False,
+    ) -> list[Record]:
+        """:meth:`read`, refused unless the chain vouches for every record returned: each
+        record's own hash and commitment, the links and seqs inside the range, the memory's
+        sealed head and its first record, and no content put back after an erasure (see
+        :mod:`eventlog.vouch`). Cost: the records plus two or three indexed lookups, whatever
+        the history's length.
+
+        Raises:
+            ChainIntegrityError: Something does not verify; it names memory, seq and remedy.
+        """
+        from eventlog.vouch import vouch
+
+        key = memory_key(memory_id)
+        seal = self._head_seal(key)  # first: every seq up to it exists when the read runs
+        found = self.read(memory_id, gt=gt, lte=lte, limit=limit, desc=desc)
+        vouch(self, key, found, seal, gt=gt, lte=lte, limit=limit, desc=desc)
+        return found
+
+    @abstractmethod
+    def _head_seal(self, key: str) -> HeadSeal | None:
+        """Backend hook: the stored head seal of a memory, None when it has none, or
+        :data:`eventlog.vouch.NO_SEALS` for a database from before seals read without
+        migrating (only while no seal was ever written: see :data:`HEADS_SEALED`)."""
 
     def _safe_check(self, record: Record) -> str | None:
         # verify() never raises for bad data; malformed() has already vetted each row, so
@@ -809,59 +948,153 @@ class EventStore(ABC):
             raise ValueError(msg)
         return key
 
-    @staticmethod
-    def _key_check_value(key: bytes, keyed_since: int) -> str:
-        """``"<keyed_since>:<HMAC>"``: binding the position where keying began to the key, so a
-        forger cannot move the boundary before which unkeyed records are accepted."""
-        mac = hmac.digest(key, f"chatledger key check\x1f{keyed_since}".encode(), "sha256")
-        return f"{keyed_since}:{mac.hex()}"
+    def _settle_keys(
+        self,
+        where: str,
+        read: Callable[[Callable[[LedgerTx], bool]], bool],
+        write: Callable[[Callable[[LedgerTx], bool]], bool],
+    ) -> None:
+        """Reconcile the store's key with the database's key check, and seal heads a migration
+        left blank. Backends call it at the end of ``__init__`` with two runners: ``read(fn)``
+        runs ``fn`` in a read, ``write(fn)`` in a write transaction that keeps appends out.
 
-    def _adopt_key_check(
-        self, where: str, stored: str | None, keyed_records: bool, last_position: int
-    ) -> str | None:
-        """Reconcile the store's key with the database's key check value.
-
-        Args:
-            where: The database, for messages.
-            stored: The stored key check value, or None when there is none.
-            keyed_records: Whether the database holds format 3 records.
-            last_position: The largest position in the database (0 when empty).
-
-        Returns:
-            A key check value to store (the first keyed open), else None.
+        Decided in a read first, so an open that has nothing to write (almost all) writes
+        nothing; a ``read_only`` store never writes at all.
 
         Raises:
-            ChainKeyError: The key does not match, or keyed records exist without a check.
+            ChainKeyError: A wrong key, a deleted or altered key check, a key given for an
+                unkeyed ledger holding records without ``adopt_key=True``, a key given to a
+                read-only open of an unkeyed ledger, or an adoption of a ledger that does not
+                verify.
         """
-        self._keyed_db = stored is not None
+        self._adopting = False
+        if not read(lambda tx: self._reconcile_keys(tx, where, write=False)):
+            return
+        if self._read_only:
+            return
+        if self._adopting:
+            self._verify_before_adoption(where)
+        write(lambda tx: self._reconcile_keys(tx, where, write=True))
+
+    def _reconcile_keys(self, tx: LedgerTx, where: str, *, write: bool) -> bool:
+        """One pass of :meth:`_settle_keys`; returns whether there is something to write."""
+        stored = tx.setting(KEY_CHECK)
         key = self._key
-        if key is None:
-            return None
+        sealed = tx.setting(HEADS_SEALED) is not None
         if stored is None:
-            if keyed_records:
-                detail = (
-                    f"{where} holds keyed records but no key check value (it was deleted); "
-                    "restore the settings table from a backup"
-                )
-                operation = "open"
-                raise ChainKeyError(operation, detail)
-            self._keyed_since = last_position
-            self._keyed_db = True
-            return self._key_check_value(key, last_position)
-        since, _, _ = stored.partition(":")
-        if not since.isdigit() or not hmac.compare_digest(
-            self._key_check_value(key, int(since)), stored
-        ):
+            self._keyed_db = False
+            if key is None:
+                self._seals_required = sealed
+                if sealed or not tx.sealable():
+                    return False
+                if write:
+                    self._seal_heads(tx, None, pending=True)
+                return True
+            return self._first_key(tx, key, where, write=write)
+        check = parse(stored)
+        self._keyed_db = True
+        self._seals_required = True
+        if check is not None:
+            self._keyed_since = check.keyed_since
+        if key is None:
+            return False  # reads only; keyed records report as not verifiable without it
+        if check is None or not check.matches(key):
             detail = (
                 f"the key does not match the key check stored in {where} (a wrong key, or an "
                 "altered check value); open it with the key it was created with"
             )
-            operation = "open"
+            raise ChainKeyError(_OPEN, detail)
+        if check.version == 2:
+            assert check.legacy_count is not None  # noqa: S101 - version 2 has both
+            assert check.legacy_root is not None  # noqa: S101
+            self._legacy = (check.legacy_count, check.legacy_root)
+            return False
+        # Version 1 (an earlier chatledger): seal the unkeyed records below its boundary now.
+        # Whatever a forger did to them before this open cannot be undone here; from now on
+        # any change to them fails verify().
+        if not write:
+            return True
+        count, root = legacy_seal(tx.legacy_hashes(check.keyed_since))
+        tx.put_setting(KEY_CHECK, v2_value(key, check.keyed_since, count, root))
+        if not sealed:
+            self._seal_heads(tx, key, pending=True)
+            tx.put_setting(HEADS_SEALED, "sealed")
+        self._legacy = (count, root)
+        return False
+
+    def _first_key(self, tx: LedgerTx, key: bytes, where: str, *, write: bool) -> bool:
+        """A key for a database without a key check: key it, if that is safe and asked."""
+        any_records, keyed_records, last = tx.facts()
+        if keyed_records:
+            detail = (
+                f"{where} holds keyed records but no key check value (it was deleted); "
+                "restore the settings table from a backup"
+            )
+            raise ChainKeyError(_OPEN, detail)
+        remedy = (
+            f"if you trust its records as they are now, adopt the key: "
+            f"adopt_key=True (Python) or `chatledger key adopt --db {where} --key-file FILE`; "
+            "otherwise open it without a key"
+        )
+        if self._read_only:
+            detail = f"{where} is not keyed, and a read never writes a key check; {remedy}"
+            raise ChainKeyError(_OPEN, detail)
+        if any_records and not self._adopt_key:
+            detail = (
+                f"{where} holds unkeyed records and no key check: a key is never adopted "
+                f"silently, since its records stay forgeable by anyone until sealed; {remedy}"
+            )
+            raise ChainKeyError(_OPEN, detail)
+        if not write:
+            self._adopting = any_records
+            return True
+        count, root = legacy_seal(tx.legacy_hashes(None))
+        tx.put_setting(KEY_CHECK, v2_value(key, last, count, root))
+        # Every head, sealed or not, is sealed again under the key: an unkeyed seal is a plain
+        # SHA-256 anyone can recompute.
+        self._seal_heads(tx, key, pending=False)
+        tx.put_setting(HEADS_SEALED, "sealed")
+        self._keyed_db, self._seals_required = True, True
+        self._keyed_since, self._legacy = last, (count, root)
+        return False
+
+    def _seal_heads(self, tx: LedgerTx, key: bytes | None, *, pending: bool) -> None:
+        tx.put_seals(
+            [
+                (head_mac(key, stream, seq, head_hash, erased), stream)
+                for stream, seq, head_hash, erased in tx.seals(pending=pending)
+            ]
+        )
+        if key is None:
+            tx.put_setting(HEADS_SEALED, "sealed")
+            self._seals_required = True
+
+    def _verify_before_adoption(self, where: str) -> None:
+        """A key adopted vouches for the records there: refuse to vouch for a broken chain."""
+        key, self._key = self._key, None  # checked as the unkeyed chains they are
+        try:
+            report = self._verify_streams(None, seals=True)
+        finally:
+            self._key = key
+        if not report.ok:
+            stream, (seq, reason) = next(iter(report.failures.items()))
+            detail = (
+                f"{where} does not verify ({stream} seq {seq}: {reason}), and adopting a key would "
+                "seal it as it is; repair or restore it first"
+            )
+            operation = "adopt key"
             raise ChainKeyError(operation, detail)
-        self._keyed_since = int(since)
-        return None
+
+    def _seal_of(self, key: str, seq: int, head_hash: str, erased_through: int) -> str:
+        """The head seal backends store with each append (see :func:`head_mac`).
+        ``erased_through`` is the memory's, as cached with its head: it changes only by an
+        erasure, which appends a receipt, so a stale value comes with a stale head and the
+        append is refused as any append to a moved head is."""
+        return head_mac(self._key, key, seq, head_hash, erased_through)
 
     def _writable(self, operation: str, where: str) -> None:
+        if self._read_only:
+            raise ReadOnlyError(operation, where)
         if self._keyed_db and self._key is None:
             detail = (
                 f"{where} is a keyed store and this store was opened without its key; "

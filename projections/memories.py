@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Final, Self
 
 from eventlog.aio import off_loop
-from eventlog.errors import ConcurrencyError
+from eventlog.errors import ChainIntegrityError, ConcurrencyError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, StreamKey, memory_key
 from eventlog.memory import InMemoryEventStore
@@ -127,6 +127,7 @@ class _WindowChatMemory(ChatMemory):
         self._store: EventStore = store if store is not None else InMemoryEventStore()
         self._valid_for = None if valid_for is None else profile_of(valid_for).name
         self._lock = threading.RLock()
+        self._broken: ChainIntegrityError | None = None  # set when a read found the chain broken
         self._window = Window(policy)
         self._seq = -1  # nothing loaded yet
         self._hash = ""  # hash of event self._seq: a head with the same seq but another hash
@@ -200,6 +201,14 @@ class _WindowChatMemory(ChatMemory):
     # ------------------------------------------------------------------ keeping in step
 
     def _sync(self) -> None:
+        try:
+            self._follow()
+        except ChainIntegrityError as e:
+            # Its chain broke under it: never append onto a history that does not verify.
+            self._broken = e
+            raise
+
+    def _follow(self) -> None:
         head = self._store.head(self._key)
         if head is None:
             if self._seq > 0:
@@ -278,6 +287,14 @@ class _WindowChatMemory(ChatMemory):
         """Run ``build(window, seq) -> (records, new_window)`` and append, retrying on a lost
         race until the append lands or the retry time is used up."""
         deadline = 0.0  # set at the first lost race: the common path never reads the clock
+        if self._broken is not None:
+            broken = self._broken
+            raise ChainIntegrityError(
+                broken.stream_id,
+                broken.seq,
+                f"{broken.reason}; this memory object stopped appending when it found the break "
+                "(open a new one once the ledger is repaired)",
+            )
         if self._seq < 0:
             self._sync()
         while True:
@@ -300,7 +317,11 @@ class _WindowChatMemory(ChatMemory):
                 deadline = deadline or now + _RETRY_FOR
                 if now > deadline:
                     raise
-                self._catch_up()
+                try:
+                    self._catch_up()
+                except ChainIntegrityError as e:
+                    self._broken = e
+                    raise
                 continue
             self._window = window
             self._seq = stored[-1].seq

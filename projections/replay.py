@@ -54,22 +54,15 @@ _GAP = 64  # fetch referenced events in one range query unless they are this far
 
 
 def read_checked(store: EventStore, memory_id: MemoryId, **bounds: Any) -> list[Record]:
-    """``store.read(memory_id, **bounds)``, every record checked by the store (its hash, keyed
-    when the store has a key, and its payload commitment) before anything is derived from it:
-    nothing a memory shows comes from a row the chain does not vouch for.
+    """``store.read(memory_id, **bounds)``, refused unless the chain vouches for every record
+    (:meth:`~eventlog.store.EventStore.read_verified`): its own hash and commitment, the links
+    and seqs of the range, the memory's sealed head and first record. Nothing a memory shows
+    comes from a row the chain does not vouch for, whether or not anyone runs ``verify()``.
 
     Raises:
-        ChainIntegrityError: A record does not verify; it names the memory, seq and reason.
+        ChainIntegrityError: Something does not verify; it names the memory, seq and remedy.
     """
-    found = store.read(memory_id, **bounds)
-    check = store.check
-    for record in found:
-        problem = check(record)
-        if problem is not None:
-            raise ChainIntegrityError(
-                record.stream_id, record.seq, f"{problem}; not served (run verify())"
-            )
-    return found
+    return store.read_verified(memory_id, **bounds)
 
 
 def window_meta(record: Record) -> WindowMeta:

@@ -1,9 +1,10 @@
 """Forge a ledger the way an attacker with write access to the SQLite file would.
 
-Rewrites one message of a memory with plain SQL and recomputes its payload commitment and every
-later hash of that memory with chatledger's public hash functions, so every hash chain verifies
-again. Only a digest kept outside the database (``chatledger verify --digest``), or a keyed
-chain (the forger lacks the key), tells. For the README's audit walk-through and for trying it.
+Rewrites one message of a memory with plain SQL and recomputes its payload commitment, every
+later hash of that memory and its head seal with chatledger's public hash functions, so every
+hash chain of an unkeyed ledger verifies again. Only a digest kept outside the database
+(``chatledger verify --digest``), or a keyed chain (the forger lacks the key, so the records and
+the seal it writes do not verify), tells. For the README's audit walk-through and for trying it.
 
     python scripts/forge.py chatledger.db conv 8 "I never said that."
 """
@@ -15,7 +16,7 @@ import json
 import sqlite3
 
 from eventlog import SQLiteEventStore, UserMessage, message_to_json
-from eventlog.hashing import commit, record_hash
+from eventlog.hashing import commit, head_mac, record_hash
 from eventlog.ids import memory_key
 
 
@@ -45,6 +46,14 @@ def forge(path: str, memory_id: str, seq: int, text: str) -> None:
                 (forged.payload, forged.commitment, forged.prev_hash, forged.hash, key, forged.seq),
             )
             prev = forged.hash
+        # The head seal of an unkeyed ledger is a plain SHA-256 too.
+        (erased,) = conn.execute(
+            "SELECT erased_through FROM heads WHERE stream_id = ?", (key,)
+        ).fetchone()
+        conn.execute(
+            "UPDATE heads SET hash = ?, mac = ? WHERE stream_id = ?",
+            (prev, head_mac(None, key, records[-1].seq, str(prev), erased), key),
+        )
     print(json.dumps({"forged": key, "seq": seq, "rehashed": len(records)}))
 
 

@@ -120,6 +120,50 @@ class Backend:
                     (value, stream_id, seq),
                 )
 
+    def reseal(self, store: EventStore, stream_id: str) -> None:
+        """Recompute a memory's unkeyed head seal from its stored rows behind the store's back:
+        what a forger of an unkeyed ledger can do (a plain SHA-256), after rewriting records."""
+        from eventlog.hashing import head_mac
+        from eventlog.ids import StreamKey
+
+        (last,) = store.read(StreamKey(stream_id), desc=True, limit=1)
+        if self.name == "memory":
+            assert isinstance(store, InMemoryEventStore)
+            old = store._seals[stream_id]
+            mac = head_mac(None, stream_id, last.seq, last.hash, old.erased_through)
+            store._seals[stream_id] = old._replace(seq=last.seq, hash=last.hash, mac=mac)
+            return
+        if self.name == "sqlite":
+            import sqlite3
+
+            with sqlite3.connect(self.path) as conn:
+                (erased,) = conn.execute(
+                    "SELECT erased_through FROM heads WHERE stream_id = ?", (stream_id,)
+                ).fetchone()
+                mac = head_mac(None, stream_id, last.seq, last.hash, erased)
+                conn.execute(
+                    "UPDATE heads SET seq = ?, hash = ?, mac = ? WHERE stream_id = ?",
+                    (last.seq, last.hash, mac, stream_id),
+                )
+            return
+        import psycopg
+        from psycopg import sql
+
+        table = sql.Identifier(self.schema, "heads")
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            row = conn.execute(
+                sql.SQL("SELECT erased_through FROM {} WHERE stream_id = %s").format(table),
+                (stream_id,),
+            ).fetchone()
+            assert row is not None
+            mac = head_mac(None, stream_id, last.seq, last.hash, int(row[0]))
+            conn.execute(
+                sql.SQL("UPDATE {} SET seq = %s, hash = %s, mac = %s WHERE stream_id = %s").format(
+                    table
+                ),
+                (last.seq, last.hash, mac, stream_id),
+            )
+
     def cleanup(self) -> None:
         for store in self.opened:
             store.close()

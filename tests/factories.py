@@ -184,3 +184,28 @@ def play(memory: Any, steps: Sequence[tuple[Step, list[Any]]]) -> None:
     assert [event.seq for event in history] == list(range(1, len(history) + 1))
     for seq, shown in seen.items():
         assert memory.as_of(seq=seq) == shown, f"as_of(seq={seq}) differs from messages()"
+
+
+def lose_last_commit(path: Any, stream: str, seq: int, chain_key: bytes | None = None) -> None:
+    """Make a SQLite ledger look like a replica that missed the last commit (or a restored older
+    copy): record ``seq`` gone and the memory's head seal what it was before that commit (what
+    the same transaction wrote, so a real replica or backup has it that way too)."""
+    import sqlite3
+
+    from eventlog.hashing import head_mac
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM events WHERE stream_id = ? AND seq = ?", (stream, seq))
+        row = conn.execute(
+            "SELECT seq, hash FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1", (stream,)
+        ).fetchone()
+        if row is None:
+            conn.execute("DELETE FROM heads WHERE stream_id = ?", (stream,))
+            return
+        (erased,) = conn.execute(
+            "SELECT erased_through FROM heads WHERE stream_id = ?", (stream,)
+        ).fetchone()
+        conn.execute(
+            "UPDATE heads SET seq = ?, hash = ?, mac = ? WHERE stream_id = ?",
+            (row[0], row[1], head_mac(chain_key, stream, row[0], row[1], erased), stream),
+        )

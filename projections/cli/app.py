@@ -38,6 +38,7 @@ COMMANDS: dict[str, Command] = {
     "compact": maintain.compact_cmd,
     "erase": maintain.erase_cmd,
     "serve": maintain.serve_cmd,
+    "key": ledger.key_cmd,
 }
 
 

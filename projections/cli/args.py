@@ -423,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = _Commands(sub)
     _add_inspection_commands(commands)
     _add_maintenance_commands(commands)
+    _add_key_command(commands)
     return parser
 
 
@@ -583,6 +584,16 @@ def _add_maintenance_commands(commands: _Commands) -> None:
         help="erase the content of memories idle this long; hashes and a receipt stay "
         "(default: never)",
     )
+
+
+def _add_key_command(commands: _Commands) -> None:
+    p = commands.add(
+        "key",
+        "Chain key administration. `key adopt --key-file FILE` keys an unkeyed ledger: every "
+        "chain is checked, the records there now are sealed as they are (a forger without the key "
+        "can no longer change them), and every later record is keyed.",
+    )
+    p.add_argument("action", choices=["adopt"], help="adopt: key an unkeyed ledger")
 
 
 def check_globals(args: argparse.Namespace) -> None:

@@ -385,6 +385,9 @@ def verify(args: argparse.Namespace, store: EventStore) -> int:
                     {"memory": k, "seq": s, "reason": r} for k, (s, r) in failures.items()
                 ],
                 "malformed": [{"memory": k, "seq": s, "reason": r} for k, s, r in report.malformed],
+                "ledger_problems": list(report.ledger_problems),
+                "keyed_since": report.keyed_since,
+                "legacy_records": report.legacy_records,
             }
         )
         return 0 if report.ok else 1
@@ -396,10 +399,21 @@ def verify(args: argparse.Namespace, store: EventStore) -> int:
     for key, seq, reason in report.malformed:
         line = f" memory {key!r} seq {seq}: {reason}"
         out.print(Text.assemble(("MALFORMED", "bold red"), line))
+    for problem in report.ledger_problems:
+        out.print(Text.assemble(("BROKEN", "bold red"), f" ledger: {problem}"))
+    keyed = (
+        ""
+        if report.keyed_since is None
+        else f"; keyed after position {report.keyed_since}, "
+        f"{plural(report.legacy_records, 'unkeyed record')} sealed before it"
+    )
+    if report.ledger_problems and not failures:
+        out.print(f"the ledger does not verify ({checked}{keyed})")
+        return 1
     if failures:
         verb = "is" if len(failures) == 1 else "are"
         out.print(f"{len(failures)} of {plural(len(keys), 'hash chain')} {verb} broken ({checked})")
     else:
-        intact = f" {plural(len(keys), 'hash chain')} intact, {checked}"
+        intact = f" {plural(len(keys), 'hash chain')} intact, {checked}{keyed}"
         out.print(Text.assemble(("OK", "bold green"), intact))
     return 1 if failures else 0

@@ -29,7 +29,42 @@ from projections.cli.store import check_seq, existing, read_key
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["check_proof", "digest_cmd", "load_digest", "prove_cmd", "verify_digest_cmd"]
+__all__ = [
+    "check_proof",
+    "digest_cmd",
+    "key_cmd",
+    "load_digest",
+    "prove_cmd",
+    "verify_digest_cmd",
+]
+
+
+def key_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger key adopt --key-file FILE``: key an unkeyed ledger. The store was opened with
+    ``adopt_key=True``, which checked every chain and sealed the unkeyed records as they are (the
+    legacy prefix); this reports what was sealed."""
+    if args.key_file is None:
+        msg = "key adopt needs --key-file FILE: the chain key to adopt (at least 16 bytes)"
+        raise UsageError(msg)
+    report = store.verify()
+    if not report.ok:
+        msg = "the ledger does not verify after adopting the key; run `chatledger verify`"
+        raise Failure(msg)
+    if args.json:
+        emit(
+            {
+                "keyed_since": report.keyed_since,
+                "legacy_records": report.legacy_records,
+                "records": report.records,
+            }
+        )
+        return 0
+    sys.stdout.write(
+        f"keyed: every record after position {report.keyed_since} is keyed; "
+        f"{report.legacy_records} unkeyed record(s) before it are sealed as the legacy prefix "
+        f"({report.records} records verified)\n"
+    )
+    return 0
 
 
 def _write(text: str, output: str | None, what: str) -> None:

@@ -16,7 +16,43 @@ from projections.cli.errors import Failure, UsageError, one_line
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["check_seq", "existing", "missing_db", "open_store", "read_key", "read_keyring", "where"]
+__all__ = [
+    "READ_COMMANDS",
+    "check_seq",
+    "existing",
+    "missing_db",
+    "open_store",
+    "read_key",
+    "read_keyring",
+    "where",
+]
+
+
+# Commands that only read: their store is opened read_only=True, so they never write a row, a
+# setting, a seal or a journal mode change, with or without --key-file.
+READ_COMMANDS = frozenset(
+    (
+        "ids",
+        "history",
+        "show",
+        "diff",
+        "explain",
+        "replay",
+        "verify",
+        "digest",
+        "prove",
+        "export",
+        "serve",
+    )
+)
+
+
+def _read_only(args: argparse.Namespace) -> bool:
+    return getattr(args, "command", None) in READ_COMMANDS
+
+
+def _adopt(args: argparse.Namespace) -> bool:
+    return getattr(args, "command", None) == "key"
 
 
 def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
@@ -34,6 +70,8 @@ def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
             create_schema=create,
             key=read_key(args),
             keyring=read_keyring(args),
+            read_only=_read_only(args),
+            adopt_key=_adopt(args),
         )
     except PersistenceError as e:
         if "lacks eventlog migrations" not in str(e):
@@ -104,7 +142,12 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
         # Looked up on the package, which loads sqlite-utils only now: `--help` and usage
         # errors never pay for it.
         store = eventlog.SQLiteEventStore(
-            path, create_schema=fresh, key=read_key(args), keyring=read_keyring(args)
+            path,
+            create_schema=fresh,
+            key=read_key(args),
+            keyring=read_keyring(args),
+            read_only=_read_only(args),
+            adopt_key=_adopt(args),
         )
     except PersistenceError as e:
         msg = f"cannot open {path} as a chatledger database ({one_line(e)})"

@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 from eventlog import SQLiteEventStore, UserMessage
-from eventlog.hashing import commit, record_hash
+from eventlog.hashing import commit, head_mac, record_hash
 from tests.cli.conftest import json_lines, memory
 
 
@@ -32,8 +32,8 @@ def test_verify_digest_fails_after_a_rewrite_that_verify_alone_cannot_see(
     cli, ok, ledger, tmp_path
 ):
     path = _digest(ok, ledger, tmp_path)
-    # An attacker edits the last event and recomputes its hash with the public function: the
-    # chain alone cannot tell (nothing links to the last record).
+    # An attacker edits the last event and recomputes its hash and the head seal with the public
+    # functions: in an unkeyed ledger the chain alone cannot tell.
     with SQLiteEventStore(ledger) as store:
         (last,) = store.read("conv", desc=True, limit=1)
     forged = last._replace(payload=last.payload.replace("after clear", "forged"))
@@ -44,6 +44,10 @@ def test_verify_digest_fails_after_a_rewrite_that_verify_alone_cannot_see(
             "UPDATE events SET payload = ?, commitment = ?, hash = ? "
             "WHERE stream_id = 'conv' AND seq = ?",
             (forged.payload, forged.commitment, record_hash(forged), last.seq),
+        )
+        conn.execute(
+            "UPDATE heads SET hash = ?, mac = ? WHERE stream_id = 'conv'",
+            (record_hash(forged), head_mac(None, "conv", last.seq, record_hash(forged))),
         )
     assert ok("--db", ledger, "verify").stdout.startswith("OK ")
     result = cli("--db", ledger, "verify", "--digest", path)

@@ -77,6 +77,7 @@ def _forge_and_rehash(backend, store, stream_id, seq, payload):
         for column in ("payload", "commitment", "prev_hash", "hash"):
             backend.tamper(store, stream_id, record.seq, column, getattr(forged, column))
         prev = forged.hash
+    backend.reseal(store, stream_id)  # an unkeyed head seal is a plain SHA-256 too
 
 
 def test_digest_of_an_empty_store(store):
@@ -166,6 +167,7 @@ def test_deleting_the_last_records_of_a_memory_fails_the_digest(backend, store):
     _fill(store)
     d = digest(store)
     _delete(backend, store, "u1", 3, 4)
+    backend.reseal(store, "u1")  # a forger of an unkeyed ledger moves the seal back too
     reopened = backend.open()
     # Check the chain of u1 still verifies (its tail is simply gone), but the digest does not.
     assert reopened.verify().ok

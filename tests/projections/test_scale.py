@@ -61,9 +61,9 @@ def test_a_record_missing_between_pages_is_refused(page):
 
     store.read = read_without_seq_4  # type: ignore[method-assign]  # as after a DELETE
     # Check the gap is refused whether it falls inside a page or between two.
-    with pytest.raises(ChainIntegrityError, match="does not chain to seq 3"):
+    with pytest.raises(ChainIntegrityError, match=r"does not chain to seq 3|seq 4 is missing"):
         list(memory.iter_history(page=page))
-    with pytest.raises(ChainIntegrityError, match="breaks at seq 5"):
+    with pytest.raises(ChainIntegrityError, match=r"breaks at seq 5|seq 4 is missing"):
         list(records(store, "m", page=page))
 
 

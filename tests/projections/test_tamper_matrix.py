@@ -12,10 +12,11 @@ from datetime import timedelta
 import pytest
 
 from eventlog import ChainIntegrityError, SQLiteEventStore, UserMessage
-from eventlog.hashing import commit, record_hash
+from eventlog.hashing import commit, head_mac, record_hash
 from eventlog.models import Record
 from projections import MessageWindowChatMemory, compact
 from projections.snapshots import SNAPSHOT_NAME
+from tests.factories import lose_last_commit
 
 KEY = b"a chain key of 32 bytes, exactly"
 FORGED = "FORGED"
@@ -70,7 +71,9 @@ def edit_snapshot(store, path, key):
 
 def delete_tail_and_continue(store, path, key):
     _rows(path, "DELETE FROM events WHERE stream_id = 'conv' AND seq >= 5")
-    _memory(SQLiteEventStore(path, key=key)).add(UserMessage(f"{FORGED} continuation"))
+    # The head seal still says seq 6: no memory continues the truncated chain.
+    with pytest.raises(ChainIntegrityError, match="truncated"):
+        _memory(SQLiteEventStore(path, key=key)).add(UserMessage(f"{FORGED} continuation"))
 
 
 def delete_tail(store, path, key):
@@ -83,10 +86,19 @@ def delete_memory(store, path, key):
 
 def rechain_rewrite(store, path, key):
     _rechain(store, path, "conv", 3, FORGED)
+    if key is None:
+        # An unkeyed head seal is a plain SHA-256: the forger recomputes it too.
+        (last,) = store.read("conv", desc=True, limit=1)
+        _rows(
+            path,
+            "UPDATE heads SET hash = ?, mac = ? WHERE stream_id = 'conv'",
+            last.hash,
+            head_mac(None, "conv", last.seq, last.hash),
+        )
 
 
 def lost_commit_replaced(store, path, key):
-    _rows(path, "DELETE FROM events WHERE stream_id = 'conv' AND seq = 6")
+    lose_last_commit(path, "conv", 6, key)
     _memory(SQLiteEventStore(path, key=key)).add(UserMessage(f"{FORGED} at the same seq"))
 
 

@@ -4,16 +4,15 @@ not only its seq, and reloads (with a warning) when history changed under it."""
 from __future__ import annotations
 
 import logging
-import sqlite3
 
 from eventlog import SQLiteEventStore, UserMessage
 from projections import MessageWindowChatMemory
+from tests.factories import lose_last_commit
 
 
 def _lose_last_commit(path, key, seq):
     # What a failover to a replica that missed the last commit, or a restore, looks like.
-    with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM events WHERE stream_id = ? AND seq = ?", (key, seq))
+    lose_last_commit(path, key, seq)
 
 
 def test_a_lost_commit_replaced_at_the_same_seq_is_not_served(tmp_path, caplog):

@@ -8,6 +8,7 @@ import pytest
 
 import eventlog.store
 from eventlog import ConcurrencyError
+from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import commit, record_hash
 from eventlog.ids import SYSTEM_PREFIX, StreamKey
 from tests.conftest import PG_DSN
@@ -131,15 +132,18 @@ def test_renumbered_and_rehashed_record_is_caught_by_the_seq_rule(backend, store
     assert backend.open().verify("u1").failures == {"u1": (4, "seq 3 is missing (found 4 next)")}
 
 
-def test_known_gap_a_forged_and_rehashed_last_record_verifies(backend, store):
+def test_a_forged_and_rehashed_last_record_is_caught_by_the_head_seal(backend, store):
     store.append("u1", batch("a", "b", "c"))
     _forge(backend, store, "u1", 3, payload=user_payload("I never said that"))
     fresh = backend.open()
-    # Nothing follows the last record, so no link contradicts it and verify() passes: only a
-    # digest of the head kept outside the store can catch this (another issue adds one).
-    # Asserted as it is today so the gap stays visible; flip it when that lands.
-    assert fresh.verify("u1").ok
-    assert texts(fresh.read("u1")) == ["a", "b", "I never said that"]
+    # Nothing follows the last record, so no link contradicts it; the head seal does (the
+    # forger did not rewrite the seal too: a keyed ledger's seal is beyond their reach).
+    assert fresh.verify("u1").failures == {
+        "u1": (3, "the newest record is not the sealed head (seq 3)")
+    }
+    with pytest.raises(ChainIntegrityError, match="not the sealed head"):
+        fresh.read_verified("u1")
+    assert texts(fresh.read("u1")) == ["a", "b", "I never said that"]  # raw reads still see it
 
 
 def test_verify_checks_every_stream_including_chatledger_s_own(backend, store):

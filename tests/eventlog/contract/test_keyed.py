@@ -6,8 +6,8 @@ import pytest
 
 from eventlog.errors import ChainKeyError
 from eventlog.hashing import CONTENT_MISMATCH, KEYED_CHAIN, chain_hash_v2, record_hash
+from eventlog.keycheck import KEY_CHECK, parse
 from eventlog.models import NewRecord
-from eventlog.store import KEY_CHECK
 
 from .records import added, batch, texts, user_payload
 
@@ -41,6 +41,28 @@ def _set_key_check(backend, value):
                     sql.SQL("UPDATE {} SET value = %s WHERE name = %s").format(table),
                     (value, KEY_CHECK),
                 )
+
+
+def _get_key_check(backend):
+    """The stored key check value, read behind the store's back."""
+    if backend.name == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(backend.path) as conn:
+            return conn.execute(
+                "SELECT value FROM settings WHERE name = ?", (KEY_CHECK,)
+            ).fetchone()[0]
+    import psycopg
+    from psycopg import sql
+
+    from tests.conftest import PG_DSN
+
+    table = sql.Identifier(backend.schema, "settings")
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        query = sql.SQL("SELECT value FROM {} WHERE name = %s").format(table)
+        row = conn.execute(query, (KEY_CHECK,)).fetchone()
+        assert row is not None
+        return row[0]
 
 
 def test_keyed_store_writes_format_3_records_that_verify_with_the_key(backend):
@@ -133,7 +155,10 @@ def test_a_forger_without_the_key_cannot_rechain(backend):
 @_no_reopen
 def test_keying_an_existing_store_keeps_old_records_and_guards_new_ones(backend):
     backend.open().append("u1", batch("a", "b"))
-    keyed = backend.open(key=KEY)
+    # Check a key is never adopted silently: the open names the remedy.
+    with pytest.raises(ChainKeyError, match="adopt_key=True"):
+        backend.open(key=KEY)
+    keyed = backend.open(key=KEY, adopt_key=True)
     # Check records from before keying verify, and new ones are format 3.
     new = keyed.append("u1", batch("c"))
     assert new[0].format == 3
@@ -151,7 +176,10 @@ def test_an_altered_or_deleted_key_check_is_refused(backend):
     store = backend.open(key=KEY)
     store.append("u1", batch("a"))
     # Check moving the keyed boundary (to accept rewritten records) breaks the check value.
-    _set_key_check(backend, "999" + store._key_check_value(KEY, 0)[1:])
+    stored = parse(_get_key_check(backend))
+    assert stored is not None and stored.version == 2
+    moved = f"v2:999:{stored.legacy_count}:{stored.legacy_root}:{stored.mac}"
+    _set_key_check(backend, moved)
     with pytest.raises(ChainKeyError, match="does not match the key check"):
         backend.open(key=KEY)
     # Check deleting it while keyed records exist is refused instead of starting afresh.

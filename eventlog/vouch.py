@@ -1,0 +1,254 @@
+"""The read path's checks: nothing a store returns to be shown or used is served unless the
+chain vouches for it, whether or not anyone ever runs ``verify()``.
+
+A read of a range of one memory (:meth:`EventStore.read_verified`) refuses, with
+:class:`~eventlog.errors.ChainIntegrityError` naming the memory, the seq and the remedy:
+
+* a record whose own hash or payload commitment does not verify (an edited row);
+* a missing seq inside the range, or records out of order (a deleted or moved row);
+* a link inside the range that does not join (a row replaced by one chained elsewhere);
+* a head that is not the sealed one (:func:`eventlog.hashing.head_mac`): a truncated tail,
+  or the whole memory deleted;
+* a first record that is not seq 1 chained to genesis (or a purge's tombstone): deleted rows
+  at the start, even outside the range read;
+* content in a record the memory's erasure seal says was erased (content put back from a
+  backup: it matches the commitment, so only the seal can tell);
+* in a keyed ledger, an unkeyed record that the keyed chain does not bind: the memory is then
+  walked once from its first record to its sealed head.
+
+So the checks stay cheap: each read costs the records it returns, the seal, and (when the range
+does not start there) the first record - independent of the history's length.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from eventlog.errors import ChainIntegrityError
+from eventlog.hashing import GENESIS, KEYED_CHAIN, check_stream, head_mac
+from eventlog.ids import StreamKey
+from eventlog.models import HeadSeal, Record
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
+
+__all__ = ["NO_SEALS", "REMEDY", "head_problem", "seal_problem", "vouch"]
+
+REMEDY = (
+    "not served; run `chatledger verify`, restore the database from a backup, or acknowledge "
+    "the damage"
+)
+RECEIPT_KINDS = ("memory_erased", "memory_purged")
+_PURGED = "memory_purged"
+_MOVING_HEAD_TRIES = 20  # reads of a seal another writer keeps moving, before giving up
+NO_SEALS = HeadSeal(-1, "", "")
+"""What a backend's ``_head_seal`` returns for a database from before head seals, opened
+without migrating it (read-only): reads check all but the head."""
+
+
+def _refuse(key: str, seq: int, reason: str) -> ChainIntegrityError:
+    return ChainIntegrityError(key, seq, f"{reason}; {REMEDY}")
+
+
+def seal_problem(store: EventStore, key: str, seal: HeadSeal) -> str | None:
+    """Why ``seal`` is not a valid seal of ``key`` under the store's key, or None."""
+    if not seal.mac:
+        return (
+            "its head seal is missing (written before head seals and never sealed by a "
+            "writable open, or removed)"
+        )
+    if store._keyed_db and store._key is None:
+        return KEYED_CHAIN  # sealed under the chain key: only a store given it can check
+    if seal.mac != head_mac(store._key, key, seal.seq, seal.hash, seal.erased_through):
+        return (
+            "its head seal does not verify (a head moved back or an erasure undone by hand, or "
+            "a forged seal)"
+        )
+    return None
+
+
+def head_problem(
+    store: EventStore, key: str, last: Record | None, seal: HeadSeal | None
+) -> tuple[int, str] | None:
+    """``(seq, reason)`` when the newest record ``last`` is not the sealed head, else None."""
+    if seal is NO_SEALS:
+        if not store._seals_required:
+            return None
+        seal = None  # sealed once, so the seals cannot be missing: treated as deleted
+    if last is None:
+        if seal is None:
+            return None
+        return seal.seq, f"its records are gone, but its head seal says seq {seal.seq}"
+    if seal is None:
+        return last.seq, "it has records but no head seal (a seal deleted by hand)"
+    if not seal.mac and not store._seals_required:
+        return None  # a ledger from before seals, never opened writable since: nothing to check
+    problem = seal_problem(store, key, seal)
+    if problem is not None:
+        return last.seq, problem
+    if (last.seq, last.hash) != (seal.seq, seal.hash):
+        if last.seq < seal.seq:
+            return last.seq + 1, (
+                f"records after seq {last.seq} are missing: the sealed head is seq {seal.seq} "
+                "(the tail was truncated)"
+            )
+        return last.seq, f"the newest record is not the sealed head (seq {seal.seq})"
+    return None
+
+
+def _restored(record: Record, erased_through: int) -> bool:
+    return (
+        record.seq <= erased_through
+        and record.kind not in RECEIPT_KINDS
+        and bool(record.salt or record.stored_payload)
+    )
+
+
+def vouch(
+    store: EventStore,
+    key: str,
+    found: Sequence[Record],
+    seal: HeadSeal | None,
+    *,
+    gt: int | None,
+    lte: int | None,
+    limit: int | None,
+    desc: bool,
+) -> None:
+    """Refuse ``found`` (what ``store.read(key, gt=, lte=, limit=, desc=)`` returned) unless
+    the chain vouches for all of it (see the module docstring). ``seal`` is the memory's head
+    seal as read *before* ``found``: every seq up to it existed when the records were read, so
+    a shorter answer is a deletion, while records after it may be another writer's appends.
+
+    Raises:
+        ChainIntegrityError: The first problem found, naming memory, seq and remedy.
+    """
+    ordered = list(reversed(found)) if desc else list(found)
+    last = _last(store, key, ordered, seal)
+    if last is None:
+        if ordered:
+            raise _refuse(key, ordered[0].seq, "records were read but the memory has no head")
+        return
+    first = _first(store, key, ordered)
+    known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
+    _check_range(key, [r.seq for r in ordered], first.seq, known, gt, lte, limit, desc)
+    _check_records(store, key, ordered, 0 if seal is None else seal.erased_through)
+    if store._key is not None and any(r.format != 3 for r in ordered):
+        _vouch_legacy(store, key, last)
+
+
+def _check_range(  # noqa: PLR0917 - the bounds of the read, one to one
+    key: str,
+    seqs: list[int],
+    first: int,
+    known: int,
+    gt: int | None,
+    lte: int | None,
+    limit: int | None,
+    desc: bool,
+) -> None:
+    """Every seq the range must hold came back, in order, and nothing outside it: ``known``
+    is a seq that existed before the read (records after it may be concurrent appends)."""
+    for a, b in itertools.pairwise(seqs):
+        if b != a + 1:
+            raise _refuse(key, a + 1, f"seq {a + 1} is missing")
+    lo = max((gt or 0) + 1, first)
+    top = known if lte is None else min(lte, known)
+    need = max(top - lo + 1, 0)
+    if limit is not None:
+        need = min(need, max(limit, 0))
+    if seqs and (seqs[0] < lo or (lte is not None and seqs[-1] > lte)):
+        odd = seqs[0] if seqs[0] < lo else seqs[-1]
+        raise _refuse(key, odd, f"seq {odd} is out of place")
+    if need and not desc and (not seqs or seqs[0] != lo):
+        raise _refuse(key, lo, f"seq {lo} is missing")
+    if need and desc and (not seqs or seqs[-1] < top):
+        gone = top if not seqs else seqs[-1] + 1
+        raise _refuse(key, gone, f"seq {gone} is missing")
+    if len(seqs) < need:
+        gone = (seqs[-1] + 1) if not desc else (seqs[0] - 1)
+        raise _refuse(key, gone, f"seq {gone} is missing")
+
+
+def _last(
+    store: EventStore, key: str, ordered: list[Record], seal: HeadSeal | None
+) -> Record | None:
+    """The memory's newest record, checked against its seal and on its own. Another writer
+    may append between reading the seal and the newest record: a mismatch counts only if the
+    seal read again has not moved."""
+    for _ in range(_MOVING_HEAD_TRIES):
+        if seal is not None and ordered and ordered[-1].seq == seal.seq:
+            last: Record | None = ordered[-1]  # the range ends at the head: no extra read
+        else:
+            newest = store.read(StreamKey(key), desc=True, limit=1)
+            last = newest[0] if newest else None
+        broken = head_problem(store, key, last, seal)
+        if broken is None:
+            break
+        again = store._head_seal(key)
+        if again == seal:
+            raise _refuse(key, *broken)
+        seal = again
+    else:
+        raise _refuse(
+            key, 0 if seal is None else seal.seq, "its head kept moving while it was checked"
+        )
+    if last is not None:
+        problem = store.check(last)
+        if problem is not None:
+            raise _refuse(key, last.seq, problem)
+    return last
+
+
+def _first(store: EventStore, key: str, ordered: list[Record]) -> Record:
+    """The memory's first record: seq 1 chained to genesis, or a purge's tombstone."""
+    first = ordered[0] if ordered and ordered[0].seq == 1 else None
+    if first is None:
+        oldest = store.read(StreamKey(key), limit=1)
+        if not oldest:
+            raise _refuse(key, 1, "its first record is missing")
+        first = oldest[0]
+    if first.seq != 1 and first.kind != _PURGED:
+        raise _refuse(key, 1, f"records before seq {first.seq} are missing")
+    if first.seq == 1 and first.prev_hash != GENESIS:
+        raise _refuse(key, 1, "its first record does not start the chain")
+    problem = store.check(first)
+    if problem is not None:
+        raise _refuse(key, first.seq, problem)
+    return first
+
+
+def _check_records(store: EventStore, key: str, ordered: list[Record], erased_through: int) -> None:
+    """Each record on its own, its link to the one before, and no content after its erasure."""
+    check = store.check
+    previous: Record | None = None
+    for record in ordered:
+        if previous is not None and record.prev_hash != previous.hash:
+            raise _refuse(key, record.seq, "prev_hash does not match the previous record's hash")
+        problem = check(record)
+        if problem is not None:
+            raise _refuse(key, record.seq, problem)
+        if _restored(record, erased_through):
+            raise _refuse(
+                key,
+                record.seq,
+                f"content is back in a record its erasure (up to seq {erased_through}) emptied: "
+                "put back from a backup?",
+            )
+        previous = record
+
+
+def _vouch_legacy(store: EventStore, key: str, last: Record) -> None:
+    """Unkeyed records in a keyed ledger are bound only through the keyed records after them
+    (or the keyed head seal): walk the memory once to its head, then trust it at that head."""
+    cache: dict[str, str] = store.__dict__.setdefault("_legacy_vouched", {})
+    if cache.get(key) == last.hash:
+        return
+    failure, _ = check_stream(store._pages(key), store.check)
+    if failure is not None:
+        raise _refuse(key, *failure)
+    if len(cache) > 10_000:
+        cache.clear()
+    cache[key] = last.hash
