@@ -13,8 +13,6 @@ import re
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from markupsafe import Markup
-
 __all__ = ["BIDI_CONTROLS", "link_target", "visible"]
 
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -32,9 +30,12 @@ def _code_point(match: re.Match[str]) -> str:
 def visible(value: Any) -> Any:
     """``value`` with every bidi control shown as ``<U+202E>`` (Jinja's ``finalize``: it runs on
     every ``{{ ... }}`` of every template, so no field can be forgotten). Non-text passes."""
-    if isinstance(value, Markup):
-        # Already markup: what is inserted must be escaped text, and it is (no raw "<").
-        escaped = _BIDI.sub(lambda m: str(Markup.escape(_code_point(m))), value)
+    if hasattr(value, "__html__"):
+        # Already markup (only Jinja hands us that, so its markupsafe is there; views.py
+        # imports this module without the extra): what is inserted must be escaped text.
+        from markupsafe import Markup
+
+        escaped = _BIDI.sub(lambda m: str(Markup.escape(_code_point(m))), str(value))
         return Markup(escaped)  # noqa: S704 - markup in, escaped text added
 
     if isinstance(value, str):

@@ -55,11 +55,14 @@ __all__ = [
     "INDEX_PAGE",
     "SHOWN_MAX",
     "WHAT_IF_MAX_EVENTS",
+    "DiffPage",
     "EventDetail",
     "IndexPage",
+    "Listing",
     "MemoryRow",
     "Shown",
     "StepView",
+    "WhatIf",
     "event_detail",
     "memory_rows",
     "step_view",
@@ -335,7 +338,7 @@ def _what_if(
         refused = (
             f"what-if at seq {seq} would replay {seq} events, more than the "
             f"{WHAT_IF_MAX_EVENTS} one page may: narrow the range - pick a seq up to "
-            f"{WHAT_IF_MAX_EVENTS}, or run `chatledger what-if` for this one"
+            f"{WHAT_IF_MAX_EVENTS}, or run `chatledger show ID --as-of {seq} --policy {text}`"
         )
         return WhatIf(text, refused=refused)
     policy = make_policy(spec.kind, spec.limit, spec.model, False, evict_to=spec.evict_to)
