@@ -61,3 +61,20 @@ def test_the_view_refuses_what_it_cannot_show_naming_the_range():
         step_view(store, "nope", None)
     with pytest.raises(LookupError, match=r"has no event 9"):
         event_detail(store, "m", 9)
+
+
+def test_an_event_page_that_cannot_be_shown_is_an_error_page(ledger, serve):
+    import sqlite3
+    import urllib.error
+    import urllib.request
+
+    from eventlog import SQLiteEventStore
+
+    with sqlite3.connect(ledger) as conn:
+        conn.execute("UPDATE events SET payload = replace(payload, '4', '5') WHERE seq = 4")
+    server = serve(SQLiteEventStore(ledger))
+    for path, status in (("/m/conv/e/99", 404), ("/m/conv/e/4", 400)):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(server.url + path)  # noqa: S310 - our own local server
+        assert e.value.code == status
+        assert "Cannot show that" in e.value.read().decode()
