@@ -66,9 +66,13 @@ KNOWN_KINDS: frozenset[str] = frozenset(
 """The event kinds :func:`eventlog.serialization.decode_event` knows (derived from ``Event``,
 so a new kind is accepted as soon as it can be decoded)."""
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+# Inside a JSON string only `\\` and `\"` matter to a bracket count (they hide a quote);
+# with them gone every string is `"[^"]*"`, which no regex can scan twice (see nesting_depth).
+_ESCAPES = (("\\\\", ""), ('\\"', ""))
+_STRING = re.compile(r'"[^"]*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_CHUNK = 1 << 16  # brackets summed per step: a line far too deep is refused after one
 _SHOWN = 200  # characters of a decoding error kept in a refusal: one readable line
 
 
@@ -77,15 +81,31 @@ def nesting_depth(text: str, limit: int) -> int:
     with ``limit`` (any result <= limit is exact; a larger one means "too deep").
 
     Runs in linear time without recursion, so it is safe on text no parser should see.
-    Brackets inside JSON strings do not count.
+    Brackets inside JSON strings do not count; after an unterminated string they do (a
+    parser stops there, so counting them can only overstate the depth it would reach).
     """
     # The cheap bound first: nesting cannot exceed the number of openers, and a real record
     # has few, so this is usually the whole cost.
     openers = text.count("[") + text.count("{")
     if openers <= limit:
         return openers
+    # Every step is one pass of C code. A string regex that handles escapes itself
+    # ('"[^"\\]*(?:\\.[^"\\]*)*"') rescans to the end from every `"` of an unterminated
+    # string: quadratic, hours for one 8 MB line of `\"`. With escapes removed first (pairs
+    # of backslashes, then escaped quotes, both left to right as a parser reads them), a
+    # failed match can only start at the last `"`, so the text is scanned once.
+    for escape, blank in _ESCAPES:
+        text = text.replace(escape, blank)
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+    depth = deepest = 0
+    for start in range(0, len(brackets), _CHUNK):
+        chunk = brackets[start : start + _CHUNK]
+        top = max(accumulate(map(_STEP.__getitem__, chunk), initial=depth))
+        deepest = max(deepest, top)
+        if deepest > limit:
+            break
+        depth += chunk.count("[") + chunk.count("{") - chunk.count("]") - chunk.count("}")
+    return deepest
 
 
 def _one_line(error: BaseException) -> str:

@@ -500,6 +500,14 @@ def _add_inspection_commands(commands: _Commands) -> None:
         "conversation)",
     )
     p.add_argument("--port", type=_positive, default=8765, help="TCP port (default 8765)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this host name (repeatable); any name but the bound "
+        "address and localhost is refused, against DNS rebinding",
+    )
 
     p = commands.add(
         "digest", "Print (or save) the size and Merkle root of the whole log: keep it elsewhere."

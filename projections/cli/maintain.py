@@ -259,7 +259,7 @@ def serve_cmd(args: argparse.Namespace, store: EventStore) -> int:
     sys.stderr.write(
         f"{PROG}: inspector on http://{_url_host(args.host)}:{args.port}/ (read-only)\n"
     )
-    serve(store, host=args.host, port=args.port)
+    serve(store, host=args.host, port=args.port, allowed_hosts=args.allow_host)
     return 0
 
 

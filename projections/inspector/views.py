@@ -1,18 +1,23 @@
 """What the inspector shows, computed from the log: no HTML here, nothing written.
 
-Each page is one of these reads. Stepping costs O(window), whatever the history's length: the
-view at a seq is read from that event's window record and what changed at it from one audit
-step (:func:`projections.audit.walk` over one event). The timeline is a page of events around
-the seq, never the whole history. Verifying a memory reads all of its records, so its result
-is cached per head (same seq and hash: same answer) and stepping does not pay for it again.
+Each page is one of these reads, and each is bounded whatever the URL asks: a page is made
+on a worker thread while other pages are served, so one request must not be able to take
+minutes or megabytes. Stepping costs O(window), whatever the history's length: the view at a
+seq is read from that event's window record and what changed at it from one audit step
+(:func:`projections.audit.walk` over one event). The timeline is a page of events around the
+seq, never the whole history. A diff covers at most :data:`DIFF_PAGE` events per page (with a
+link to the next), a what-if replays at most :data:`WHAT_IF_MAX_EVENTS` events (beyond, the page
+says to narrow the range), and no list shows more than :data:`SHOWN_MAX` messages. The badge is
+computed for the page (:mod:`projections.inspector.badges`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import threading
+from collections.abc import Iterable, Iterator
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from eventlog.ids import StreamKey, memory_id_from_key
@@ -32,22 +37,49 @@ from projections.audit import diff, walk
 from projections.cli.args import PolicySpec, parse_policy
 from projections.cli.model import make_policy, reason_text, summary_at
 from projections.cli.render import describe, record_summary
+from projections.inspector.badges import (
+    FULL_VERIFY_MAX,
+    INDEX_VERIFY_BUDGET,
+    UNCHECKED,
+    Badge,
+    memory_badge,
+    records_badge,
+)
+from projections.inspector.text import link_target
 from projections.meta import WindowMeta
 from projections.replay import read_checked, what_if
 from projections.window import Entry
 
 __all__ = [
+    "DIFF_PAGE",
+    "INDEX_PAGE",
+    "SHOWN_MAX",
+    "WHAT_IF_MAX_EVENTS",
+    "DiffPage",
     "EventDetail",
+    "IndexPage",
+    "Listing",
     "MemoryRow",
     "Shown",
     "StepView",
-    "VerifyCache",
+    "WhatIf",
     "event_detail",
     "memory_rows",
     "step_view",
 ]
 
 TIMELINE_PAGE = 40  # events listed around the current seq
+DIFF_PAGE = 500
+"""Events one diff page walks (about 30 ms); the page links to the next."""
+WHAT_IF_MAX_EVENTS = 2_000
+"""Events a what-if may replay for one page (0.2 s for a message window, 1.2 s for a token
+window on the 2-core CI machine); beyond, the page says to narrow the range."""
+SHOWN_MAX = 200
+"""Messages one list shows (a window, a what-if page, a diff page, an event's messages)."""
+INDEX_PAGE = 200
+"""Memories the list page shows; it links to the next."""
+TEXT_MAX = 100_000
+"""Characters of an event's payload or window record shown on its page."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,7 +91,7 @@ class Shown:
     ref: str = ""
     tokens: int | None = None
     calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments)
-    images: tuple[str, ...] = ()  # links, never loaded by the page
+    images: tuple[tuple[str, str | None], ...] = ()  # (text, http(s) href or None): never loaded
     note: str = ""  # why it left, for departures
 
 
@@ -67,7 +99,7 @@ def show(message: ChatMessage, entry: Entry | None = None, note: str = "") -> Sh
     """A message for a page: role, its whole text, tool calls with arguments, image links."""
     role, text = describe(message)
     calls: tuple[tuple[str, str, str], ...] = ()
-    images: tuple[str, ...] = ()
+    images: tuple[tuple[str, str | None], ...] = ()
     if isinstance(message, AiMessage):
         text = message.text or ""
         calls = tuple(
@@ -78,7 +110,9 @@ def show(message: ChatMessage, entry: Entry | None = None, note: str = "") -> Sh
     elif isinstance(message, UserMessage | ToolExecutionResultMessage):
         parts = [c.text for c in message.contents if isinstance(c, TextContent)]
         images = tuple(
-            c.url or "(inline image data)" for c in message.contents if isinstance(c, ImageContent)
+            (c.url, link_target(c.url)) if c.url else ("(inline image data)", None)
+            for c in message.contents
+            if isinstance(c, ImageContent)
         )
         text = "\n".join(parts)
         if isinstance(message, ToolExecutionResultMessage):
@@ -105,53 +139,41 @@ class MemoryRow:
     label: str
     events: int
     last_activity: datetime
-    verified: bool
-    bad_seq: int | None
+    badge: Badge
 
 
-class VerifyCache:
-    """``store.verify(key)`` per head: stepping through a memory verifies it once."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class IndexPage:
+    """The list page: up to :data:`INDEX_PAGE` memories, and where the next page starts."""
 
-    def __init__(self, store: EventStore) -> None:
-        self.store = store
-        self._lock = threading.Lock()
-        self._results: dict[str, tuple[tuple[int, str], tuple[int, str] | None]] = {}
-
-    def first_bad(self, key: str) -> tuple[int, str] | None:
-        """``(seq, reason)`` of the first record that does not verify, or None."""
-        head = self.store.head(StreamKey(key))
-        stamp = (0, "") if head is None else (head.seq, head.hash)
-        with self._lock:
-            cached = self._results.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        report = self.store.verify(StreamKey(key))
-        failure = report.failures.get(key)
-        with self._lock:
-            self._results[key] = (stamp, failure)
-        return failure
+    rows: tuple[MemoryRow, ...]
+    total: int
+    offset: int
+    next_offset: int | None
 
 
-def memory_rows(store: EventStore, cache: VerifyCache, needle: str = "") -> list[MemoryRow]:
-    """Every memory whose id contains ``needle``, newest activity first, with its badge."""
+def memory_rows(store: EventStore, needle: str = "", offset: int = 0) -> IndexPage:
+    """The memories whose id contains ``needle``, newest activity first, ``INDEX_PAGE`` from
+    ``offset``, each with its badge: verified whole, now, while the page's budget of
+    :data:`INDEX_VERIFY_BUDGET` events lasts (a larger memory is left unchecked here)."""
+    if offset < 0:
+        msg = f"list offset {offset}: use 0 or more"
+        raise ValueError(msg)
+    labelled = ((info, _label(info.stream_id)) for info in store.streams())
+    infos = [pair for pair in labelled if needle.lower() in pair[1].lower()]
+    infos.sort(key=lambda pair: pair[0].last_recorded_at, reverse=True)
+    budget = INDEX_VERIFY_BUDGET
     rows = []
-    for info in store.streams():
-        label = _label(info.stream_id)
-        if needle and needle.lower() not in label.lower():
-            continue
-        bad = cache.first_bad(info.stream_id)
+    for info, label in infos[offset : offset + INDEX_PAGE]:
+        badge = UNCHECKED
+        if info.event_count <= min(budget, FULL_VERIFY_MAX):
+            budget -= info.event_count
+            badge = memory_badge(store, info.stream_id, info.event_count)
         rows.append(
-            MemoryRow(
-                info.stream_id,
-                label,
-                info.event_count,
-                info.last_recorded_at,
-                bad is None,
-                None if bad is None else bad[0],
-            )
+            MemoryRow(info.stream_id, label, info.event_count, info.last_recorded_at, badge)
         )
-    rows.sort(key=lambda r: r.last_activity, reverse=True)
-    return rows
+    more = offset + INDEX_PAGE
+    return IndexPage(tuple(rows), len(infos), offset, more if more < len(infos) else None)
 
 
 def _label(key: str) -> str:
@@ -171,6 +193,49 @@ class TimelineEvent:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Listing:
+    """Up to :data:`SHOWN_MAX` messages of a longer list, and how many were left out."""
+
+    items: tuple[Shown, ...] = ()
+    more: int = 0
+
+    def __iter__(self) -> Iterator[Shown]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def _listing(shown: Iterable[Shown], total: int) -> Listing:
+    items = tuple(islice(shown, SHOWN_MAX))
+    return Listing(items, total - len(items))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WhatIf:
+    """One page of a what-if window: messages ``part * SHOWN_MAX`` on, of ``total``."""
+
+    policy: str
+    messages: Listing = Listing()
+    total: int = 0
+    part: int = 0
+    next_part: int | None = None
+    refused: str = ""  # why it was not computed: the range to narrow
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DiffPage:
+    """The changes between seq ``low`` and ``high`` (at most :data:`DIFF_PAGE` events), and
+    the ``from`` of the next page when the asked range goes on."""
+
+    low: int
+    high: int
+    changes: Listing
+    next_from: int | None
+    next_seq: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StepView:
     """One memory at one seq: everything the memory page shows."""
 
@@ -180,36 +245,36 @@ class StepView:
     head: int
     kind: str
     when: str
-    window: tuple[Shown, ...]
-    entered: tuple[Shown, ...]
-    left: tuple[Shown, ...]
+    window: Listing
+    entered: Listing
+    left: Listing
     tokens: int | None
     limit: int | None
     summary: str | None
     timeline: tuple[TimelineEvent, ...]
-    bad: tuple[int, str] | None
+    badge: Badge
     digest_root: str
     digest_size: int
-    what_if: tuple[Shown, ...] | None = None
-    policy: str = ""
+    what_if: WhatIf | None = None
     diff_from: int | None = None
-    diff: tuple[Shown, ...] = ()
+    diff: DiffPage | None = None
 
 
 def step_view(
     store: EventStore,
-    cache: VerifyCache,
     key: str,
     seq: int | None,
     *,
     policy: str = "",
     diff_from: int | None = None,
+    part: int = 0,
 ) -> StepView:
-    """The memory page at ``seq`` (None: the head).
+    """The memory page at ``seq`` (None: the head); ``part`` is the what-if page.
 
     Raises:
         LookupError: The memory has no events.
-        ValueError: ``seq``, ``diff_from`` or ``policy`` is not valid (the message says why).
+        ValueError: ``seq``, ``diff_from``, ``part`` or ``policy`` is not valid (the message
+            says why).
     """
     stream = StreamKey(key)
     head = store.head(stream)
@@ -220,6 +285,14 @@ def step_view(
     if not 1 <= at <= head.seq:
         msg = f"seq {at} is outside this memory's history (1..{head.seq})"
         raise ValueError(msg)
+    if diff_from is not None and not 0 <= diff_from <= head.seq:
+        msg = f"diff from seq {diff_from}: pick a seq from 0 to {head.seq}"
+        raise ValueError(msg)
+    if part < 0:
+        msg = f"what-if page {part}: use 0 or more"
+        raise ValueError(msg)
+    spec = parse_policy(policy) if policy else None
+    timeline, badge = _timeline(store, stream, at, head.seq)
     (step,) = walk(store, stream, after=at - 1, upto=at)
     meta = WindowMeta.decode(step.record.meta)
     tokens = None
@@ -227,24 +300,8 @@ def step_view(
         counted = [e.tokens for e in step.view if e.tokens is not None]
         tokens = sum(counted) if len(counted) == len(step.view) else None
     summary = summary_at(store, stream, at)
-    bad = cache.first_bad(key)
     digest = store.digest()
-    spec = parse_policy(policy) if policy else None
-    shown_what_if = None if spec is None else _what_if(store, stream, spec, at)
-    changes: tuple[Shown, ...] = ()
-    if diff_from is not None:
-        if not 0 <= diff_from <= head.seq:
-            msg = f"diff from seq {diff_from}: pick a seq from 0 to {head.seq}"
-            raise ValueError(msg)
-        low, high = sorted((diff_from, at))
-        changes = tuple(
-            show(
-                c.message,
-                c.entry,
-                "entered" if c.left_at is None else f"left at {c.left_at}: {reason_text(c.reason)}",
-            )
-            for c in diff(store, stream, low, high).changes
-        )
+    departures = step.departures
     return StepView(
         key=key,
         label=_label(key),
@@ -252,36 +309,89 @@ def step_view(
         head=head.seq,
         kind=step.record.kind,
         when=step.record.recorded_at_text,
-        window=tuple(show(e.message, e) for e in step.view),
-        entered=tuple(show(e.message, e) for e in step.entered),
-        left=tuple(show(d.entry.message, d.entry, reason_text(d.reason)) for d in step.departures),
+        window=_listing((show(e.message, e) for e in step.view), len(step.view)),
+        entered=_listing((show(e.message, e) for e in step.entered), len(step.entered)),
+        left=_listing(
+            (show(d.entry.message, d.entry, reason_text(d.reason)) for d in departures),
+            len(departures),
+        ),
         tokens=tokens,
         limit=None if meta is None else meta.limit,
         summary=None if summary is None else summary[1],
-        timeline=_timeline(store, stream, at, head.seq, bad),
-        bad=bad,
+        timeline=timeline,
+        badge=badge,
         digest_root=digest.root,
         digest_size=digest.size,
-        what_if=shown_what_if,
-        policy=policy,
+        what_if=None if spec is None else _what_if(store, stream, spec, policy, at, part=part),
         diff_from=diff_from,
-        diff=changes,
+        diff=None if diff_from is None else _diff_page(store, stream, diff_from, at),
     )
 
 
-def _what_if(store: EventStore, key: StreamKey, spec: PolicySpec, seq: int) -> tuple[Shown, ...]:
+def _what_if(
+    store: EventStore, key: StreamKey, spec: PolicySpec, text: str, seq: int, *, part: int
+) -> WhatIf:
+    # A what-if replays every event up to seq under the other policy: the one piece of a page
+    # whose work grows with the history, so it is capped rather than paged by events (a
+    # replay cannot start midway without the state it would have had there).
+    if seq > WHAT_IF_MAX_EVENTS:
+        refused = (
+            f"what-if at seq {seq} would replay {seq} events, more than the "
+            f"{WHAT_IF_MAX_EVENTS} one page may: narrow the range - pick a seq up to "
+            f"{WHAT_IF_MAX_EVENTS}, or run `chatledger show ID --as-of {seq} --policy {text}`"
+        )
+        return WhatIf(text, refused=refused)
     policy = make_policy(spec.kind, spec.limit, spec.model, False, evict_to=spec.evict_to)
-    return tuple(show(m) for m in what_if(store, key, policy, seq=seq, valid_for=spec.valid_for))
+    window = what_if(store, key, policy, seq=seq, valid_for=spec.valid_for)
+    first = part * SHOWN_MAX
+    if first and first >= len(window):
+        msg = f"what-if page {part}: the window has {len(window)} messages, pick a lower page"
+        raise ValueError(msg)
+    page = window[first : first + SHOWN_MAX]
+    later = first + SHOWN_MAX < len(window)
+    return WhatIf(
+        text,
+        Listing(tuple(map(show, page))),
+        len(window),
+        part,
+        part + 1 if later else None,
+    )
+
+
+def _diff_page(store: EventStore, key: StreamKey, diff_from: int, seq: int) -> DiffPage:
+    low, high = sorted((diff_from, seq))
+    # Paged by events: the walk costs what the events between the two seqs cost, and a page
+    # takes DIFF_PAGE of them; the next page starts where this one ended.
+    end = min(high, low + DIFF_PAGE)
+    changes = diff(store, key, low, end).changes
+    shown = (
+        show(
+            c.message,
+            c.entry,
+            "entered" if c.left_at is None else f"left at {c.left_at}: {reason_text(c.reason)}",
+        )
+        for c in changes
+    )
+    return DiffPage(low, end, _listing(shown, len(changes)), end if end < high else None, high)
 
 
 def _timeline(
-    store: EventStore, key: StreamKey, seq: int, head: int, bad: tuple[int, str] | None
-) -> tuple[TimelineEvent, ...]:
+    store: EventStore, key: StreamKey, seq: int, head: int
+) -> tuple[tuple[TimelineEvent, ...], Badge]:
+    """The events around ``seq`` and the page's badge: the whole chain for a small memory,
+    else the events listed (and the link of the first to the one before it)."""
     start = max(0, min(seq - TIMELINE_PAGE // 2, head - TIMELINE_PAGE))
     # Plain reads: a broken record must still be listed (in red), not refused.
+    before = store.read(key, gt=start - 1, lte=start) if start else []
     events = store.read(key, gt=start, limit=TIMELINE_PAGE)
-    first_bad = None if bad is None else bad[0]
-    return tuple(
+    if head <= FULL_VERIFY_MAX:
+        badge = memory_badge(store, key, head)
+    else:
+        badge = records_badge(store, [*before, *events], whole=False)
+        if badge.checked and badge.first < (events[0].seq if events else 0):
+            badge = dataclasses.replace(badge, first=events[0].seq)
+    first_bad = None if badge.bad is None else badge.bad[0]
+    timeline = tuple(
         TimelineEvent(
             r.seq,
             r.kind,
@@ -291,6 +401,7 @@ def _timeline(
         )
         for r in events
     )
+    return timeline, badge
 
 
 def _summary(record: Record) -> str:
@@ -311,7 +422,7 @@ class EventDetail:
     when: str
     hash: str
     prev_hash: str
-    messages: tuple[Shown, ...]
+    messages: Listing
     payload: str
     meta: str
 
@@ -334,9 +445,9 @@ def event_detail(store: EventStore, key: str, seq: int) -> EventDetail:
         messages = [event.message]  # type: ignore[union-attr]
     elif record.kind == "messages_set":
         messages = list(event.messages)  # type: ignore[union-attr]
-    shown = tuple(show(m) for m in messages)
+    shown = _listing(map(show, messages), len(messages))
     if isinstance(event, SummaryRecorded):
-        shown = (Shown("summary", event.summary),)
+        shown = Listing((Shown("summary", event.summary),))
     payload = _pretty(record.payload)
     return EventDetail(
         key,
@@ -353,6 +464,11 @@ def event_detail(store: EventStore, key: str, seq: int) -> EventDetail:
 
 
 def _pretty(text: str) -> str:
+    """``text`` indented when it is JSON; past :data:`TEXT_MAX` characters, cut with a note
+    (a set of a hundred thousand messages is megabytes: the page shows its messages)."""
+    if len(text) > TEXT_MAX:
+        left = len(text) - TEXT_MAX
+        return f"{text[:TEXT_MAX]}\n... {left} more characters (export the memory to read them)"
     try:
         value: Any = json.loads(text)
     except ValueError:

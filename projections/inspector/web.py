@@ -5,27 +5,36 @@ and no route calls a store method that writes. Every page is rendered on the ser
 with autoescaping on, so message text - which an attacker may have written - is always text,
 never markup; the Content-Security-Policy forbids inline scripts and every origin but our own,
 and the one script and stylesheet ship in the package (no CDN: it works offline).
+
+Local means local: requests for any Host but the bound address, ``localhost`` and the names
+allowed are refused (:mod:`projections.inspector.hosts`), and every page is made on a worker
+thread of its own (Starlette's thread pool), so a page that takes a second never holds up
+another - the store's own worker would run them one after the other.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from eventlog.aio import off_loop
 from eventlog.errors import EventLogError
 from eventlog.store import EventStore
-from projections.inspector import views
+from projections.inspector import LOCALHOST, views
+from projections.inspector.hosts import HostGuard
+from projections.inspector.text import visible
 
 __all__ = ["CSP", "create_app"]
 
@@ -36,6 +45,8 @@ CSP = (
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 """Only our own script and stylesheet run; images in messages are links, never loaded."""
+
+_WHOLE = re.compile(r"-?[0-9]{1,18}").fullmatch
 
 _HEADERS = [
     (b"content-security-policy", CSP.encode()),
@@ -60,39 +71,50 @@ class _SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def create_app(store: EventStore) -> ASGIApp:
-    """The inspector for ``store``: an ASGI app (serve it with uvicorn)."""
+def create_app(
+    store: EventStore, *, host: str = LOCALHOST, allowed_hosts: Iterable[str] = ()
+) -> ASGIApp:
+    """The inspector for ``store``: an ASGI app (serve it with uvicorn).
+
+    Args:
+        store: The ledger to inspect (nothing is ever written to it).
+        host: The address the server is bound to: requests must name it, or ``localhost``.
+        allowed_hosts: Other names requests may use (``--allow-host``).
+    """
     env = Environment(
         loader=FileSystemLoader(_HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=visible,  # every {{ }} of every template: bidi controls shown, never obeyed
     )
     # Ids go into URLs quoted whole, so an id's "?", "#" or "/" stays part of the path.
     env.filters["q"] = lambda text: quote(str(text), safe="")
-    cache = views.VerifyCache(store)
+    env.globals.update(SHOWN_MAX=views.SHOWN_MAX, DIFF_PAGE=views.DIFF_PAGE)
 
     def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**context), status_code=status)
 
     async def index(request: Request) -> Response:
         needle = request.query_params.get("q", "")
-        rows = await off_loop(store, views.memory_rows, store, cache, needle)
-        return page("index.html", rows=rows, q=needle)
+        try:
+            offset = _int(request.query_params.get("offset"), "list offset") or 0
+            listing = await run_in_threadpool(views.memory_rows, store, needle, offset)
+        except (ValueError, EventLogError) as e:
+            return page("error.html", 400, message=str(e))
+        return page("index.html", page=listing, q=needle)
 
     async def memory(request: Request) -> Response:
         key = request.path_params["key"]
+        params = request.query_params
         started = time.perf_counter()
         try:
-            seq = _int(request.query_params.get("seq"))
-            diff_from = _int(request.query_params.get("from"))
-            view = await off_loop(
-                store,
+            view = await run_in_threadpool(
                 views.step_view,
                 store,
-                cache,
                 key,
-                seq,
-                policy=request.query_params.get("policy", ""),
-                diff_from=diff_from,
+                _int(params.get("seq"), "seq"),
+                policy=params.get("policy", ""),
+                diff_from=_int(params.get("from"), "diff from seq"),
+                part=_int(params.get("part"), "what-if page") or 0,
             )
         except LookupError as e:
             return page("error.html", 404, message=str(e))
@@ -106,8 +128,8 @@ def create_app(store: EventStore) -> ASGIApp:
     async def event(request: Request) -> Response:
         key = request.path_params["key"]
         try:
-            detail = await off_loop(
-                store, views.event_detail, store, key, int(request.path_params["seq"])
+            detail = await run_in_threadpool(
+                views.event_detail, store, key, int(request.path_params["seq"])
             )
         except LookupError as e:
             return page("error.html", 404, message=str(e))
@@ -123,14 +145,14 @@ def create_app(store: EventStore) -> ASGIApp:
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
     )
-    return _SecurityHeaders(app)
+    return _SecurityHeaders(HostGuard(app, bound=host, allowed=allowed_hosts))
 
 
-def _int(text: str | None) -> int | None:
+def _int(text: str | None, what: str) -> int | None:
     if text is None or text == "":
         return None
-    try:
-        return int(text)
-    except ValueError:
-        msg = f"{text!r} is not a seq; use a whole number"
-        raise ValueError(msg) from None
+    # Bounded before int(): its time grows with the square of the digits.
+    if not _WHOLE(text):
+        msg = f"{what} {text[:40]!r} is not a whole number; use one, like 12"
+        raise ValueError(msg)
+    return int(text)

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,12 +74,12 @@ def ledger(tmp_path: Path) -> Path:
 class Server:
     """The inspector on a free port, in a thread of this process."""
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, **options: Any) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         config = uvicorn.Config(
-            create_app(store), host="127.0.0.1", port=self.port, log_level="warning"
+            create_app(store, **options), host="127.0.0.1", port=self.port, log_level="warning"
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -100,11 +101,11 @@ class Server:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[EventStore], Server]]:
+def serve() -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
-    def start(store: EventStore) -> Server:
-        servers.append(Server(store))
+    def start(store: EventStore, **options: Any) -> Server:
+        servers.append(Server(store, **options))
         return servers[-1]
 
     yield start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
@@ -68,3 +69,43 @@ def test_without_the_extra_serve_says_how_to_install_it(ledger):
     assert result.returncode == 1
     assert "pip install 'chatledger[inspector]'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _status_for_host(port: int, host: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.putrequest("GET", "/", skip_host=True)
+        conn.putheader("Host", host)
+        conn.endheaders()
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_serve_answers_only_its_own_and_the_allowed_host_names(ledger):
+    port = _free_port()
+    args = ["serve", "--db", str(ledger), "--port", str(port)]
+    proc = subprocess.Popen(
+        [str(EXE), *args, "--allow-host", "inspector.lan", "--allow-host", "box"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status = _status_for_host(port, f"127.0.0.1:{port}")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        assert status == 200
+        assert _status_for_host(port, f"localhost:{port}") == 200
+        assert _status_for_host(port, f"inspector.lan:{port}") == 200
+        assert _status_for_host(port, "box") == 200
+        # A page that rebinds its own name to 127.0.0.1 gets nothing
+        assert _status_for_host(port, f"evil.example:{port}") == 421
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -1,0 +1,55 @@
+"""What text may do on an inspector page: be read, never steer the page or the reader.
+
+Message text and memory ids come from whoever talked to the model. Autoescaping keeps them
+from being markup; two more things a string can do are handled here. Bidirectional control
+characters reorder what the reader sees (an id ``admin\u202etxt.exe`` displays as another
+one), so they are shown as visible code points. And a URL becomes a link only when it is
+http(s): ``javascript:`` or ``data:`` in an ``href`` runs or loads something on a click.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+__all__ = ["BIDI_CONTROLS", "link_target", "visible"]
+
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""Characters that change the display order of the text around them (Unicode's explicit
+directional formatting characters, plus the implicit marks ALM, LRM and RLM)."""
+
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
+_LINK_SCHEMES = frozenset({"http", "https"})
+
+
+def _code_point(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
+
+
+def visible(value: Any) -> Any:
+    """``value`` with every bidi control shown as ``<U+202E>`` (Jinja's ``finalize``: it runs on
+    every ``{{ ... }}`` of every template, so no field can be forgotten). Non-text passes."""
+    if hasattr(value, "__html__"):
+        # Already markup (only Jinja hands us that, so its markupsafe is there; views.py
+        # imports this module without the extra): what is inserted must be escaped text.
+        from markupsafe import Markup
+
+        escaped = _BIDI.sub(lambda m: str(Markup.escape(_code_point(m))), str(value))
+        return Markup(escaped)  # noqa: S704 - markup in, escaped text added
+
+    if isinstance(value, str):
+        return _BIDI.sub(_code_point, value)
+    return value
+
+
+def link_target(url: str) -> str | None:
+    """The ``href`` for ``url`` when it is an http(s) URL with a host, else None (shown as
+    text). Bidi controls in it are percent-encoded, so the link goes where it says."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in _LINK_SCHEMES or not parts.netloc:
+        return None
+    return _BIDI.sub(lambda m: quote(m.group()), url.strip())
