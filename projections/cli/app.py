@@ -48,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: The arguments after the program name (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 ok, 1 failure, 2 usage error (also for --help: 0).
+        The exit status: 0 ok (also when a reader such as ``head`` closes the pipe early),
+        1 failure (a check failed, or the command could not do its job), 2 usage error
+        (--help: 0), 130 interrupted.
     """
     try:
         args = parse(build_parser(), argv)
@@ -96,9 +98,11 @@ def _run(args: argparse.Namespace, *, create: bool) -> int:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 2
     except BrokenPipeError:
-        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        # The reader (e.g. `| head`) went away: it has what it wanted, so stop quietly with
+        # status 0 (a `set -o pipefail` script must not fail on it). stdout goes to devnull so
+        # the interpreter's final flush of what is still buffered cannot fail again at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return 0
     except (Failure, EventLogError, ValueError, OSError, RuntimeError) as e:
         # RuntimeError: tiktoken's EncodingUnavailableError when a --policy needs an encoding.
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")

@@ -1,6 +1,7 @@
 """A read-only, local web inspector: step through a memory and see what the model saw, and why.
 
-Optional: ``pip install 'chatledger[inspector]'`` (Starlette, Jinja2, uvicorn). Run it with
+Optional: the ``inspector`` extra (Starlette, Jinja2, uvicorn); from your chatledger clone,
+``pip install -e '.[inspector]'``. Run it with
 ``chatledger serve --db chat.db``; :func:`serve` is what the command calls.
 """
 
@@ -24,9 +25,20 @@ def serve(store: EventStore, *, host: str = LOCALHOST, port: int = 8765) -> None
         host: The address to bind; anything but 127.0.0.1 lets other machines read every
             conversation, so the command asks for it explicitly and warns.
         port: The TCP port.
-    """
-    import uvicorn
 
-    from projections.inspector.web import create_app
+    Raises:
+        ModuleNotFoundError: The ``inspector`` extra is not installed (the message names the
+            command that installs it).
+    """
+    try:
+        import uvicorn
+
+        from projections.inspector.web import create_app
+    except ImportError as e:
+        msg = (
+            f"the inspector needs the [inspector] extra ({e}); from your chatledger clone: "
+            "pip install -e '.[inspector]'"
+        )
+        raise ModuleNotFoundError(msg, name=e.name) from e
 
     uvicorn.run(create_app(store), host=host, port=port, log_level="warning")
