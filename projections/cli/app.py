@@ -59,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 2
+    except BrokenPipeError:  # `chatledger --version | head -0`
+        return _reader_gone()
     if args.command == "check-proof":
         # Checked with the two files alone: the point is that no database is needed.
         return _run_without_store(args)
@@ -76,9 +78,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _reader_gone() -> int:
+    """The reader (e.g. ``| head``) went away: it has what it wanted, so stop quietly with
+    status 0 (a ``set -o pipefail`` script must not fail on it)."""
+    # To devnull, so the interpreter's final flush of what is still buffered cannot fail again.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def _run_without_store(args: argparse.Namespace) -> int:
     try:
-        return ledger.check_proof(args)
+        status = ledger.check_proof(args)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except UsageError as e:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 2
@@ -98,11 +112,7 @@ def _run(args: argparse.Namespace, *, create: bool) -> int:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 2
     except BrokenPipeError:
-        # The reader (e.g. `| head`) went away: it has what it wanted, so stop quietly with
-        # status 0 (a `set -o pipefail` script must not fail on it). stdout goes to devnull so
-        # the interpreter's final flush of what is still buffered cannot fail again at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return _reader_gone()
     except (Failure, EventLogError, ValueError, OSError, RuntimeError) as e:
         # RuntimeError: tiktoken's EncodingUnavailableError when a --policy needs an encoding.
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")

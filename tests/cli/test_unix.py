@@ -4,6 +4,7 @@ before any URL, and the exit statuses the README documents."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import sqlite3
@@ -34,6 +35,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
         ["diff", "conv", "1", "11"],
         ["show", "conv"],
         ["ids"],
+        ["--version"],
     ],
     ids=" ".join,
 )
@@ -45,6 +47,38 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly_with_status_0(le
         stderr=subprocess.PIPE,
     )
     # Check the reader is gone before the command writes its first byte (as `| head -0`).
+    assert process.stdout is not None
+    process.stdout.close()
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err.decode()) == (0, "")
+
+
+def test_check_proof_to_a_closed_pipe_is_quiet_too(ok, ledger, tmp_path):
+    digest, proof = tmp_path / "d.json", tmp_path / "p.json"
+    ok("--db", ledger, "digest", "-o", digest)
+    ok("--db", ledger, "prove", "conv", "5", "-o", proof, "--digest", digest)
+    for output in ([], ["--json"]):
+        process = subprocess.Popen(
+            [str(EXE), "check-proof", str(proof), "--digest", str(digest), *output],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        process.stdout.close()
+        _, err = process.communicate(timeout=60)
+        assert (process.returncode, err.decode()) == (0, "")
+
+
+def test_a_closed_pipe_is_quiet_when_styles_are_forced_too(ledger):
+    # FORCE_COLOR makes rich treat the pipe as a terminal: its own handler would exit 1.
+    process = subprocess.Popen(
+        [str(EXE), "history", "conv", "--db", str(ledger)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FORCE_COLOR": "1"},
+    )
     assert process.stdout is not None
     process.stdout.close()
     _, err = process.communicate(timeout=60)
