@@ -1,9 +1,11 @@
 """Adapters that put the ledger behind other frameworks' memory interfaces (optional extras).
 
 * :mod:`projections.adapters.openai_agents` - the OpenAI Agents SDK's ``Session``
-  (``pip install 'chatledger[openai-agents]'``);
+  (``pip install -e '.[openai-agents]'`` from your chatledger clone);
 * :mod:`projections.adapters.langchain` - LangChain's ``BaseChatMessageHistory``
-  (``pip install 'chatledger[langchain]'``).
+  (``pip install -e '.[langchain]'`` from your chatledger clone).
 
-Nothing is imported here: each adapter imports its framework, which the core install lacks.
+Nothing is imported here: each adapter imports its framework, which the core install lacks;
+without it, importing the adapter raises :class:`ModuleNotFoundError` naming the extra and the
+command that installs it.
 """

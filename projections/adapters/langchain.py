@@ -12,7 +12,7 @@ System messages are stored as custom messages: in the full history every one is 
 LangChain4j's rules would let a new system message replace the previous one. When a window is
 asked for, they count as system messages again, with LangChain4j's rules.
 
-Requires ``pip install 'chatledger[langchain]'``.
+Requires the ``langchain`` extra; from your chatledger clone: ``pip install -e '.[langchain]'``.
 """
 
 from __future__ import annotations
@@ -21,16 +21,23 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    message_to_dict,
-    messages_from_dict,
-)
+try:
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        message_to_dict,
+        messages_from_dict,
+    )
+except ImportError as e:
+    msg = (
+        f"projections.adapters.langchain needs the [langchain] extra ({e}); from your "
+        "chatledger clone: pip install -e '.[langchain]'"
+    )
+    raise ModuleNotFoundError(msg, name=e.name) from e
 
 from eventlog import messages as cl
 from eventlog.store import EventStore

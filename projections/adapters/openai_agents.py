@@ -16,7 +16,8 @@ model sees is chosen by :func:`window_callback`, a ``session_input_callback`` fo
 LangChain4j's window rules plus a provider-valid view, computed over the items, so the model
 sees a valid window while the log keeps everything.
 
-Requires the ``openai-agents`` extra: ``pip install 'chatledger[openai-agents]'``.
+Requires the ``openai-agents`` extra; from your chatledger clone:
+``pip install -e '.[openai-agents]'``.
 """
 
 from __future__ import annotations
@@ -26,13 +27,20 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from agents import TResponseInputItem
-from agents.memory import SessionABC
-from agents.memory.session_settings import (
-    SessionSettings,
-    coerce_session_settings,
-    resolve_session_limit,
-)
+try:
+    from agents import TResponseInputItem
+    from agents.memory import SessionABC
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+except ImportError as e:
+    msg = (
+        f"projections.adapters.openai_agents needs the [openai-agents] extra ({e}); from your "
+        "chatledger clone: pip install -e '.[openai-agents]'"
+    )
+    raise ModuleNotFoundError(msg, name=e.name) from e
 
 from eventlog.messages import (
     AiMessage,

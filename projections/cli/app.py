@@ -49,7 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: The arguments after the program name (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 ok, 1 failure, 2 usage error (also for --help: 0).
+        The exit status: 0 ok (also when a reader such as ``head`` closes the pipe early),
+        1 failure (a check failed, or the command could not do its job), 2 usage error
+        (--help: 0), 130 interrupted.
     """
     try:
         args = parse(build_parser(), argv)
@@ -58,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 2
+    except BrokenPipeError:  # `chatledger --version | head -0`
+        return _reader_gone()
     if args.command == "check-proof":
         # Checked with the two files alone: the point is that no database is needed.
         return _run_without_store(args)
@@ -75,9 +79,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _reader_gone() -> int:
+    """The reader (e.g. ``| head``) went away: it has what it wanted, so stop quietly with
+    status 0 (a ``set -o pipefail`` script must not fail on it)."""
+    # To devnull, so the interpreter's final flush of what is still buffered cannot fail again.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def _run_without_store(args: argparse.Namespace) -> int:
     try:
-        return ledger.check_proof(args)
+        status = ledger.check_proof(args)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except UsageError as e:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 2
@@ -97,9 +113,7 @@ def _run(args: argparse.Namespace, *, create: bool) -> int:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 2
     except BrokenPipeError:
-        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return _reader_gone()
     except (Failure, EventLogError, ValueError, OSError, RuntimeError) as e:
         # RuntimeError: tiktoken's EncodingUnavailableError when a --policy needs an encoding.
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -247,10 +248,12 @@ def serve_cmd(args: argparse.Namespace, store: EventStore) -> int:
         from projections.inspector.web import create_app  # noqa: F401 - fails without the extra
     except ImportError as e:
         msg = (
-            f"serve needs the inspector's web stack ({e.name} is not installed): "
-            "pip install 'chatledger[inspector]'"
+            f"serve needs the [inspector] extra ({e.name} is not installed); from your "
+            "chatledger clone: pip install -e '.[inspector]'"
         )
         raise Failure(msg) from None
+    # Checked before the URL is printed: a busy port must not look like a running inspector.
+    _check_port(args.host, args.port)
     if args.host != LOCALHOST:
         sys.stderr.write(
             f"{PROG}: warning: binding {args.host}: anyone who can reach it reads every "
@@ -261,6 +264,35 @@ def serve_cmd(args: argparse.Namespace, store: EventStore) -> int:
     )
     serve(store, host=args.host, port=args.port, allowed_hosts=args.allow_host)
     return 0
+
+
+def _check_port(host: str, port: int) -> None:
+    """Raise :class:`Failure` naming the port and ``--port`` when ``host:port`` cannot be bound.
+
+    The probe binds as uvicorn does (``SO_REUSEADDR``), so a port left in TIME_WAIT by a
+    previous run counts as free, and one another server listens on as busy.
+    """
+    if port > 65535:  # getaddrinfo would silently take it modulo 65536
+        msg = f"--port {port}: a TCP port is at most 65535"
+        raise UsageError(msg)
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as e:
+        msg = f"serve cannot resolve --host {host} ({e.strerror or e}); pass an address"
+        raise Failure(msg) from None
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        msg = (
+            f"serve cannot listen on {_url_host(host)}:{port} ({reason}); pick a free port "
+            f"with --port N, or stop what holds port {port}"
+        )
+        raise Failure(msg) from None
 
 
 def _url_host(host: str) -> str:

@@ -65,20 +65,17 @@ _ROLE_STYLES = {
     "tool": "yellow",
     "custom": "blue",
 }
-# Width for output that is not a terminal: rich would wrap at 80 columns (or $COLUMNS), which
-# splits lines that scripts grep. Tables only take the width their cells need.
-_PIPE_WIDTH = 100_000
 
 
 def console(*, stderr: bool = False) -> Console:
-    """A console on stdout (or stderr): styled on a terminal, never wrapped when piped."""
-    from rich.console import Console
+    """A console on stdout (or stderr): styled on a terminal; piped, plain lines never padded
+    or wrapped (:mod:`projections.cli.consoles`)."""
+    from projections.cli.consoles import PipedConsole, TerminalConsole
 
     # markup=False: message texts and memory ids may contain [brackets]; styles go via Text.
-    out = Console(stderr=stderr, highlight=False, markup=False)
+    out = TerminalConsole(stderr=stderr, highlight=False, markup=False)
     if not out.is_terminal:
-        out.soft_wrap = True
-        out.width = _PIPE_WIDTH
+        return PipedConsole(stderr=stderr, highlight=False, markup=False)
     return out
 
 

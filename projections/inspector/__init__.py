@@ -1,6 +1,7 @@
 """A read-only, local web inspector: step through a memory and see what the model saw, and why.
 
-Optional: ``pip install 'chatledger[inspector]'`` (Starlette, Jinja2, uvicorn). Run it with
+Optional: the ``inspector`` extra (Starlette, Jinja2, uvicorn); from your chatledger clone,
+``pip install -e '.[inspector]'``. Run it with
 ``chatledger serve --db chat.db``; :func:`serve` is what the command calls.
 """
 
@@ -34,10 +35,21 @@ def serve(
         allowed_hosts: Host names requests may use besides ``host`` and ``localhost`` (the
             command's ``--allow-host``); any other Host is refused, so a page that rebinds
             its own name to this machine reads nothing.
-    """
-    import uvicorn
 
-    from projections.inspector.web import create_app
+    Raises:
+        ModuleNotFoundError: The ``inspector`` extra is not installed (the message names the
+            command that installs it).
+    """
+    try:
+        import uvicorn
+
+        from projections.inspector.web import create_app
+    except ImportError as e:
+        msg = (
+            f"the inspector needs the [inspector] extra ({e}); from your chatledger clone: "
+            "pip install -e '.[inspector]'"
+        )
+        raise ModuleNotFoundError(msg, name=e.name) from e
 
     app = create_app(store, host=host, allowed_hosts=allowed_hosts)
     uvicorn.run(app, host=host, port=port, log_level="warning")

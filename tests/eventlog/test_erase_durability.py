@@ -35,6 +35,7 @@ from eventlog.serialization import decode_event
 from eventlog.store import EventStore
 from tests.conftest import IN_CI, PG_DSN, require_pg
 from tests.eventlog.contract.records import batch
+from tests.processes import unmeasured_env
 
 # ------------------------------------------------------------------ SQLite: kill -9
 
@@ -135,6 +136,7 @@ def _kill_during_erase(path: pathlib.Path, after: str, delay: float) -> str:
     Returns the last line the child printed before it died."""
     child = subprocess.Popen(
         [sys.executable, "-c", _ERASER, str(path), BIG, str(LOOP)],
+        env=unmeasured_env(),  # killed: its coverage file would be half written
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -231,6 +233,7 @@ def test_rerun_after_a_kill_between_commit_and_checkpoint_erases_the_bytes(tmp_p
                 "S(sys.argv[1]).erase(('victim', 's1'), reason='r')",
                 str(path),
             ],
+            env=unmeasured_env(),  # killed: its coverage file would be half written
             stderr=subprocess.PIPE,
         )
         try:

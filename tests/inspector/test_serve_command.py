@@ -67,7 +67,7 @@ def test_without_the_extra_serve_says_how_to_install_it(ledger):
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=os.environ
     )
     assert result.returncode == 1
-    assert "pip install 'chatledger[inspector]'" in result.stderr
+    assert "from your chatledger clone: pip install -e '.[inspector]'" in result.stderr
     assert "Traceback" not in result.stderr
 
 

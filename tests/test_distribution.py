@@ -1,0 +1,109 @@
+"""The package as published: SPDX license with its file, metadata, extras as tested ranges, and
+an sdist that carries what it needs to test itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def test_the_license_is_an_spdx_expression_with_the_full_apache_text():
+    assert PROJECT["license"] == "Apache-2.0"
+    assert PROJECT["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    # PEP 639: with an SPDX expression, license classifiers are an error.
+    assert not [c for c in PROJECT["classifiers"] if c.startswith("License ::")]
+
+
+def test_the_metadata_names_authors_classifiers_and_keywords():
+    assert PROJECT["authors"] == [{"name": "chatledger developers"}]
+    assert "Programming Language :: Python :: 3 :: Only" in PROJECT["classifiers"]
+    assert "Typing :: Typed" in PROJECT["classifiers"]
+    assert {"event-sourcing", "langchain4j"} <= set(PROJECT["keywords"])
+
+
+def test_each_distribution_is_listed_once_and_test_takes_the_other_extras_by_name():
+    extras = PROJECT["optional-dependencies"]
+    names = [
+        canonicalize_name(Requirement(r).name)
+        for extra in extras.values()
+        for r in extra
+        if Requirement(r).name != "chatledger"
+    ]
+    names += [canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    (itself,) = [Requirement(r) for r in extras["test"] if Requirement(r).name == "chatledger"]
+    assert itself.extras == {"postgres", "inspector", "openai-agents", "langchain"}
+
+
+def _pinned_version(script: str) -> str:
+    spec = importlib.util.spec_from_file_location("pin", ROOT / "scripts" / script)
+    assert spec is not None
+    assert spec.loader is not None
+    sys.path.insert(0, str(ROOT / "scripts"))  # the script imports peer_suite beside it
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return str(module.VERSION)
+
+
+@pytest.mark.parametrize(
+    ("extra", "script"),
+    [("openai-agents", "agents_sdk_tests.py"), ("langchain", "langchain_core_tests.py")],
+)
+def test_framework_extras_are_ranges_that_hold_the_certified_version(extra, script):
+    (requirement,) = [Requirement(r) for r in PROJECT["optional-dependencies"][extra]]
+    operators = {s.operator for s in requirement.specifier}
+    assert "==" not in operators
+    assert operators & {">=", ">"}
+    assert operators & {"<", "<="}
+    assert requirement.specifier.contains(_pinned_version(script))
+
+
+def test_the_sdist_builds_with_its_tests_scripts_and_license(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    (sdist,) = tmp_path.glob("chatledger-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+        top = archive.getnames()[0].split("/")[0]
+        member = archive.extractfile(f"{top}/PKG-INFO")
+        assert member is not None
+        info = member.read().decode()
+    wanted = {
+        "LICENSE",
+        "README.md",
+        "pyproject.toml",
+        "MANIFEST.in",
+        "tests/conftest.py",
+        "tests/cli/test_unix.py",
+        "scripts/test",
+        "scripts/check",
+        "scripts/demo.py",
+        ".ci/run",
+        "projections/encodings/cl100k_base.tiktoken",
+    }
+    assert wanted <= names
+    assert [n for n in names if "__pycache__" in n or n.endswith(".pyc")] == []
+    assert "License-Expression: Apache-2.0" in info
+    assert "License-File: LICENSE" in info
