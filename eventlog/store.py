@@ -993,7 +993,9 @@ class EventStore(ABC):
             return self._first_key(tx, key, where, write=write)
         check = parse(stored)
         self._keyed_db = True
-        self._seals_required = True
+        # A version 2 check is written together with the seals: from then on they cannot be
+        # missing, even if a forger deletes the setting that says so.
+        self._seals_required = sealed or (check is not None and check.version == 2)
         if check is not None:
             self._keyed_since = check.keyed_since
         if key is None:

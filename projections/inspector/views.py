@@ -20,6 +20,7 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
+from eventlog.errors import ChainIntegrityError
 from eventlog.ids import StreamKey, memory_id_from_key
 from eventlog.messages import (
     AiMessage,
@@ -390,18 +391,31 @@ def _timeline(
         badge = records_badge(store, [*before, *events], whole=False)
         if badge.checked and badge.first < (events[0].seq if events else 0):
             badge = dataclasses.replace(badge, first=events[0].seq)
+    if badge.bad is None and head > FULL_VERIFY_MAX:
+        # The listed events verified among themselves; the read path's checks add the sealed
+        # head and the first record (a truncated tail, a deleted start) at the cost of a few
+        # lookups, whatever the length.
+        try:
+            store.read_verified(key, gt=start, limit=TIMELINE_PAGE)
+        except ChainIntegrityError as e:
+            badge = dataclasses.replace(badge, bad=(e.seq, e.reason))
     first_bad = None if badge.bad is None else badge.bad[0]
     timeline = tuple(
         TimelineEvent(
             r.seq,
             r.kind,
-            _summary(r),
+            # Listed, so the break shows where it is, but never with content the chain does
+            # not vouch for.
+            _summary(r) if first_bad is None or r.seq < first_bad else _UNVOUCHED,
             r.recorded_at_text[:19].replace("T", " "),
             first_bad is not None and r.seq >= first_bad,
         )
         for r in events
     )
     return timeline, badge
+
+
+_UNVOUCHED = "(not shown: at or after the break, the chain does not vouch for it)"
 
 
 def _summary(record: Record) -> str:

@@ -484,3 +484,56 @@ def test_a_live_memory_that_finds_a_break_stops_appending_though_its_head_is_int
     with pytest.raises(ChainIntegrityError, match="stopped appending"):
         memory.add(UserMessage("e"))
     assert [r["seq"] for r in db.rows("conv")] == [2, 3, 4]
+
+
+def _as_before_seals(path: Any, key: bytes | None) -> None:
+    """Turn a SQLite ledger into what chatledger wrote before head seals: no heads table, no
+    trigger, no m003 migration, and a version 1 key check (``<keyed_since>:<mac>``)."""
+    from eventlog.keycheck import v1_value
+
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "DROP TRIGGER events_seal_head; DROP TABLE heads; "
+            "ALTER TABLE events DROP COLUMN head_mac; "
+            "DELETE FROM _sqlite_migrations WHERE name = 'm003_head_seals'; "
+            "DELETE FROM settings WHERE name = 'heads';"
+        )
+        if key is not None:
+            conn.execute(
+                "UPDATE settings SET value = ? WHERE name = ?", (v1_value(key, 0), KEY_CHECK)
+            )
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_a_ledger_from_before_seals_is_read_as_it_is_and_sealed_by_a_writable_open(tmp_path, keyed):
+    from eventlog import SQLiteEventStore
+    from eventlog.keycheck import parse
+
+    path = tmp_path / "old.db"
+    key = KEY if keyed else None
+    with SQLiteEventStore(path, key=key) as store:
+        _say(store, "conv", "a", "b")
+    _as_before_seals(path, key)
+    # A read-only open changes nothing and serves what verifies.
+    with SQLiteEventStore(path, key=key, read_only=True) as reader:
+        assert _served(reader, "conv") == ["a", "b"]
+        assert reader.verify().ok
+    with sqlite3.connect(path) as conn:
+        assert (
+            conn.execute("SELECT name FROM sqlite_master WHERE name = 'heads'").fetchone() is None
+        )
+    # The first writable open migrates, seals every head and (keyed) upgrades the key check.
+    with SQLiteEventStore(path, key=key) as store:
+        assert store.verify().ok
+        _say(store, "conv", "c")
+    with sqlite3.connect(path) as conn:
+        seals = conn.execute("SELECT stream_id, seq, mac FROM heads").fetchall()
+        check = conn.execute("SELECT value FROM settings WHERE name = ?", (KEY_CHECK,)).fetchone()
+    assert [(s, q) for s, q, _ in seals] == [("conv", 3)] and all(m for _, _, m in seals)
+    if keyed:
+        assert parse(check[0]).version == 2
+    # From then on a truncation is refused on the read path.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM events WHERE stream_id = 'conv' AND seq = 3")
+    with SQLiteEventStore(path, key=key) as store, pytest.raises(ChainIntegrityError):
+        _served(store, "conv")
