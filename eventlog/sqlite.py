@@ -32,7 +32,7 @@ from eventlog.models import (
 from eventlog.store import RECEIPT_KINDS, EventStore
 from eventlog.vouch import NO_SEALS
 
-__all__ = ["MIGRATIONS", "SQLiteEventStore"]
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteEventStore", "is_ledger_file"]
 
 MIGRATIONS = sqlite_utils.Migrations("eventlog")
 
@@ -128,6 +128,56 @@ def m003_head_seals(db: sqlite_utils.Database) -> None:
         END;
         """
     )
+
+
+# "CHLG": the SQLite header's application_id (offset 68), set when chatledger creates or
+# migrates a ledger, so a file is recognised as ours by its header - never by a table name -
+# without SQLite opening it (opening a WAL file read-only creates -wal/-shm files beside it).
+APPLICATION_ID = 0x43484C47
+_HEADER = b"SQLite format 3\x00"
+
+
+@MIGRATIONS()
+def m004_marker(db: sqlite_utils.Database) -> None:
+    """Mark the file as a chatledger ledger in its header (see APPLICATION_ID)."""
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+def is_ledger_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a SQLite file chatledger created or migrated, read from its header
+    alone (100 bytes; the file is not opened as a database, so nothing beside it is created)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError:
+        return False
+    if len(header) < 100 or not header.startswith(_HEADER):
+        return False
+    # Until a checkpoint copies it into the file, the newest first page (with the header) of a
+    # database in WAL mode is in the WAL: a ledger created moments ago by a running writer.
+    page = _newest_first_page(f"{os.fspath(path)}-wal") or header
+    return int.from_bytes(page[68:72], "big") == APPLICATION_ID
+
+
+def _newest_first_page(wal_path: str) -> bytes | None:
+    """The newest copy of page 1 in a WAL file (format: sqlite.org/fileformat2.html#walformat),
+    or None: frames of the current WAL generation only (their salts match the header's)."""
+    try:
+        with open(wal_path, "rb") as f:
+            head = f.read(32)
+            if len(head) < 32 or int.from_bytes(head[:4], "big") not in (0x377F0682, 0x377F0683):
+                return None
+            size = int.from_bytes(head[8:12], "big")
+            salts = head[16:24]
+            newest = None
+            while True:
+                frame = f.read(24 + size)
+                if len(frame) < 24 + size:
+                    return newest
+                if frame[8:16] == salts and int.from_bytes(frame[:4], "big") == 1:
+                    newest = frame[24:124]
+    except OSError:
+        return None
 
 
 _COLUMNS = (
@@ -315,6 +365,15 @@ class SQLiteEventStore(EventStore):
         if isinstance(path, sqlite_utils.Database):
             self._db = path
         else:
+            if read_only and not is_ledger_file(path):
+                # Refused before SQLite opens it: a read never changes a file that is not ours.
+                operation = "open"
+                detail = (
+                    f"{self._where} is not a chatledger ledger (no chatledger marker in its "
+                    "SQLite header); pass the path of a ledger, or - for one written by a "
+                    "chatledger before the marker - open it once without read_only"
+                )
+                raise PersistenceError(operation, detail)
             try:
                 # check_same_thread=False: one connection serves every thread, serialized by
                 # self._lock. timeout=0: SQLite's own busy handler sleeps 1, 2, 5, 10 ms ...

@@ -138,6 +138,18 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
             "or create one with `chatledger import FILE`"
         )
         raise Failure(msg)
+    if not fresh and _read_only(args):
+        from eventlog.sqlite import is_ledger_file
+
+        if not is_ledger_file(path):
+            # Told by the file's header alone: SQLite never opens it, so nothing in or beside
+            # another application's file changes.
+            msg = (
+                f"{path} is not a chatledger database (no chatledger marker in its SQLite "
+                "header); pass --db of a ledger (one written by an older chatledger is marked "
+                "the next time the application opens it)"
+            )
+            raise Failure(msg)
     try:
         # Looked up on the package, which loads sqlite-utils only now: `--help` and usage
         # errors never pay for it.

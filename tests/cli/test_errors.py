@@ -22,7 +22,7 @@ CASES = [
     ),
     ("default-db", ("ids",), 1, "no such file: chatledger.db; pass --db PATH"),
     ("empty-db", ("ids", "--db", "{tmp}/zero.db"), 1, "zero.db is empty"),
-    ("text-db", ("ids", "--db", "{tmp}/notes.txt"), 1, "cannot open"),
+    ("text-db", ("ids", "--db", "{tmp}/notes.txt"), 1, "is not a chatledger database"),
     ("foreign-db", ("ids", "--db", "{tmp}/foreign.db"), 1, "is not a chatledger database"),
     ("dir-db", ("ids", "--db", "{tmp}"), 1, "is a directory"),
     ("db-and-dsn", ("ids", "--db", "{ledger}", "--dsn", "host=x"), 2, "pass one of them"),
@@ -132,20 +132,44 @@ def test_library_messages_get_cli_remedies(error, text):
     assert message(error).endswith(text)
 
 
-@pytest.mark.parametrize("command", [("ids",), ("verify",), ("history", "x"), ("digest",)])
-def test_read_commands_on_another_apps_database_change_nothing(cli, tmp_path, command):
+READ_COMMANDS = [
+    ("ids",),
+    ("verify",),
+    ("history", "x"),
+    ("show", "x"),
+    ("diff", "x", "1", "2"),
+    ("explain", "x", "1"),
+    ("replay", "x"),
+    ("digest",),
+    ("prove", "x", "1", "-o", "-"),
+    ("export", "-o", "-"),
+    ("serve", "--port", "8799"),
+]
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+@pytest.mark.parametrize("tables", ["orders", "events"], ids=["orders", "a table named events"])
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_read_commands_on_another_apps_database_change_nothing(
+    cli, tmp_path, command, tables, journal
+):
     path = tmp_path / "other_app.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)")
-        conn.execute("INSERT INTO orders (item) VALUES ('tea')")
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA journal_mode = {journal}")
+    conn.execute(f"CREATE TABLE {tables} (id INTEGER PRIMARY KEY, item TEXT)")
+    conn.execute(f"INSERT INTO {tables} (item) VALUES ('tea')")
+    conn.commit()
     conn.close()
     before = path.read_bytes()
-    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    listing = sorted(p.name for p in tmp_path.iterdir())
 
     result = cli(*command, "--db", path)
 
-    # Check the refusal, and that the file is byte for byte what it was, with no WAL beside it.
+    # Check the refusal, and that the file is byte for byte what it was, its journal mode as
+    # it was, and nothing new beside it (no -wal or -shm).
     assert result.returncode == 1
     assert "is not a chatledger database" in result.stderr
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["other_app.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone()[0] == journal

@@ -121,3 +121,13 @@ def test_verify_with_the_key_fails_a_downgraded_keyed_ledger(cli, tmp_path):
     assert shown.returncode == 1
     assert "pay 10000 EUR" not in shown.stdout
     assert "not served" in shown.stderr
+
+
+def test_a_ledger_is_recognised_by_its_marker_while_its_writer_still_runs(cli, tmp_path):
+    path = tmp_path / "live.db"
+    with SQLiteEventStore(path) as store:
+        MessageWindowChatMemory(id="conv", max_messages=4, store=store).add(UserMessage("hi"))
+        # The header with the marker may still be only in the WAL: it is read from there.
+        listed = cli("ids", "--db", path)
+        assert listed.returncode == 0, listed.stderr
+        assert "conv" in listed.stdout

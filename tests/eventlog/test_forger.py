@@ -8,6 +8,7 @@ memory, the seq and the remedy.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from eventlog import ChainIntegrityError, ChainKeyError, UserMessage
-from eventlog.errors import ReadOnlyError
+from eventlog.errors import PersistenceError, ReadOnlyError
 from eventlog.hashing import chain_hash_v2, commit, head_mac
 from eventlog.keycheck import KEY_CHECK
 from projections import MessageWindowChatMemory
@@ -491,21 +492,22 @@ def _as_before_seals(path: Any, key: bytes | None) -> None:
     trigger, no m003 migration, and a version 1 key check (``<keyed_since>:<mac>``)."""
     from eventlog.keycheck import v1_value
 
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.executescript(
             "DROP TRIGGER events_seal_head; DROP TABLE heads; "
             "ALTER TABLE events DROP COLUMN head_mac; "
-            "DELETE FROM _sqlite_migrations WHERE name = 'm003_head_seals'; "
-            "DELETE FROM settings WHERE name = 'heads';"
+            "DELETE FROM _sqlite_migrations WHERE name IN ('m003_head_seals', 'm004_marker'); "
+            "DELETE FROM settings WHERE name = 'heads'; PRAGMA application_id = 0;"
         )
         if key is not None:
             conn.execute(
                 "UPDATE settings SET value = ? WHERE name = ?", (v1_value(key, 0), KEY_CHECK)
             )
+        conn.commit()
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
-def test_a_ledger_from_before_seals_is_read_as_it_is_and_sealed_by_a_writable_open(tmp_path, keyed):
+def test_a_ledger_from_before_seals_is_marked_and_sealed_by_a_writable_open(tmp_path, keyed):
     from eventlog import SQLiteEventStore
     from eventlog.keycheck import parse
 
@@ -514,14 +516,11 @@ def test_a_ledger_from_before_seals_is_read_as_it_is_and_sealed_by_a_writable_op
     with SQLiteEventStore(path, key=key) as store:
         _say(store, "conv", "a", "b")
     _as_before_seals(path, key)
-    # A read-only open changes nothing and serves what verifies.
-    with SQLiteEventStore(path, key=key, read_only=True) as reader:
-        assert _served(reader, "conv") == ["a", "b"]
-        assert reader.verify().ok
-    with sqlite3.connect(path) as conn:
-        assert (
-            conn.execute("SELECT name FROM sqlite_master WHERE name = 'heads'").fetchone() is None
-        )
+    before = path.read_bytes()
+    # Without chatledger's marker in its header, a read-only open refuses it untouched.
+    with pytest.raises(PersistenceError, match="not a chatledger ledger"):
+        SQLiteEventStore(path, key=key, read_only=True)
+    assert path.read_bytes() == before
     # The first writable open migrates, seals every head and (keyed) upgrades the key check.
     with SQLiteEventStore(path, key=key) as store:
         assert store.verify().ok
@@ -532,6 +531,8 @@ def test_a_ledger_from_before_seals_is_read_as_it_is_and_sealed_by_a_writable_op
     assert [(s, q) for s, q, _ in seals] == [("conv", 3)] and all(m for _, _, m in seals)
     if keyed:
         assert parse(check[0]).version == 2
+    with SQLiteEventStore(path, key=key, read_only=True) as reader:
+        assert _served(reader, "conv") == ["a", "b", "c"]
     # From then on a truncation is refused on the read path.
     with sqlite3.connect(path) as conn:
         conn.execute("DELETE FROM events WHERE stream_id = 'conv' AND seq = 3")
