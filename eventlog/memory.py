@@ -97,6 +97,15 @@ class InMemoryEventStore(EventStore):
         with self._lock:
             return self._seals.get(key)
 
+    def _ends(self, key: str) -> tuple[HeadSeal | None, Record | None, Record | None]:
+        with self._lock:  # one snapshot, as the SQL stores' one statement
+            self._open("read")
+            stream = self._streams.get(key) or []
+            ends = [stream[0], stream[-1]] if stream else []
+            seal = self._seals.get(key)
+        opened = self._opened(ends)
+        return seal, opened[0] if opened else None, opened[-1] if opened else None
+
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = memory_key(memory_id)
         with self._lock:

@@ -955,6 +955,22 @@ class PostgresEventStore(EventStore):
         self._remember(key, head or _EMPTY)
         return head
 
+    def _ends(self, key: str) -> tuple[HeadSeal | None, Record | None, Record | None]:
+        def run(conn: Conn) -> tuple[HeadSeal | None, Record | None, Record | None]:
+            seal = first = last = None
+            for tag, *row in conn.execute(self._q["ends"], (key, key, key)):
+                if tag == "s":
+                    seal = HeadSeal(int(row[0]), row[1], row[3], int(row[2]))
+                elif tag == "f":
+                    first = Record(*row)
+                else:
+                    last = Record(*row)
+            return seal, first, last
+
+        seal, first, last = self._read("read", run)
+        opened = self._opened([r for r in (first, last) if r is not None])
+        return seal, opened[0] if first else None, opened[-1] if last else None
+
     def _head_seal(self, key: str) -> HeadSeal | None:
         def run(conn: Conn) -> HeadSeal | None:
             row = conn.execute(self._q["head_seal"], (key,)).fetchone()

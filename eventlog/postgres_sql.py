@@ -266,6 +266,19 @@ _Q_SEALS = "SELECT stream_id, seq, hash, erased_through FROM {schema}.heads"
 _Q_PENDING_SEALS = _Q_SEALS + " WHERE mac = ''"
 _Q_PUT_SEAL = "UPDATE {schema}.heads SET mac = %s WHERE stream_id = %s"
 _Q_HEAD_SEAL = "SELECT seq, hash, mac, erased_through FROM {schema}.heads WHERE stream_id = %s"
+# The read path's ends of a memory (first record, newest record, seal) in one statement, so one
+# snapshot: tagged rows; the seal's columns placed where their types match a record's.
+_Q_ENDS = (
+    "(SELECT 'f'::text, position, stream_id, seq, recorded_at, kind, schema_version, payload, "
+    "meta, prev_hash, hash, salt, commitment, format FROM {schema}.events WHERE stream_id = %s "
+    "ORDER BY seq LIMIT 1) UNION ALL "
+    "(SELECT 'l'::text, position, stream_id, seq, recorded_at, kind, schema_version, payload, "
+    "meta, prev_hash, hash, salt, commitment, format FROM {schema}.events WHERE stream_id = %s "
+    "ORDER BY seq DESC LIMIT 1) UNION ALL "
+    "(SELECT 's'::text, seq, hash, erased_through, mac, NULL::text, NULL::integer, NULL::text, "
+    "NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::integer "
+    "FROM {schema}.heads WHERE stream_id = %s)"
+)
 _Q_SEAL_ERASURE = "UPDATE {schema}.heads SET erased_through = %s WHERE stream_id = %s"
 _Q_KEYED_RECORDS = "SELECT EXISTS (SELECT 1 FROM {schema}.events WHERE format = 3)"
 _Q_LAST_POSITION = "SELECT COALESCE(max(position), 0) FROM {schema}.events"
@@ -313,6 +326,7 @@ _TEMPLATES = {
     "pending_seals": _Q_PENDING_SEALS,
     "put_seal": _Q_PUT_SEAL,
     "head_seal": _Q_HEAD_SEAL,
+    "ends": _Q_ENDS,
     "seal_erasure": _Q_SEAL_ERASURE,
     "keyed_records": _Q_KEYED_RECORDS,
     "last_position": _Q_LAST_POSITION,

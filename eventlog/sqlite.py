@@ -30,7 +30,7 @@ from eventlog.models import (
     parse_time,
 )
 from eventlog.store import RECEIPT_KINDS, EventStore
-from eventlog.vouch import NO_SEALS
+from eventlog.vouch import NO_SEALS, Ends
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteEventStore", "is_ledger_file"]
 
@@ -206,6 +206,17 @@ _LEGACY_HASHES = "SELECT hash FROM events WHERE format != 3 AND position <= ? OR
 _SEALS = "SELECT stream_id, seq, hash, erased_through FROM heads"
 _PUT_SEAL = "UPDATE heads SET mac = ? WHERE stream_id = ?"
 _HEAD_SEAL = "SELECT seq, hash, mac, erased_through FROM heads WHERE stream_id = ?"
+# The read path's ends of a memory (first record, newest record, seal) in one statement, so one
+# snapshot: tagged rows, the seal padded to a record's width.
+_ENDS_RECORDS = (
+    "SELECT 'f', * FROM (SELECT {cols} FROM events WHERE stream_id = ? ORDER BY seq LIMIT 1) "
+    "UNION ALL SELECT 'l', * FROM (SELECT {cols} FROM events WHERE stream_id = ? "
+    "ORDER BY seq DESC LIMIT 1)"
+)
+_ENDS_SEAL = (
+    " UNION ALL SELECT 's', seq, hash, mac, erased_through, NULL, NULL, NULL, NULL, NULL, NULL, "
+    "NULL, NULL, NULL FROM heads WHERE stream_id = ?"
+)
 _SEAL_ERASURE = "UPDATE heads SET erased_through = ? WHERE stream_id = ?"
 # The head and what its seal covers besides (erased_through), for appends to seal the next.
 _HEAD_SEALED = (
@@ -403,6 +414,9 @@ class SQLiteEventStore(EventStore):
         # Beside each cached head, the seq its memory is erased through (its seal covers it);
         # kept, dropped and refreshed with the head.
         self._erased: dict[str, int] = {}
+        # The read path's ends per memory (see _ends), trusted like the heads: while
+        # data_version is unchanged, and dropped for a memory this store writes to.
+        self._ends_cache: dict[str, Ends] = {}
         self._version = -1
 
         def prepare() -> None:
@@ -564,6 +578,7 @@ class SQLiteEventStore(EventStore):
         if version != self._version:
             self._heads.clear()
             self._erased.clear()
+            self._ends_cache.clear()
             self._version = version
 
     def _head_locked(self, conn: sqlite3.Connection, key: str) -> StreamHead | None:
@@ -640,6 +655,7 @@ class SQLiteEventStore(EventStore):
             records = self._write("append", work)
         last = records[-1]
         self._heads[key] = StreamHead(last.seq, last.hash, last.recorded_at_text)
+        self._ends_cache.pop(key, None)
         return self._revealed(records, items)
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
@@ -670,6 +686,7 @@ class SQLiteEventStore(EventStore):
 
         record = self._write("purge", work)
         self._heads[key] = StreamHead(record.seq, record.hash, record.recorded_at_text)
+        self._ends_cache.pop(key, None)
         # secure_delete zeroed the freed pages, but the WAL still holds copies of them until
         # it is checkpointed and truncated - which readers in other connections can delay.
         self._checkpoint("purge")
@@ -707,11 +724,13 @@ class SQLiteEventStore(EventStore):
             done = self._write("erase", work)
         except BaseException:
             self._heads.clear()  # the heads read inside the rolled-back transaction
+            self._ends_cache.clear()
             raise
         for record, _ in done:
             self._heads[record.stream_id] = StreamHead(
                 record.seq, record.hash, record.recorded_at_text
             )
+            self._ends_cache.pop(record.stream_id, None)
             self._erased[record.stream_id] = record.seq
         return [receipt for _, receipt in done]
 
@@ -812,6 +831,38 @@ class SQLiteEventStore(EventStore):
         params = (key, format_time(at))
         row = self._read("seq_at", lambda conn: conn.execute(_SEQ_AT, params).fetchone())
         return None if row is None else int(row[0])
+
+    def _ends(self, key: str) -> Ends:
+        sql = _ENDS_RECORDS.format(cols=_COLUMNS) + (_ENDS_SEAL if self._sealed_schema else "")
+        params = (key, key, key) if self._sealed_schema else (key, key)
+
+        def work(conn: sqlite3.Connection) -> Ends:
+            self._sync_version(conn)
+            cached = self._ends_cache.get(key)
+            if cached is not None:
+                return cached
+            seal: HeadSeal | None = None if self._sealed_schema else NO_SEALS
+            first = last = None
+            for tag, *row in conn.execute(sql, params):
+                if tag == "s":
+                    seal = HeadSeal(row[0], row[1], row[2], row[3])
+                elif tag == "f":
+                    first = Record(*row)
+                else:
+                    last = Record(*row)
+            ends = (seal, first, last)
+            if len(self._ends_cache) > 10_000:
+                self._ends_cache.clear()  # bounded; a miss costs one statement
+            self._ends_cache[key] = ends
+            return ends
+
+        seal, first, last = self._read("read", work)
+        opened = self._opened([r for r in (first, last) if r is not None])
+        if first is not None:
+            first = opened[0]
+        if last is not None:
+            last = opened[-1]
+        return seal, first, last
 
     def _head_seal(self, key: str) -> HeadSeal | None:
         if not self._sealed_schema:

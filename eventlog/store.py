@@ -659,10 +659,19 @@ class EventStore(ABC):
         from eventlog.vouch import vouch
 
         key = memory_key(memory_id)
-        seal = self._head_seal(key)  # first: every seq up to it exists when the read runs
+        ends = self._ends(key)  # first: every seq up to its seal exists when the read runs
         found = self.read(memory_id, gt=gt, lte=lte, limit=limit, desc=desc)
-        vouch(self, key, found, seal, gt=gt, lte=lte, limit=limit, desc=desc)
+        vouch(self, key, found, ends, gt=gt, lte=lte, limit=limit, desc=desc)
         return found
+
+    def _ends(self, key: str) -> tuple[HeadSeal | None, Record | None, Record | None]:
+        """The memory's head seal, first record and newest record, for the read path's
+        checks. Backends override it to read all three in one statement (one snapshot)."""
+        stream = StreamKey(key)
+        seal = self._head_seal(key)
+        first = self.read(stream, limit=1)
+        newest = self.read(stream, desc=True, limit=1)
+        return seal, first[0] if first else None, newest[0] if newest else None
 
     @abstractmethod
     def _head_seal(self, key: str) -> HeadSeal | None:

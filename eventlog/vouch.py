@@ -28,13 +28,12 @@ from typing import TYPE_CHECKING
 
 from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import GENESIS, KEYED_CHAIN, check_stream, head_mac
-from eventlog.ids import StreamKey
 from eventlog.models import HeadSeal, Record
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["NO_SEALS", "REMEDY", "head_problem", "seal_problem", "vouch"]
+__all__ = ["NO_SEALS", "REMEDY", "Ends", "head_problem", "seal_problem", "vouch"]
 
 REMEDY = (
     "not served; run `chatledger verify`, restore the database from a backup, or acknowledge "
@@ -42,7 +41,9 @@ REMEDY = (
 )
 RECEIPT_KINDS = ("memory_erased", "memory_purged")
 _PURGED = "memory_purged"
-_MOVING_HEAD_TRIES = 20  # reads of a seal another writer keeps moving, before giving up
+_MOVING_HEAD_TRIES = 20  # looks at ends another writer keeps moving, before giving up
+Ends = tuple[HeadSeal | None, Record | None, Record | None]
+"""A memory's seal, first record and newest record (see ``EventStore._ends``)."""
 NO_SEALS = HeadSeal(-1, "", "")
 """What a backend's ``_head_seal`` returns for a database from before head seals, opened
 without migrating it (read-only): reads check all but the head."""
@@ -110,7 +111,7 @@ def vouch(
     store: EventStore,
     key: str,
     found: Sequence[Record],
-    seal: HeadSeal | None,
+    ends: Ends,
     *,
     gt: int | None,
     lte: int | None,
@@ -118,20 +119,20 @@ def vouch(
     desc: bool,
 ) -> None:
     """Refuse ``found`` (what ``store.read(key, gt=, lte=, limit=, desc=)`` returned) unless
-    the chain vouches for all of it (see the module docstring). ``seal`` is the memory's head
-    seal as read *before* ``found``: every seq up to it existed when the records were read, so
-    a shorter answer is a deletion, while records after it may be another writer's appends.
+    the chain vouches for all of it (see the module docstring). ``ends`` is the memory's seal,
+    first and newest record as read *before* ``found`` (:meth:`EventStore._ends`): every seq up
+    to the seal existed when the records were read, so a shorter answer is a deletion, while
+    records after it may be another writer's appends.
 
     Raises:
         ChainIntegrityError: The first problem found, naming memory, seq and remedy.
     """
     ordered = list(reversed(found)) if desc else list(found)
-    last = _last(store, key, ordered, seal)
-    if last is None:
+    seal, first, last = _checked_ends(store, key, ends)
+    if last is None or first is None:
         if ordered:
             raise _refuse(key, ordered[0].seq, "records were read but the memory has no head")
         return
-    first = _first(store, key, ordered)
     known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
     _check_range(key, [r.seq for r in ordered], first.seq, known, gt, lte, limit, desc)
     _check_records(store, key, ordered, 0 if seal is None else seal.erased_through)
@@ -172,44 +173,35 @@ def _check_range(  # noqa: PLR0917 - the bounds of the read, one to one
         raise _refuse(key, gone, f"seq {gone} is missing")
 
 
-def _last(
-    store: EventStore, key: str, ordered: list[Record], seal: HeadSeal | None
-) -> Record | None:
-    """The memory's newest record, checked against its seal and on its own. Another writer
-    may append between reading the seal and the newest record: a mismatch counts only if the
-    seal read again has not moved."""
+def _checked_ends(
+    store: EventStore, key: str, ends: Ends
+) -> tuple[HeadSeal | None, Record | None, Record | None]:
+    """``ends`` checked: the newest record is the sealed head and verifies on its own, the
+    first starts the chain. A backend whose ends are not one snapshot may have met another
+    writer's append between its reads: a mismatch counts only if a second look agrees."""
     for _ in range(_MOVING_HEAD_TRIES):
-        if seal is not None and ordered and ordered[-1].seq == seal.seq:
-            last: Record | None = ordered[-1]  # the range ends at the head: no extra read
-        else:
-            newest = store.read(StreamKey(key), desc=True, limit=1)
-            last = newest[0] if newest else None
+        seal, first, last = ends
         broken = head_problem(store, key, last, seal)
         if broken is None:
             break
-        again = store._head_seal(key)
-        if again == seal:
+        again = store._ends(key)
+        if again == ends:
             raise _refuse(key, *broken)
-        seal = again
+        ends = again
     else:
-        raise _refuse(
-            key, 0 if seal is None else seal.seq, "its head kept moving while it was checked"
-        )
+        raise _refuse(key, 0, "its head kept moving while it was checked")
     if last is not None:
         problem = store.check(last)
         if problem is not None:
             raise _refuse(key, last.seq, problem)
-    return last
-
-
-def _first(store: EventStore, key: str, ordered: list[Record]) -> Record:
-    """The memory's first record: seq 1 chained to genesis, or a purge's tombstone."""
-    first = ordered[0] if ordered and ordered[0].seq == 1 else None
-    if first is None:
-        oldest = store.read(StreamKey(key), limit=1)
-        if not oldest:
+        if first is None:
             raise _refuse(key, 1, "its first record is missing")
-        first = oldest[0]
+        _check_first(store, key, first)
+    return seal, first, last
+
+
+def _check_first(store: EventStore, key: str, first: Record) -> None:
+    """The memory's first record: seq 1 chained to genesis, or a purge's tombstone."""
     if first.seq != 1 and first.kind != _PURGED:
         raise _refuse(key, 1, f"records before seq {first.seq} are missing")
     if first.seq == 1 and first.prev_hash != GENESIS:
@@ -217,7 +209,6 @@ def _first(store: EventStore, key: str, ordered: list[Record]) -> Record:
     problem = store.check(first)
     if problem is not None:
         raise _refuse(key, first.seq, problem)
-    return first
 
 
 def _check_records(store: EventStore, key: str, ordered: list[Record], erased_through: int) -> None:
