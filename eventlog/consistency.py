@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from eventlog import merkle
-from eventlog.ledger import LedgerDigest, _ledger_of
+from eventlog.ledger import LedgerDigest, _Ledger, _ledger_of
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -154,6 +154,11 @@ def prove_consistency(
             Take it first, then prove against it, so the proof and the digest handed out
             describe the same tree even while writers append.
 
+    The proof comes from this process's ledger tree (derived data, as for ``prove``): it
+    proves what the store held when the tree absorbed it, after checking that the newest
+    absorbed record is still stored. Whether the stored records still hash to a digest is
+    ``store.verify(digest=old)``'s question.
+
     Returns:
         The proof, which :func:`verify_consistency` checks with the two digests alone.
 
@@ -167,6 +172,11 @@ def prove_consistency(
     ledger = _ledger_of(store)
     with ledger.lock:
         ledger.absorb(store)
+        if not _tail_stored(store, ledger):
+            # The newest leaf this process absorbed is gone (an older copy of the database
+            # restored under a running process): rebuild from what is stored now.
+            ledger.reset()
+            ledger.absorb(store)
         tree = ledger.tree
         new_size = tree.size if digest is None else digest.size
         if digest is not None and (new_size > tree.size or tree.root(new_size) != digest.root):
@@ -198,6 +208,20 @@ def prove_consistency(
             new_root=tree.root(new_size),
             hashes=tuple(tree.consistency_proof(old.size, new_size)),
         )
+
+
+def _tail_stored(store: EventStore, ledger: _Ledger) -> bool:
+    """Whether the last record the cached tree absorbed is still stored, with its hash."""
+    if not ledger.positions:
+        return True
+    last = ledger.positions[-1]
+    rows = store.read_all(gt=last - 1, limit=1)
+    leaf = ledger.nodes.get(0, ledger.tree.size - 1)
+    return bool(rows) and rows[0].position == last and leaf == _leaf_of(rows[0].hash)
+
+
+def _leaf_of(record_hash: str) -> bytes:
+    return bytes.fromhex(merkle.leaf_hash(bytes.fromhex(record_hash)))
 
 
 def verify_consistency(old: LedgerDigest, new: LedgerDigest, proof: ConsistencyProof) -> bool:
