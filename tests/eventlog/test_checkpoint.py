@@ -181,3 +181,13 @@ def test_sign_checkpoint_refuses_an_origin_that_is_not_one_line(origin):
 def test_a_malformed_verifier_key_raises():
     with pytest.raises(ValueError, match="read verifier key"):
         verify_checkpoint(InMemoryEventStore(), "x", "not a key")
+
+
+def test_the_tree_is_rebuilt_page_by_page(monkeypatch):
+    import eventlog.checkpoint
+
+    monkeypatch.setattr(eventlog.checkpoint, "_PAGE", 3)
+    store = InMemoryEventStore()
+    _fill(store)
+    signer, verifier = generate_key("log")
+    assert verify_checkpoint(store, sign_checkpoint(store, ORIGIN, signer), verifier).ok

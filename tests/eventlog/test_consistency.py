@@ -254,3 +254,21 @@ def test_hex_hashes_are_read_too():
     as_hex = {**json.loads(proof.to_json()), "hashes": list(proof.hashes)}
     as_hex["old_root"] = proof.old_root
     assert ConsistencyProof.from_json(json.dumps(as_hex)) == proof
+
+
+def test_an_empty_store_is_consistent_with_the_empty_digest():
+    store = InMemoryEventStore()
+    empty = digest(store)
+    proof = store.prove_consistency(empty)
+    assert proof.hashes == () and verify_consistency(empty, empty, proof)
+
+
+@pytest.mark.parametrize("hashes", ["!" * 44, 7])
+def test_hashes_that_are_not_a_list_of_hashes_are_refused(hashes):
+    store = InMemoryEventStore()
+    _fill(store)
+    data = {**json.loads(store.prove_consistency(digest(store)).to_json()), "hashes": hashes}
+    if isinstance(hashes, str):
+        data["hashes"] = [hashes]
+    with pytest.raises(ValueError, match="read a consistency proof from JSON: hashes"):
+        ConsistencyProof.from_json(json.dumps(data))

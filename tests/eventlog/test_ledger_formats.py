@@ -143,3 +143,17 @@ def test_a_format_1_record_cannot_be_proven_without_its_content():
     assert ProvenRecord.of(record).discloses
     with pytest.raises(ValueError, match="format 1 record, whose hash covers the payload itself"):
         ProvenRecord.of(record, disclose=False)
+
+
+@pytest.mark.parametrize(
+    ("path", "names"),
+    [
+        (7, "audit_path"),
+        (base64.b64encode(b"\x00" * 31).decode(), "not a whole number of 32-byte hashes"),
+        ("!!!!", "neither a list of hex hashes nor base64"),
+    ],
+)
+def test_malformed_version_1_audit_paths_are_clear_value_errors(path, names):
+    data = {**json.loads(V1_PROOF), "audit_path": path}
+    with pytest.raises(ValueError, match=names):
+        InclusionProof.from_json(json.dumps(data))
