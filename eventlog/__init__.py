@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import typing
 
+from eventlog.consistency import ConsistencyProof, verify_consistency
 from eventlog.errors import (
     ChainIntegrityError,
     ChainKeyError,
@@ -72,6 +73,7 @@ __all__ = [
     "ChainKeyError",
     "ChatMessage",
     "ConcurrencyError",
+    "ConsistencyProof",
     "Content",
     "ContentErased",
     "CustomMessage",
@@ -117,6 +119,7 @@ __all__ = [
     "message_to_json",
     "messages_from_json",
     "messages_to_json",
+    "verify_consistency",
     "verify_inclusion",
 ]
 

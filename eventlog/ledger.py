@@ -24,6 +24,8 @@ from __future__ import annotations
 import base64
 import bisect
 import dataclasses
+import json
+import re
 import threading
 import weakref
 from array import array
@@ -63,8 +65,12 @@ __all__ = [
     "verify_inclusion",
 ]
 
-DIGEST_FORMAT: Final = "chatledger.ledger-digest/1"
-PROOF_FORMAT: Final = "chatledger.inclusion-proof/1"
+DIGEST_FORMAT: Final = "chatledger.ledger-digest/2"
+PROOF_FORMAT: Final = "chatledger.inclusion-proof/2"
+# Version 1 wrote hashes as hex (and a proof's audit path as one base64 blob). It is still
+# read, and upcast to version 2 on the way in, so a model never holds version 1.
+DIGEST_FORMAT_V1: Final = "chatledger.ledger-digest/1"
+PROOF_FORMAT_V1: Final = "chatledger.inclusion-proof/1"
 
 _PAGE = 50_000
 _MAX_REBUILDS = 5
@@ -73,10 +79,62 @@ _PURGED = "memory_purged"
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 _Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+_HEX64 = re.compile("[0-9a-f]{64}").fullmatch
 _Count = Annotated[int, Field(ge=0)]
 
 
 # ---------------------------------------------------------------- value objects
+
+
+def _b64(hex_hash: str) -> str:
+    """A 64-digit hex hash as standard base64 of its 32 bytes (44 characters)."""
+    return base64.b64encode(bytes.fromhex(hex_hash)).decode("ascii")
+
+
+def _hex_of(value: object) -> object:
+    """A hash read from JSON as hex: base64 of 32 bytes (version 2) becomes hex; anything
+    else (hex of version 1, or garbage for the field's own error) passes through as it is.
+    The two cannot be confused: base64 of 32 bytes is 44 characters, hex 64."""
+    if isinstance(value, str) and len(value) == 44:
+        try:
+            return base64.b64decode(value, validate=True).hex()
+        except ValueError:
+            return value
+    return value
+
+
+def _upcast(text: str | bytes, old: str, new: str, hashes: tuple[str, ...]) -> str | bytes:
+    """JSON text of version 1 or 2 as the version 2 JSON the model reads, with the hashes
+    as the hex the model holds (base64 stays a wire format only).
+
+    Done on the text, not in a model validator: a "before" validator would make pydantic
+    validate the fields as Python objects, and strict mode refuses a time given as text there.
+    Text that is not a JSON object passes through, for the model's own error message.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(data, dict):
+        return text
+    if data.get("format") == old:
+        data["format"] = new
+    for name in hashes:
+        if name in data:
+            data[name] = _hex_of(data[name])
+    if new == PROOF_FORMAT:
+        _fill_leaf_hash(data)
+    return json.dumps(data)
+
+
+def _fill_leaf_hash(data: dict[str, object]) -> None:
+    """A version 1 proof has no leaf hash: compute it from the record's hash."""
+    if "leaf_hash" in data:
+        return
+    record = data.get("record")
+    record_hash = record.get("hash") if isinstance(record, dict) else None
+    if isinstance(record_hash, str) and _HEX64(record_hash):
+        data["leaf_hash"] = merkle.leaf_hash(bytes.fromhex(record_hash))
 
 
 def _validation_message(what: str, error: ValidationError) -> str:
@@ -93,9 +151,10 @@ class LedgerDigest(BaseModel):
     """The size and root of a store's ledger tree at one moment, to keep outside the store.
 
     Attributes:
-        format: ``"chatledger.ledger-digest/1"``.
+        format: ``"chatledger.ledger-digest/2"`` (version 1 files are read and upcast).
         size: Number of records (leaves) covered.
-        root: RFC 9162 root of those leaves, 64 hex digits.
+        root: RFC 9162 root of those leaves, 64 hex digits; in JSON, base64 of the 32 bytes
+            (version 1 JSON has hex, which is read too).
         last_position: Position of the last record covered (0 for an empty log); every
             record at or below it is covered, because ``read_all`` never returns a record
             below a position it has returned already.
@@ -103,11 +162,15 @@ class LedgerDigest(BaseModel):
     """
 
     model_config = _STRICT
-    format: Literal["chatledger.ledger-digest/1"] = DIGEST_FORMAT
+    format: Literal["chatledger.ledger-digest/2"] = DIGEST_FORMAT
     size: _Count
     root: _Hex64
     last_position: _Count
     recorded_at: AwareDatetime
+
+    @field_serializer("root", when_used="json")
+    def _root_base64(self, root: str) -> str:
+        return _b64(root)
 
     @field_validator("recorded_at")
     @classmethod
@@ -141,6 +204,7 @@ class LedgerDigest(BaseModel):
             ValueError: ``text`` is not JSON of a well-formed digest; the message says which
                 field is wrong.
         """
+        text = _upcast(text, DIGEST_FORMAT_V1, DIGEST_FORMAT, ("root",))
         try:
             return cls.model_validate_json(text)
         except ValidationError as e:
@@ -169,22 +233,46 @@ class ProvenRecord(BaseModel):
     format: Annotated[int, Field(ge=1, le=3)] = 1
 
     @classmethod
-    def of(cls, record: Record) -> ProvenRecord:
-        """The hashed fields of a stored record."""
+    def of(cls, record: Record, *, disclose: bool = True) -> ProvenRecord:
+        """The hashed fields of a stored record.
+
+        Args:
+            record: The stored record.
+            disclose: False leaves out the payload and its salt, keeping the commitment the
+                chain hash covers: the record still ties to its hash, but a holder cannot
+                confirm a guessed payload (the salt is 16 random bytes).
+
+        Raises:
+            ValueError: ``disclose`` is False for a format 1 record, whose hash covers the
+                payload itself.
+        """
+        if not disclose and record.format == 1:
+            msg = (
+                f"prove {record.stream_id} seq {record.seq} without disclosing its content: it "
+                "is a format 1 record, whose hash covers the payload itself, so a proof must "
+                "carry it; prove it with disclose=True, or prove a later (format 2) record"
+            )
+            raise ValueError(msg)
         return cls(
             stream_id=record.stream_id,
             seq=record.seq,
             kind=record.kind,
             schema_version=record.schema_version,
             recorded_at=record.recorded_at_text,
-            payload=record.stored_payload,
+            payload=record.stored_payload if disclose else "",
             meta=record.meta,
             prev_hash=record.prev_hash,
             hash=record.hash,
-            salt=record.salt,
+            salt=record.salt if disclose else "",
             commitment=record.commitment,
             format=record.format,
         )
+
+    @property
+    def discloses(self) -> bool:
+        """Whether the payload and its salt are here (False: withheld or erased, and only
+        the salted commitment is carried)."""
+        return self.format == 1 or bool(self.salt)
 
     def to_record(self) -> Record:
         """A :class:`Record` of these fields. Its ``position`` is 0: a proof does not carry
@@ -214,31 +302,41 @@ class ProvenRecord(BaseModel):
 class InclusionProof(BaseModel):
     """A record and the audit path that ties it to the ledger root of one tree size.
 
+    In JSON (version 2) every hash of the tree is base64 of its 32 bytes, as C2SP and CT
+    tools write them: ``root``, ``leaf_hash`` and each ``audit_path`` element. The record's
+    own fields stay the hex text its hash covers. Version 1 files (hex root, the path as one
+    base64 blob or a hex list, no leaf hash) are read and upcast.
+
     Attributes:
-        format: ``"chatledger.inclusion-proof/1"``.
-        record: The record's hashed fields.
+        format: ``"chatledger.inclusion-proof/2"``.
+        record: The record's hashed fields (without payload and salt when proved with
+            ``disclose=False``).
         leaf_index: The record's rank in the global order.
         tree_size: The size of the tree the proof is against (a digest's ``size``).
         root: That tree's root (a digest's ``root``).
-        audit_path: RFC 9162 audit path, sibling hashes from the leaf up, hex. In JSON it is
-            one base64 string of the raw 32-byte hashes (a list of hex strings is read too).
+        leaf_hash: The RFC 9162 leaf hash ``SHA-256(0x00 || record hash bytes)``, hex;
+            computed from ``record.hash`` when a version 1 file lacks it.
+        audit_path: RFC 9162 audit path, sibling hashes from the leaf up, hex.
     """
 
     model_config = _STRICT
-    format: Literal["chatledger.inclusion-proof/1"] = PROOF_FORMAT
+    format: Literal["chatledger.inclusion-proof/2"] = PROOF_FORMAT
     record: ProvenRecord
     leaf_index: _Count
     tree_size: Annotated[int, Field(ge=1)]
     root: _Hex64
+    leaf_hash: _Hex64
     audit_path: tuple[_Hex64, ...]
 
     @field_validator("audit_path", mode="before")
     @classmethod
     def _from_base64(cls, value: object) -> object:
-        if isinstance(value, list):
-            return tuple(value)  # a hex list read from JSON (strict mode wants a tuple here)
+        if isinstance(value, list | tuple):
+            # Version 2 lists base64 hashes; version 1 may list hex (strict mode wants a tuple).
+            return tuple(_hex_of(item) for item in value)
         if not isinstance(value, str):
             return value
+        # Version 1: the raw hashes concatenated as one base64 string.
         try:
             raw = base64.b64decode(value, validate=True)
         except ValueError:
@@ -250,9 +348,13 @@ class InclusionProof(BaseModel):
         return tuple(raw[i : i + 32].hex() for i in range(0, len(raw), 32))
 
     @field_serializer("audit_path", when_used="json")
-    def _to_base64(self, path: tuple[str, ...]) -> str:
+    def _to_base64(self, path: tuple[str, ...]) -> list[str]:
         # A third smaller than hex: the path is most of a proof, which stays under 2 KB.
-        return base64.b64encode(b"".join(bytes.fromhex(h) for h in path)).decode("ascii")
+        return [_b64(h) for h in path]
+
+    @field_serializer("root", "leaf_hash", when_used="json")
+    def _hash_base64(self, value: str) -> str:
+        return _b64(value)
 
     @model_validator(mode="after")
     def _index_in_tree(self) -> Self:
@@ -272,6 +374,7 @@ class InclusionProof(BaseModel):
         Raises:
             ValueError: ``text`` is not JSON of a well-formed proof.
         """
+        text = _upcast(text, PROOF_FORMAT_V1, PROOF_FORMAT, ("root", "leaf_hash"))
         try:
             return cls.model_validate_json(text)
         except ValidationError as e:
@@ -617,7 +720,12 @@ def _count_problems(d: LedgerDigest, scan: _Scan) -> list[str]:
 
 
 def prove(
-    store: EventStore, memory_id: MemoryId, seq: int, *, digest: LedgerDigest | None = None
+    store: EventStore,
+    memory_id: MemoryId,
+    seq: int,
+    *,
+    digest: LedgerDigest | None = None,
+    disclose: bool = True,
 ) -> InclusionProof:
     """Return the proof that record ``seq`` of ``memory_id`` is in the ledger.
 
@@ -628,6 +736,10 @@ def prove(
         digest: Prove against this digest's size (the record must be covered by it);
             None proves against the log now (``proof.tree_size`` and ``proof.root`` name
             that tree; check it against a digest of the same size).
+        disclose: False carries the record's salted commitment instead of its payload and
+            salt: the proof verifies the same way, but its holder learns nothing of the
+            content and cannot confirm a guess. Hand out this one unless the holder must
+            read the message (and may keep it after an erasure).
 
     Returns:
         The proof, which :func:`verify_inclusion` checks with the digest alone.
@@ -635,7 +747,7 @@ def prove(
     Raises:
         LookupError: The memory id has no record ``seq``.
         ValueError: ``digest`` does not describe this store's history, or does not cover
-            the record.
+            the record; or ``disclose`` is False for a format 1 record.
         ChainIntegrityError: The stored record does not match its hash, or is not the one
             the ledger tree holds (changed behind the store's back).
     """
@@ -648,6 +760,7 @@ def prove(
         )
         raise LookupError(msg)
     record = found[0]
+    proven = ProvenRecord.of(record, disclose=disclose)
     problem = store.check(record)
     if problem is not None:
         raise ChainIntegrityError(key, seq, f"{problem}; nothing to prove")
@@ -683,10 +796,11 @@ def prove(
         path = tree.inclusion_proof(index, size)
         root = tree.root(size)
     return InclusionProof(
-        record=ProvenRecord.of(record),
+        record=proven,
         leaf_index=index,
         tree_size=size,
         root=root,
+        leaf_hash=merkle.leaf_hash(bytes.fromhex(record.hash)),
         audit_path=tuple(path),
     )
 
@@ -694,9 +808,10 @@ def prove(
 def verify_inclusion(proof: InclusionProof, d: LedgerDigest, *, key: bytes | None = None) -> bool:
     """Check, with no database, that ``proof``'s record is in the ledger ``d`` describes.
 
-    Recomputes the record's payload commitment and hash from the fields the proof carries,
-    checks it is the leaf, and checks the audit path against ``d.root`` at ``d.size``. A proof
-    made for another tree size does not verify: prove with ``prove(..., digest=d)``.
+    Recomputes the record's payload commitment (when the proof discloses the payload) and
+    hash from the fields the proof carries, checks its leaf hash, and checks the audit path
+    against ``d.root`` at ``d.size``. A proof made for another tree size does not verify:
+    prove with ``prove(..., digest=d)``.
 
     Args:
         proof: From :func:`prove`.
@@ -713,6 +828,8 @@ def verify_inclusion(proof: InclusionProof, d: LedgerDigest, *, key: bytes | Non
         return False
     record = proof.record
     if record_problem(record.to_record(), key) is not None:
+        return False
+    if proof.leaf_hash != merkle.leaf_hash(bytes.fromhex(record.hash)):
         return False
     return merkle.verify_inclusion(
         record.hash, proof.leaf_index, d.size, list(proof.audit_path), d.root

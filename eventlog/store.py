@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -57,6 +58,13 @@ from eventlog.models import (
     VerifyReport,
     format_time,
 )
+
+if typing.TYPE_CHECKING:
+    # Only for the checkpoint methods' annotations: importing them would load cryptography
+    # on `import eventlog`.
+    from eventlog.checkpoint import CheckpointReport
+    from eventlog.consistency import ConsistencyProof
+    from eventlog.note import Signer, Verifier
 
 __all__ = ["HEADS_SEALED", "KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore", "LedgerTx"]
 
@@ -714,7 +722,12 @@ class EventStore(ABC):
         return _digest(self)
 
     def prove(
-        self, memory_id: MemoryId, seq: int, *, digest: LedgerDigest | None = None
+        self,
+        memory_id: MemoryId,
+        seq: int,
+        *,
+        digest: LedgerDigest | None = None,
+        disclose: bool = True,
     ) -> InclusionProof:
         """An inclusion proof of one record, checkable with ``verify_inclusion(proof, d)`` and
         no database.
@@ -723,13 +736,17 @@ class EventStore(ABC):
             memory_id: The memory id.
             seq: The record's seq.
             digest: Prove against this digest's size (default: the log's current size).
+            disclose: False carries the salted commitment instead of the payload and its
+                salt, so the holder cannot read or confirm the content (see
+                :func:`eventlog.ledger.prove`).
 
         Raises:
             LookupError: There is no such record.
-            ValueError: ``digest`` is not of this log, or was taken before the record.
+            ValueError: ``digest`` is not of this log, or was taken before the record; or
+                ``disclose`` is False for a format 1 record.
             ChainIntegrityError: The stored record does not verify; it is not proved.
         """
-        return _prove(self, memory_id, seq, digest=digest)
+        return _prove(self, memory_id, seq, digest=digest, disclose=disclose)
 
     @abstractmethod
     def close(self) -> None:
@@ -1168,6 +1185,49 @@ class EventStore(ABC):
             reason=reason,
         )
         return encode_event(event)
+
+    # ---------------------------------------------------------------- checkpoints
+    # Thin delegations to eventlog.consistency and eventlog.checkpoint, kept last in the class.
+
+    def prove_consistency(
+        self, old: LedgerDigest, *, digest: LedgerDigest | None = None
+    ) -> ConsistencyProof:
+        """The RFC 9162 proof that the ledger now (or at ``digest``) extends ``old``, checkable
+        with ``verify_consistency(old, new, proof)`` and no database.
+
+        Raises:
+            ValueError: The ledger is behind ``old`` or does not extend it.
+        """
+        from eventlog.consistency import prove_consistency
+
+        return prove_consistency(self, old, digest=digest)
+
+    def sign_checkpoint(self, origin: str, signing_key: str | Signer) -> str:
+        """A C2SP checkpoint (origin, size, root) of the ledger now, signed with
+        ``signing_key`` (``PRIVATE+KEY+...`` text or a :class:`~eventlog.note.Signer`).
+
+        Raises:
+            ValueError: The origin is not one line, or the key is not a signer key.
+        """
+        from eventlog.checkpoint import sign_checkpoint
+
+        return sign_checkpoint(self, origin, signing_key)
+
+    def verify_checkpoint(
+        self, note: str | bytes, verifier_key: str | Verifier, *, origin: str | None = None
+    ) -> CheckpointReport:
+        """Check a signed checkpoint and that the ledger is its tree or extends it.
+
+        Returns:
+            A report with ``.ok`` and ``.reason`` (``.behind`` when the ledger is smaller
+            than the checkpoint: rolled back?).
+
+        Raises:
+            ValueError: The verifier key is malformed.
+        """
+        from eventlog.checkpoint import verify_checkpoint
+
+        return verify_checkpoint(self, note, verifier_key, origin=origin)
 
 
 class _Counter:

@@ -39,6 +39,14 @@ COMMANDS: dict[str, Command] = {
     "erase": maintain.erase_cmd,
     "serve": maintain.serve_cmd,
     "key": ledger.key_cmd,
+    "checkpoint": ledger.checkpoint_cmd,
+}
+
+# Commands checked or made with files alone: the point is that no database is needed.
+STORELESS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "check-proof": ledger.check_proof,
+    "check-consistency": ledger.check_consistency,
+    "keygen": ledger.keygen,
 }
 
 
@@ -62,8 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # `chatledger --version | head -0`
         return _reader_gone()
-    if args.command == "check-proof":
-        # Checked with the two files alone: the point is that no database is needed.
+    if args.command in STORELESS:
         return _run_without_store(args)
     # import is the one command that may create its SQLite file; a refused import must not
     # leave an empty database behind.
@@ -89,7 +96,7 @@ def _reader_gone() -> int:
 
 def _run_without_store(args: argparse.Namespace) -> int:
     try:
-        status = ledger.check_proof(args)
+        status = STORELESS[args.command](args)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
         return status
     except BrokenPipeError:

@@ -487,6 +487,15 @@ def _add_inspection_commands(commands: _Commands) -> None:
         ident="optional",
     )
     p.add_argument("--digest", metavar="FILE", help="a file written by `chatledger digest`")
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="a signed checkpoint (`chatledger checkpoint`): check its signature and that the "
+        "log is its tree or extends it (exit status 1 when behind it: rolled back?)",
+    )
+    p.add_argument(
+        "--verifier-key", metavar="FILE", help="with --checkpoint: the signer's .vkey file"
+    )
 
     p = commands.add(
         "serve",
@@ -516,12 +525,25 @@ def _add_inspection_commands(commands: _Commands) -> None:
 
     p = commands.add(
         "prove",
-        "Write an inclusion proof of event SEQ of memory ID, checkable without the database.",
-        ident="required",
+        "Write an inclusion proof of event SEQ of memory ID, checkable without the database; "
+        "with --since DIGEST instead, the proof that the log extends that digest.",
+        ident="optional",
     )
-    p.add_argument("seq", metavar="SEQ", type=_positive, help="the event to prove")
+    p.add_argument("seq", metavar="SEQ", type=_positive, nargs="?", help="the event to prove")
     p.add_argument("-o", "--output", metavar="FILE", help="write to a new FILE ('-': stdout)")
     p.add_argument("--digest", metavar="FILE", help="prove against this digest's log size")
+    p.add_argument(
+        "--no-disclose",
+        action="store_true",
+        help="carry the event's salted commitment instead of its content: the proof verifies "
+        "the same, but its holder cannot read or confirm the message",
+    )
+    p.add_argument(
+        "--since",
+        metavar="DIGEST",
+        help="print the current digest and the consistency proof (RFC 9162) that the log "
+        "extends DIGEST, as one JSON object for `chatledger check-consistency`",
+    )
 
     p = commands.add(
         "check-proof",
@@ -529,6 +551,33 @@ def _add_inspection_commands(commands: _Commands) -> None:
     )
     p.add_argument("proof", metavar="PROOF", help="a file written by `chatledger prove`")
     p.add_argument("--digest", metavar="FILE", required=True, help="the digest to check against")
+
+    p = commands.add(
+        "check-consistency",
+        "Check that a later digest extends an earlier one, with the object `chatledger prove "
+        "--since` printed; needs no database.",
+    )
+    p.add_argument("old", metavar="OLD", help="the earlier digest (`chatledger digest`)")
+    p.add_argument("proof", metavar="PROOF", help="the output of `chatledger prove --since OLD`")
+
+    p = commands.add(
+        "keygen",
+        "Write an Ed25519 signing key NAME.key (mode 0600) and its verifier key NAME.vkey, in "
+        "Go's signed-note format; needs no database.",
+    )
+    p.add_argument("name", metavar="NAME", help="the key name, e.g. example.com/chatledger")
+    p.add_argument("--out", metavar="DIR", default=".", help="directory to write to (default .)")
+
+    p = commands.add(
+        "checkpoint",
+        "Print a signed checkpoint of the log (C2SP tlog-checkpoint: origin, size, root), "
+        "which anyone with the verifier key checks later with `chatledger verify --checkpoint`.",
+    )
+    p.add_argument(
+        "--origin", required=True, help="the log's name, the first line, e.g. example.com/log"
+    )
+    p.add_argument("--signing-key", required=True, metavar="FILE", help="a `keygen` .key file")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to a new FILE ('-': stdout)")
 
 
 def _add_maintenance_commands(commands: _Commands) -> None:

@@ -364,6 +364,8 @@ def verify(args: argparse.Namespace, store: EventStore) -> int:
     or when the log is not an append-only extension of the digest."""
     from rich.text import Text
 
+    if args.checkpoint is not None:
+        return ledger.verify_checkpoint_cmd(args, store)
     if args.digest is not None:
         if args.key is not None:
             msg = "verify --digest checks the whole log; leave out the ID"

@@ -8,10 +8,18 @@ and ``check-proof`` checks that one record is in it with nothing but the two fil
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eventlog.checkpoint import sign_checkpoint, verify_checkpoint
+from eventlog.consistency import (
+    evidence_json,
+    prove_consistency,
+    read_evidence,
+    verify_consistency,
+)
 from eventlog.ledger import (
     DigestReport,
     InclusionProof,
@@ -21,6 +29,7 @@ from eventlog.ledger import (
     verify_digest,
     verify_inclusion,
 )
+from eventlog.note import Signer, Verifier, generate_key
 from projections.cli.args import shell_id
 from projections.cli.errors import Failure, UsageError
 from projections.cli.render import console, emit
@@ -30,11 +39,16 @@ if TYPE_CHECKING:
     from eventlog.store import EventStore
 
 __all__ = [
+    "check_consistency",
     "check_proof",
+    "checkpoint_cmd",
     "digest_cmd",
     "key_cmd",
+    "keygen",
     "load_digest",
     "prove_cmd",
+    "prove_consistency_cmd",
+    "verify_checkpoint_cmd",
     "verify_digest_cmd",
 ]
 
@@ -148,12 +162,21 @@ def verify_digest_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 def prove_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    """``chatledger prove ID SEQ -o FILE``: an inclusion proof of one record."""
+    """``chatledger prove ID SEQ -o FILE``: an inclusion proof of one record (``--no-disclose``:
+    its commitment instead of its content); ``prove --since OLD``: a consistency proof."""
+    if args.since is not None:
+        return prove_consistency_cmd(args, store)
     key = args.key
+    if key is None or args.seq is None:
+        msg = (
+            "prove needs a memory ID and SEQ (an inclusion proof), or --since DIGEST (a "
+            "consistency proof); `chatledger ids` lists the ids"
+        )
+        raise UsageError(msg)
     check_seq("SEQ", args.seq, existing(store, args, key), key)
     against = load_digest(args.digest) if args.digest else None
     try:
-        proof = prove(store, key, args.seq, digest=against)
+        proof = prove(store, key, args.seq, digest=against, disclose=not args.no_disclose)
     except LookupError as e:
         raise Failure(str(e)) from e
     _write(proof.to_json(), args.output, "proof")
@@ -186,6 +209,8 @@ def check_proof(args: argparse.Namespace) -> int:
     if ok:
         label = ("OK", "bold green")
         detail = f" {what} is record {proof.leaf_index + 1} of the {d.size} the digest covers"
+        if not record.discloses:
+            detail += " (its content is withheld: the proof carries its commitment only)"
     elif proof.tree_size != d.size:
         label = ("NOT PROVEN", "bold red")
         detail = (
@@ -200,3 +225,191 @@ def check_proof(args: argparse.Namespace) -> int:
         detail = f" {what} is not in the log the digest describes"
     console().print(Text.assemble(label, detail))
     return 0 if ok else 1
+
+
+# ---------------------------------------------------------------- consistency and checkpoints
+
+
+def _evidence_file(path_text: str, what: str, hint: str) -> str:
+    path = Path(path_text)
+    if not path.is_file():
+        msg = f"{what} {path_text}: no such file; {hint}"
+        raise UsageError(msg)
+    return path.read_text(encoding="utf-8")
+
+
+def prove_consistency_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger prove --since OLD.json``: the new digest and the proof that it extends OLD,
+    as one JSON object that ``check-consistency`` checks without the database."""
+    if args.key is not None or args.seq is not None:
+        msg = "prove --since proves the whole log's growth; leave out ID and SEQ"
+        raise UsageError(msg)
+    try:
+        old = LedgerDigest.from_json(_read(args.since, "--since"))
+    except ValueError as e:
+        msg = (
+            f"--since {args.since} is not a chatledger digest ({e}); "
+            "write one with `chatledger digest -o FILE`"
+        )
+        raise Failure(msg) from e
+    new = digest(store)
+    proof = prove_consistency(store, old, digest=new)
+    _write(evidence_json(new, proof), args.output, "consistency proof")
+    if args.output not in (None, "-"):
+        console(stderr=True).print(
+            f"proof that the log of {new.size} records extends the digest of {old.size} written "
+            f"to {args.output}; check it anywhere with `chatledger check-consistency "
+            f"{args.since} {args.output}`",
+            highlight=False,
+        )
+    return 0
+
+
+def check_consistency(args: argparse.Namespace) -> int:
+    """``chatledger check-consistency OLD PROOF``: no database needed."""
+    hint = "write it with `chatledger digest -o FILE`"
+    try:
+        old = LedgerDigest.from_json(_evidence_file(args.old, "OLD", hint))
+    except ValueError as e:
+        msg = f"OLD {args.old} is not a chatledger digest ({e}); {hint}"
+        raise Failure(msg) from e
+    hint = "write it with `chatledger prove --since OLD -o FILE`"
+    try:
+        new, proof = read_evidence(_evidence_file(args.proof, "PROOF", hint))
+    except ValueError as e:
+        msg = f"PROOF {args.proof} is not a chatledger consistency proof ({e}); {hint}"
+        raise Failure(msg) from e
+    ok = verify_consistency(old, new, proof)
+    if args.json:
+        emit({"ok": ok, "old_size": old.size, "new_size": new.size, "new_root": new.root})
+        return 0 if ok else 1
+    from rich.text import Text  # rich costs startup time: loaded only to print
+
+    if ok:
+        label = ("OK", "bold green")
+        detail = (
+            f" the log of {new.size} records (root {new.root}) extends the digest of {old.size} "
+            "records; keep the new digest from now on"
+        )
+    elif (proof.old_size, proof.old_root) != (old.size, old.root):
+        label = ("NOT CONSISTENT", "bold red")
+        detail = (
+            f" the proof starts from a log of {proof.old_size} records, not from this digest "
+            f"of {old.size}; prove against it: `chatledger prove --since {args.old}`"
+        )
+    else:
+        label = ("NOT CONSISTENT", "bold red")
+        detail = (
+            f" the log of {new.size} records does not extend the digest of {old.size}: "
+            "history was changed, or the proof was altered"
+        )
+    console().print(Text.assemble(label, detail))
+    return 0 if ok else 1
+
+
+def _key_stem(name: str) -> str:
+    # A key name may hold "/" (example.com/log); a file name may not.
+    return name.replace("/", "_")
+
+
+def keygen(args: argparse.Namespace) -> int:
+    """``chatledger keygen NAME [--out DIR]``: an Ed25519 signed-note key pair, NAME.key
+    (mode 0600) and NAME.vkey."""
+    signer, verifier = generate_key(args.name)
+    out = Path(args.out)
+    if not out.is_dir():
+        msg = f"keygen --out {args.out}: no such directory; create it first"
+        raise UsageError(msg)
+    key_path = out / f"{_key_stem(args.name)}.key"
+    vkey_path = out / f"{_key_stem(args.name)}.vkey"
+    for path in (key_path, vkey_path):
+        if path.exists():
+            msg = (
+                f"keygen {args.name}: {path} exists; a key is never overwritten (checkpoints "
+                "signed with it would stop verifying), pick another NAME or --out DIR"
+            )
+            raise Failure(msg)
+    # O_EXCL and the mode at creation: the secret is never readable by others, not even briefly.
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(signer.to_text() + "\n")
+    vkey_path.write_text(verifier.to_text() + "\n", encoding="utf-8")
+    if args.json:
+        emit({"key": str(key_path), "vkey": str(vkey_path), "verifier_key": verifier.to_text()})
+        return 0
+    sys.stdout.write(
+        f"signing key written to {key_path} (keep it secret); verifier key written to "
+        f"{vkey_path}; publish it:\n{verifier.to_text()}\n"
+    )
+    return 0
+
+
+def _read_key_file(path_text: str, option: str) -> str:
+    path = Path(path_text)
+    if not path.is_file():
+        msg = f"{option} {path_text}: no such file; make a key pair with `chatledger keygen NAME`"
+        raise UsageError(msg)
+    return path.read_text(encoding="utf-8")
+
+
+def checkpoint_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger checkpoint --origin ORIGIN --signing-key FILE``: a signed C2SP checkpoint."""
+    key_text = _read_key_file(args.signing_key, "--signing-key")
+    try:
+        signer = Signer.from_text(key_text)
+    except ValueError as e:
+        msg = f"--signing-key {args.signing_key}: {e}"
+        raise Failure(msg) from e
+    note = sign_checkpoint(store, args.origin, signer)
+    _write(note.removesuffix("\n"), args.output, "checkpoint")
+    if args.output not in (None, "-"):
+        console(stderr=True).print(
+            f"checkpoint of {note.splitlines()[1]} records signed by {signer.name} written to "
+            f"{args.output}; check the ledger against it with `chatledger verify --checkpoint "
+            f"{args.output} --verifier-key {_key_stem(signer.name)}.vkey`",
+            highlight=False,
+        )
+    return 0
+
+
+def verify_checkpoint_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger verify --checkpoint FILE --verifier-key FILE``: exit status 1 unless the
+    checkpoint's signature verifies and the ledger is its tree or extends it."""
+    if args.verifier_key is None:
+        msg = "verify --checkpoint needs --verifier-key FILE: the signer's .vkey file"
+        raise UsageError(msg)
+    if args.key is not None or args.digest is not None:
+        msg = "verify --checkpoint checks the whole log; leave out the ID and --digest"
+        raise UsageError(msg)
+    note = _read(args.checkpoint, "--checkpoint")
+    try:
+        verifier = Verifier.from_text(_read_key_file(args.verifier_key, "--verifier-key"))
+    except ValueError as e:
+        msg = f"--verifier-key {args.verifier_key}: {e}"
+        raise Failure(msg) from e
+    report = verify_checkpoint(store, note, verifier)
+    if args.json:
+        cp = report.checkpoint
+        emit(
+            {
+                "ok": report.ok,
+                "behind": report.behind,
+                "origin": None if cp is None else cp.origin,
+                "checkpoint_size": None if cp is None else cp.size,
+                "size": report.ledger_size,
+                "message": report.reason,
+            }
+        )
+        return 0 if report.ok else 1
+    from rich.text import Text  # rich costs startup time: loaded only to print
+
+    if report.ok:
+        label = ("OK", "bold green")
+    elif report.behind:
+        label = ("ROLLED BACK", "bold red")
+    elif report.checkpoint is None:
+        label = ("REJECTED", "bold red")
+    else:
+        label = ("CHANGED", "bold red")
+    console().print(Text.assemble(label, f" {report.reason}"))
+    return 0 if report.ok else 1

@@ -19,7 +19,7 @@ def _digest(ok, ledger, tmp_path, name="d.json"):
 def test_digest_then_verify_passes_and_keeps_passing_as_the_log_grows(ok, ledger, tmp_path):
     path = _digest(ok, ledger, tmp_path)
     digest = json.loads(path.read_text())
-    assert digest["format"] == "chatledger.ledger-digest/1" and digest["size"] == 11
+    assert digest["format"] == "chatledger.ledger-digest/2" and digest["size"] == 11
     assert ok("verify", "--digest", path, "--db", ledger).stdout.startswith("OK ")
     with SQLiteEventStore(ledger) as store:
         memory(store).clear()
