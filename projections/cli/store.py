@@ -43,6 +43,7 @@ READ_COMMANDS = frozenset(
         "prove",
         "export",
         "serve",
+        "checkpoint",
     )
 )
 
