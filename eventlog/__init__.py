@@ -17,6 +17,7 @@ from eventlog.errors import (
     ConcurrencyError,
     EventLogError,
     PersistenceError,
+    ReadOnlyError,
     SchemaVersionError,
     StoreClosedError,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "MessagesSet",
     "PdfFileContent",
     "PersistenceError",
+    "ReadOnlyError",
     "Record",
     "SQLiteEventStore",
     "SchemaVersionError",
