@@ -52,6 +52,7 @@ from eventlog.models import (
 from eventlog.postgres_open import PostgresLedgerTx as _Tx
 from eventlog.postgres_sql import MIGRATIONS
 from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx
+from eventlog.validation import check_at, check_range, check_tail
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -549,7 +550,7 @@ class PostgresEventStore(EventStore):
         expected_hash: str | None = None,
     ) -> list[Record]:
         key = memory_key(memory_id)
-        self._check_items(items)
+        self._check_items(items, memory_id, key)
         operation = "append"
         if self._closed:
             raise StoreClosedError(operation, self._name)
@@ -896,6 +897,7 @@ class PostgresEventStore(EventStore):
         limit: int | None = None,
         desc: bool = False,
     ) -> list[Record]:
+        check_range("read", gt, lte, limit, desc)
         key = memory_key(memory_id)
         # One statement shape per direction (absent bounds become ones that match every
         # seq, LIMIT NULL is no limit), so psycopg's automatic prepare reuses its plan.
@@ -916,6 +918,7 @@ class PostgresEventStore(EventStore):
         an older transaction is open shows once that transaction ends. Records this store
         object appended itself are waited for (up to ``_SETTLE_WAIT``), so an append followed
         by ``read_all`` or ``digest()`` sees it."""
+        check_tail("read_all", gt, limit)
         params = (gt, None if limit is None else max(limit, 0))
         query = self._q["read_all"]
         deadline = None
@@ -963,6 +966,7 @@ class PostgresEventStore(EventStore):
         return self._read("read", run)
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
+        check_at("seq_at", at)
         params = (memory_key(memory_id), format_time(at))
 
         def run(conn: Conn) -> int | None:
@@ -974,6 +978,7 @@ class PostgresEventStore(EventStore):
     def load_snapshot(
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
+        check_range("load_snapshot", None, lte, None)
         params = (memory_key(memory_id), name, _NO_UPPER if lte is None else lte)
 
         def run(conn: Conn) -> Snapshot | None:

@@ -132,7 +132,7 @@ def test_column_types_keep_payload_bytes_exact(store, schema):
     assert types["position"] == types["seq"] == "bigint"
     # Check odd key order and whitespace survive byte for byte (jsonb would rewrite them).
     odd = '{"z": 1,   "a": [ 2 ]}'
-    store.append("u1", [NewRecord("message_added", odd, meta='{"b":1, "a":0}')])
+    store.append("u1", [NewRecord("memory_cleared", odd, meta='{"b":1, "a":0}')])
     (record,) = store.read("u1")
     assert (record.payload, record.meta) == (odd, '{"b":1, "a":0}')
     assert store.verify().ok
