@@ -63,7 +63,7 @@ def memory_key(memory_id: object) -> str:
             # PostgreSQL text cannot hold NUL: such ids are stored JSON-escaped on every backend.
             return "~s:" + json.dumps(memory_id)
         if not memory_id.isascii():
-            _require_utf8(memory_id)
+            _require_utf8(memory_id, memory_id)
         return memory_id if not memory_id.startswith(_TAG) else _TAG + memory_id
     if isinstance(memory_id, StreamKey):
         return str(memory_id)
@@ -77,15 +77,14 @@ def memory_key(memory_id: object) -> str:
     # ensure_ascii=False keeps keys readable; NUL and other control characters are escaped.
     key = "~t:" + json.dumps(tagged, ensure_ascii=False, separators=(",", ":"))
     if not key.isascii():
-        _require_utf8(memory_id)
+        _require_utf8(memory_id, key)
     return key
 
 
-def _require_utf8(memory_id: object) -> None:
+def _require_utf8(memory_id: object, text: str) -> None:
     """Refuse an id no store can keep: a lone surrogate is not UTF-8 (SQLite and PostgreSQL
     would fail with a bare UnicodeEncodeError, the memory store would keep what export cannot
     write)."""
-    text = str(memory_id)
     try:
         text.encode()
     except UnicodeEncodeError as e:
