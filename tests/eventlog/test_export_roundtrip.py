@@ -28,7 +28,7 @@ from tests.conftest import PG_DSN, require_pg
 from tests.strategies import chat_messages, conversations
 
 # Text any store keeps: every code point but lone surrogates (refused at the door).
-_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 _parts = st.one_of(_texts, st.integers(), st.uuids())
 _ids = st.one_of(
     _texts, st.integers(), st.uuids(), st.tuples(_parts), st.tuples(_parts, _parts)
@@ -66,11 +66,11 @@ def _fresh(backend: str) -> Iterator[EventStore]:
     from eventlog.postgres import PostgresEventStore
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    store = PostgresEventStore(PG_DSN, schema=schema)
+    pg = PostgresEventStore(PG_DSN, schema=schema)
     try:
-        yield store
+        yield pg
     finally:
-        store.close()
+        pg.close()
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 

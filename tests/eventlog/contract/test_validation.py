@@ -65,7 +65,7 @@ def _read(**kwargs: Any):
             "seq_at: at must be a timezone-aware datetime, got 'yesterday' (str)",
         ),
         (
-            lambda store: store.seq_at("u1", datetime(2026, 1, 1)),  # noqa: DTZ001 - the case
+            lambda store: store.seq_at("u1", datetime(2026, 1, 1)),
             ValueError,
             "seq_at: at=2026-01-01T00:00:00 has no timezone",
         ),
