@@ -39,7 +39,6 @@ __all__ = [
     "check_at",
     "check_range",
     "check_tail",
-    "check_text",
     "decoded_payload",
     "key_problem",
     "kind_problem",
@@ -107,24 +106,6 @@ def text_problem(text: str) -> str | None:
             "text and no store can keep"
         )
     return None
-
-
-_TEXT_REMEDY = (
-    "decode the bytes it came from as UTF-8 (errors='replace' keeps what is readable) "
-    "rather than with errors='surrogateescape'"
-)
-
-
-def check_text(what: str, text: str) -> None:
-    """Refuse text that is not UTF-8, naming ``what`` (e.g. ``"read: memory id"``).
-
-    Raises:
-        ValueError: ``text`` holds a lone surrogate.
-    """
-    problem = text_problem(text)
-    if problem is not None:
-        msg = f"{what} {shown(text)} {problem}; {_TEXT_REMEDY}"
-        raise ValueError(msg)
 
 
 def key_problem(key: str) -> str | None:

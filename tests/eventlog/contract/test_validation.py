@@ -101,13 +101,15 @@ def test_a_lone_surrogate_in_an_id_is_a_value_error_naming_it(store):
         lambda: store.read("a\ud800b"),
         lambda: store.append("a\ud800b", batch("x")),
         lambda: store.append(("user", "a\ud800b"), batch("x")),
+        lambda: store.append(StreamKey("a\ud800b"), batch("x")),
     ):
         with pytest.raises(ValueError, match="lone surrogate") as caught:
             call()
         text = str(caught.value)
         assert "memory id" in text
         assert "a\\ud800b" in text
-        assert "errors='replace'" in text
+    with pytest.raises(ValueError, match="decode the bytes it came from as UTF-8"):
+        store.append("a\ud800b", batch("x"))
     assert store.streams() == []
 
 
@@ -131,6 +133,7 @@ def test_a_lone_surrogate_in_a_message_is_a_value_error_naming_it(store):
         (NewRecord("memory_cleared", "{}", meta="[1]"), r"meta '\[1\]' is not a JSON object"),
         (NewRecord("memory_cleared", "{}", meta="{oops"), r"meta '\{oops' is not a JSON object"),
         (NewRecord("memory_cleared", "{}", meta='{"a":"\x00"}'), r"NUL character"),
+        (NewRecord("memory_cleared", '{"a":"\x00"}'), r"payload .* holds a NUL character"),
         (NewRecord("memory_cleared", "{}", meta="[" * 5_000 + "]" * 5_000), r"nests JSON more"),
         (NewRecord("memory_cleared", "{}", meta='{"a":"\ud800"}'), r"lone surrogate"),
         (NewRecord("memory_cleared", 5), r"payload or meta that is not a str"),  # type: ignore[arg-type]
