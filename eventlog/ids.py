@@ -56,11 +56,14 @@ def memory_key(memory_id: object) -> str:
 
     Raises:
         TypeError: If the id (or a part of a tuple id) has any other type.
+        ValueError: If a string in the id holds a lone surrogate (it is not UTF-8 text).
     """
     if type(memory_id) is str:
         if "\x00" in memory_id:
             # PostgreSQL text cannot hold NUL: such ids are stored JSON-escaped on every backend.
             return "~s:" + json.dumps(memory_id)
+        if not memory_id.isascii():
+            _require_utf8(memory_id, memory_id)
         return memory_id if not memory_id.startswith(_TAG) else _TAG + memory_id
     if isinstance(memory_id, StreamKey):
         return str(memory_id)
@@ -72,7 +75,28 @@ def memory_key(memory_id: object) -> str:
         return f"~u:{memory_id}"
     tagged = _tagged(memory_id, memory_id)
     # ensure_ascii=False keeps keys readable; NUL and other control characters are escaped.
-    return "~t:" + json.dumps(tagged, ensure_ascii=False, separators=(",", ":"))
+    key = "~t:" + json.dumps(tagged, ensure_ascii=False, separators=(",", ":"))
+    if not key.isascii():
+        _require_utf8(memory_id, key)
+    return key
+
+
+def _require_utf8(memory_id: object, text: str) -> None:
+    """Refuse an id no store can keep: a lone surrogate is not UTF-8 (SQLite and PostgreSQL
+    would fail with a bare UnicodeEncodeError, the memory store would keep what export cannot
+    write)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:
+        shown = repr(memory_id)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        msg = (
+            f"memory id {shown} holds a lone surrogate {text[e.start]!r}, which is not UTF-8 "
+            "text and no store can keep; decode the bytes it came from as UTF-8 "
+            "(errors='replace' keeps what is readable) rather than with "
+            "errors='surrogateescape'"
+        )
+        raise ValueError(msg) from None
 
 
 def _untagged(value: object, key: str) -> MemoryId:

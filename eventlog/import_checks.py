@@ -17,19 +17,14 @@ brought so far (:class:`Brought`); the command line passes
 from __future__ import annotations
 
 import json
-import re
-import typing
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from itertools import accumulate
 from typing import Any, TypeAlias
 
-from eventlog.errors import EventLogError
+from eventlog import validation
 from eventlog.ids import StreamKey, memory_id_from_key, memory_key
-from eventlog.messages import MAX_ATTRIBUTE_DEPTH
-from eventlog.models import CURRENT_SCHEMA_VERSION, Event, MessagesSet, Record, format_time
-from eventlog.serialization import decode_event
+from eventlog.models import MessagesSet, Record, format_time
 from eventlog.store import EventStore
 
 __all__ = [
@@ -48,64 +43,19 @@ DEFAULT_MAX_LINE = 8 * 2**20
 """Longest line (in characters) an import reads: far beyond any real record, and it bounds
 the memory one line can take before it is refused."""
 
-DEFAULT_MAX_DEPTH = MAX_ATTRIBUTE_DEPTH + 16
-"""Deepest JSON nesting accepted in a line, key, payload or meta: the deepest ``attributes`` a
-message may hold, plus the message and list around them, with room to spare. Python's ``json``
-recurses once per level, so this is checked before any parser sees the text."""
+DEFAULT_MAX_DEPTH = validation.MAX_DEPTH
+"""Deepest JSON nesting accepted in a line, key, payload or meta (see
+:data:`eventlog.validation.MAX_DEPTH`)."""
 
 DEFAULT_SKEW = timedelta(minutes=5)
 """How far after the import's clock a record's time may be (clocks of two machines differ)."""
 
-MAX_KEY_BYTES = 2048
-"""Longest stored key (UTF-8 bytes) accepted: PostgreSQL cannot index a key much longer
-(a B-tree entry holds about 2.7 kB), and a real memory id is far shorter."""
+# Re-exported: what a valid record is lives in eventlog.validation, shared with append.
+MAX_KEY_BYTES = validation.MAX_KEY_BYTES
+KNOWN_KINDS = validation.KNOWN_KINDS
+nesting_depth = validation.nesting_depth
 
-KNOWN_KINDS: frozenset[str] = frozenset(
-    cls.model_fields["kind"].default for cls in typing.get_args(typing.get_args(Event)[0])
-)
-"""The event kinds :func:`eventlog.serialization.decode_event` knows (derived from ``Event``,
-so a new kind is accepted as soon as it can be decoded)."""
-
-# Inside a JSON string only `\\` and `\"` matter to a bracket count (they hide a quote);
-# with them gone every string is `"[^"]*"`, which no regex can scan twice (see nesting_depth).
-_ESCAPES = (("\\\\", ""), ('\\"', ""))
-_STRING = re.compile(r'"[^"]*"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-_CHUNK = 1 << 16  # brackets summed per step: a line far too deep is refused after one
 _SHOWN = 200  # characters of a decoding error kept in a refusal: one readable line
-
-
-def nesting_depth(text: str, limit: int) -> int:
-    """How deeply the JSON in ``text`` nests, counted only as far as needed to compare it
-    with ``limit`` (any result <= limit is exact; a larger one means "too deep").
-
-    Runs in linear time without recursion, so it is safe on text no parser should see.
-    Brackets inside JSON strings do not count; after an unterminated string they do (a
-    parser stops there, so counting them can only overstate the depth it would reach).
-    """
-    # The cheap bound first: nesting cannot exceed the number of openers, and a real record
-    # has few, so this is usually the whole cost.
-    openers = text.count("[") + text.count("{")
-    if openers <= limit:
-        return openers
-    # Every step is one pass of C code. A string regex that handles escapes itself
-    # ('"[^"\\]*(?:\\.[^"\\]*)*"') rescans to the end from every `"` of an unterminated
-    # string: quadratic, hours for one 8 MB line of `\"`. With escapes removed first (pairs
-    # of backslashes, then escaped quotes, both left to right as a parser reads them), a
-    # failed match can only start at the last `"`, so the text is scanned once.
-    for escape, blank in _ESCAPES:
-        text = text.replace(escape, blank)
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    depth = deepest = 0
-    for start in range(0, len(brackets), _CHUNK):
-        chunk = brackets[start : start + _CHUNK]
-        top = max(accumulate(map(_STEP.__getitem__, chunk), initial=depth))
-        deepest = max(deepest, top)
-        if deepest > limit:
-            break
-        depth += chunk.count("[") + chunk.count("{") - chunk.count("]") - chunk.count("}")
-    return deepest
 
 
 def _one_line(error: BaseException) -> str:
@@ -284,21 +234,16 @@ class ImportGate:
             if not isinstance(text, str):
                 continue
             where = f"line {number}: {name}"
-            try:
-                size = len(text.encode())
-            except UnicodeEncodeError:
-                msg = (
-                    f"{where} holds an unpaired surrogate escape, which is not UTF-8 text; "
-                    "the file was not written by `chatledger export`"
-                )
-                raise self._refuse(msg) from None
-            if name == "memory" and size > MAX_KEY_BYTES:
-                msg = (
-                    f"{where} is a key of {size} bytes; keys longer than {MAX_KEY_BYTES} bytes "
-                    "cannot be indexed by every store - use a shorter memory id"
-                )
+            problem = validation.text_problem(text)
+            if problem is not None:
+                msg = f"{where} {problem}; the file was not written by `chatledger export`"
                 raise self._refuse(msg)
-            if name != "memory" and "\x00" in text:
+            if name == "memory":
+                problem = validation.key_problem(text)
+                if problem is not None:
+                    msg_0 = f"{where} {problem}"
+                    raise self._refuse(msg_0)
+            elif "\x00" in text:
                 msg = (
                     f"{where} holds a NUL character, which chatledger never writes (JSON "
                     "escapes it) and PostgreSQL cannot store"
@@ -313,19 +258,11 @@ class ImportGate:
         chatledger wrote; ``line`` is its line number in the file."""
         where = f"line {line}"
         key = record.stream_id
-        if record.kind not in KNOWN_KINDS:
-            msg = (
-                f"{where}: kind {record.kind!r:.80} is unknown (known: "
-                f"{', '.join(sorted(KNOWN_KINDS))}); if a newer chatledger wrote the file, "
-                "import it with that version"
-            )
-            raise self._refuse(msg)
-        if record.schema_version > CURRENT_SCHEMA_VERSION:
-            msg = (
-                f"{where}: schema_version {record.schema_version} is newer than this "
-                f"chatledger's ({CURRENT_SCHEMA_VERSION}); import it with the version that "
-                "wrote it, or a newer one"
-            )
+        problem = validation.kind_problem(record.kind) or validation.version_problem(
+            record.schema_version
+        )
+        if problem is not None:
+            msg = f"{where}: {problem}"
             raise self._refuse(msg)
         canonical = memory_key(memory_id_from_key(key))
         if canonical != key:
@@ -349,28 +286,18 @@ class ImportGate:
         what = f"{where}: the payload of {record.stream_id!r:.80}#{record.seq} ({record.kind})"
         if self._opener is not None:
             record = self._opener(record)
-        try:
-            event = decode_event(record)
-            # decode_event ignores a clear's payload; other readers (SQL, Java) expect "{}".
-            if record.kind == "memory_cleared" and not isinstance(json.loads(record.payload), dict):
-                msg = "it is not a JSON object"
-                raise ValueError(msg)
-        except (ValueError, TypeError, EventLogError, RecursionError) as e:
-            msg = f"{what} does not decode ({_one_line(e)}); the record is malformed"
-            raise self._refuse(msg) from e
+        event = validation.decoded_payload(record, self._max_depth)
+        if isinstance(event, str):
+            msg = f"{what} {event}; the record is malformed"
+            raise self._refuse(msg)
         self._set_size = len(event.messages) if isinstance(event, MessagesSet) else 0
 
     def _meta(self, record: Record, where: str) -> None:
-        if not record.meta:
-            return
-        try:
-            meta = json.loads(record.meta)
-        except (ValueError, RecursionError) as e:
-            meta = e
-        if not isinstance(meta, dict):
+        problem = validation.meta_problem(record.meta, self._max_depth)
+        if problem is not None:
             msg = (
-                f"{where}: the meta of {record.stream_id!r:.80}#{record.seq} is not a JSON "
-                "object; the record is malformed"
+                f"{where}: the meta of {record.stream_id!r:.80}#{record.seq} {problem}; "
+                "the record is malformed"
             )
             raise self._refuse(msg)
 

@@ -23,8 +23,9 @@ from eventlog.import_checks import (
     ImportGate,
     WindowCheck,
 )
-from eventlog.models import NewRecord, Record, format_time, parse_time
+from eventlog.models import Record, format_time, parse_time
 from eventlog.store import EventStore
+from eventlog.validation import Checked
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ImportReport", "export_jsonl", "import_jsonl"]
 
@@ -474,8 +475,10 @@ def _write(
         if not chunk:
             return
         key = chunk[0].stream_id
+        # Checked: the first pass decoded every payload through the same definition append
+        # uses (eventlog.validation), so append does not decode them again.
         items = [
-            NewRecord(
+            Checked(
                 r.kind,
                 r.payload,
                 r.meta,

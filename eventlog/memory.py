@@ -21,6 +21,7 @@ from eventlog.models import (
     format_time,
 )
 from eventlog.store import RECEIPT_KINDS, EventStore
+from eventlog.validation import check_at, check_range, check_tail
 
 __all__ = ["InMemoryEventStore"]
 
@@ -63,7 +64,7 @@ class InMemoryEventStore(EventStore):
         expected_hash: str | None = None,
     ) -> list[Record]:
         key = memory_key(memory_id)
-        self._check_items(items)
+        self._check_items(items, memory_id, key)
         with self._lock:
             self._open("append")
             if not items:
@@ -196,6 +197,7 @@ class InMemoryEventStore(EventStore):
         limit: int | None = None,
         desc: bool = False,
     ) -> list[Record]:
+        check_range("read", gt, lte, limit, desc)
         key = memory_key(memory_id)
         with self._lock:
             self._open("read")
@@ -208,6 +210,7 @@ class InMemoryEventStore(EventStore):
         return self._opened(selected if limit is None else selected[: max(limit, 0)])
 
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
+        check_tail("read_all", gt, limit)
         with self._lock:
             self._open("read_all")
             lo = bisect.bisect_right(self._all, gt, key=_position)
@@ -222,6 +225,7 @@ class InMemoryEventStore(EventStore):
             return _head_of(self._streams.get(key, []))
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
+        check_at("seq_at", at)
         key, when = memory_key(memory_id), format_time(at)
         with self._lock:
             self._open("seq_at")
@@ -232,6 +236,7 @@ class InMemoryEventStore(EventStore):
     def load_snapshot(
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
+        check_range("load_snapshot", None, lte, None)
         key = memory_key(memory_id)
         with self._lock:
             self._open("load_snapshot")

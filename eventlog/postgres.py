@@ -51,7 +51,9 @@ from eventlog.models import (
 )
 from eventlog.postgres_open import PostgresLedgerTx as _Tx
 from eventlog.postgres_sql import MIGRATIONS
+from eventlog.postgres_waits import waited_on
 from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx
+from eventlog.validation import check_at, check_range, check_tail
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -382,7 +384,10 @@ class PostgresEventStore(EventStore):
 
     @contextlib.contextmanager
     def _errors(
-        self, operation: str, conflict: Callable[[], ConcurrencyError] | None = None
+        self,
+        operation: str,
+        conflict: Callable[[], ConcurrencyError] | None = None,
+        keys: Sequence[str] = (),
     ) -> Iterator[None]:
         """The one place psycopg errors become EventLogErrors, so every operation reports a
         driver failure the same way and no caller needs to know psycopg."""
@@ -391,33 +396,26 @@ class PostgresEventStore(EventStore):
         except psycopg.errors.UniqueViolation as e:
             if conflict is not None and e.diag.constraint_name == pgsql.UNIQUE_SEQ:
                 raise conflict() from e
-            raise PersistenceError(operation, self._detail(e)) from e
+            raise PersistenceError(operation, self._detail(e, operation, keys)) from e
         except psycopg.errors.SerializationFailure as e:
             # A one-statement append under a SERIALIZABLE default isolation reports a
             # concurrent writer of the same seq this way instead of as a unique violation.
             if conflict is not None:
                 raise conflict() from e
-            raise PersistenceError(operation, self._detail(e)) from e
+            raise PersistenceError(operation, self._detail(e, operation, keys)) from e
         except psycopg_pool.PoolClosed as e:
             if self._closed:
                 raise StoreClosedError(operation, self._name) from e
-            raise PersistenceError(operation, self._detail(e)) from e
+            raise PersistenceError(operation, self._detail(e, operation, keys)) from e
         except psycopg.Error as e:
-            raise PersistenceError(operation, self._detail(e)) from e
+            raise PersistenceError(operation, self._detail(e, operation, keys)) from e
 
-    def _detail(self, e: psycopg.Error) -> str:
+    def _detail(self, e: psycopg.Error, operation: str = "", keys: Sequence[str] = ()) -> str:
         text = str(e).strip()
         if self._password:
             text = text.replace(self._password, "***")
-        if isinstance(e, psycopg.errors.QueryCanceled):
-            remedy = (
-                "cancelled by the server (statement_timeout or pg_cancel_backend)"
-                if self._timeout is None
-                else f"it ran longer than statement_timeout={self._timeout} s (an append waits "
-                "for its memory's append lock, which a stalled transaction of the same memory "
-                "can hold): find the long transaction in pg_stat_activity, or raise "
-                "statement_timeout"
-            )
+        if isinstance(e, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
+            remedy = self._timed_out(e, operation, keys)
         elif isinstance(e, psycopg_pool.PoolTimeout):
             remedy = "no pooled connection became free or could be opened; is the server up?"
         elif _login_refused(e):
@@ -430,14 +428,44 @@ class PostgresEventStore(EventStore):
             f"; {remedy}" if remedy else ""
         )
 
+    def _timed_out(self, e: psycopg.Error, operation: str, keys: Sequence[str]) -> str:
+        """What a cancelled statement waited for (asked of the server on another pooled
+        connection: the lock it wanted and who holds it) and the setting that bounds it."""
+        if isinstance(e, psycopg.errors.LockNotAvailable):
+            setting, bound = "lock_timeout", "lock_timeout (the server's or role's setting)"
+        elif self._timeout is None:
+            setting = "statement_timeout"
+            bound = "the server's statement_timeout (or a pg_cancel_backend)"
+        else:
+            setting = "PostgresEventStore(statement_timeout=...)"
+            bound = f"statement_timeout={self._timeout} s"
+        try:
+            with self._pool.connection(timeout=1.0) as conn, conn.transaction():
+                conn.execute("SET LOCAL statement_timeout = 1000")
+                waited, pid = waited_on(conn, self._schema, operation, keys)
+        except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed):
+            waited, pid = "a lock (the server could not be asked which)", None
+        end = (
+            f"find pid {pid} in pg_stat_activity and end its transaction or session "
+            f"(SELECT pg_terminate_backend({pid}))"
+            if pid is not None
+            else "find the long transaction in pg_stat_activity"
+        )
+        what = operation or "the statement"
+        return f"{what} waited longer than {bound} for {waited}; {end}, or raise {setting}"
+
     @contextlib.contextmanager
     def _guard(
-        self, operation: str, conflict: Callable[[], ConcurrencyError] | None = None
+        self,
+        operation: str,
+        conflict: Callable[[], ConcurrencyError] | None = None,
+        keys: Sequence[str] = (),
     ) -> Iterator[Conn]:
-        """A pooled connection; with our own pool it is in autocommit mode."""
+        """A pooled connection; with our own pool it is in autocommit mode. ``keys``: the
+        memories whose append locks the operation takes (named when it times out)."""
         if self._closed:
             raise StoreClosedError(operation, self._name)
-        with self._errors(operation, conflict), self._pool.connection() as conn:
+        with self._errors(operation, conflict, keys), self._pool.connection() as conn:
             yield conn
 
     @contextlib.contextmanager
@@ -451,7 +479,7 @@ class PostgresEventStore(EventStore):
     ) -> Iterator[Conn]:
         """One transaction holding the append locks of ``keys`` (or, with ``whole_log``, the
         events table against every insert): commit on success, else roll back."""
-        with self._guard(operation, conflict) as conn, conn.transaction():
+        with self._guard(operation, conflict, keys) as conn, conn.transaction():
             # READ COMMITTED whatever the server's default: each statement then takes a new
             # snapshot, so what runs *after* a lock is granted (a head read, the insert's check
             # of the record it chains to) sees the previous writer's commit; under REPEATABLE
@@ -549,7 +577,7 @@ class PostgresEventStore(EventStore):
         expected_hash: str | None = None,
     ) -> list[Record]:
         key = memory_key(memory_id)
-        self._check_items(items)
+        self._check_items(items, memory_id, key)
         operation = "append"
         if self._closed:
             raise StoreClosedError(operation, self._name)
@@ -657,7 +685,7 @@ class PostgresEventStore(EventStore):
             return ConcurrencyError(key, chained_to if expected_seq is None else expected_seq, None)
 
         try:
-            with self._guard("append", conflict) as conn:
+            with self._guard("append", conflict, (key,)) as conn:
                 if rows is not None and conn.autocommit:
                     chained_to = rows[0][1] - 1
                     sent.append((rows, conn.info.backend_pid))  # from here, it may land
@@ -896,6 +924,7 @@ class PostgresEventStore(EventStore):
         limit: int | None = None,
         desc: bool = False,
     ) -> list[Record]:
+        check_range("read", gt, lte, limit, desc)
         key = memory_key(memory_id)
         # One statement shape per direction (absent bounds become ones that match every
         # seq, LIMIT NULL is no limit), so psycopg's automatic prepare reuses its plan.
@@ -916,6 +945,7 @@ class PostgresEventStore(EventStore):
         an older transaction is open shows once that transaction ends. Records this store
         object appended itself are waited for (up to ``_SETTLE_WAIT``), so an append followed
         by ``read_all`` or ``digest()`` sees it."""
+        check_tail("read_all", gt, limit)
         params = (gt, None if limit is None else max(limit, 0))
         query = self._q["read_all"]
         deadline = None
@@ -979,6 +1009,7 @@ class PostgresEventStore(EventStore):
         return self._read("read", run)
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
+        check_at("seq_at", at)
         params = (memory_key(memory_id), format_time(at))
 
         def run(conn: Conn) -> int | None:
@@ -990,6 +1021,7 @@ class PostgresEventStore(EventStore):
     def load_snapshot(
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
+        check_range("load_snapshot", None, lte, None)
         params = (memory_key(memory_id), name, _NO_UPPER if lte is None else lte)
 
         def run(conn: Conn) -> Snapshot | None:

@@ -38,6 +38,7 @@ from eventlog.models import (
     Record,
     SummaryRecorded,
 )
+from eventlog.validation import Checked
 
 __all__ = [
     "UPCASTERS",
@@ -95,24 +96,24 @@ def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> N
         )
         raise TypeError(msg)
     text = meta if isinstance(meta, str) else encode_meta(meta)
-    return NewRecord(kind=event.kind, payload=payload, meta=text)
+    return Checked(kind=event.kind, payload=payload, meta=text)
 
 
 def added_record(message: ChatMessage, meta: str = "") -> NewRecord:
     """Fast path of ``encode_event(MessageAdded(message=message), meta)`` for the hot ``add``:
     the same bytes, without building the event model first. ``meta`` is canonical meta text
     (the projections own what it says)."""
-    return NewRecord("message_added", message_to_json(message), meta)
+    return Checked("message_added", message_to_json(message), meta)
 
 
 def set_record(messages: Sequence[ChatMessage], meta: str = "") -> NewRecord:
     """Same as ``encode_event(MessagesSet(messages=...), meta)``; ``meta`` is canonical text."""
-    return NewRecord("messages_set", messages_to_json(messages), meta)
+    return Checked("messages_set", messages_to_json(messages), meta)
 
 
 def cleared_record(meta: str = "") -> NewRecord:
     """Same as ``encode_event(MemoryCleared(), meta)``; ``meta`` is canonical text."""
-    return NewRecord("memory_cleared", "{}", meta)
+    return Checked("memory_cleared", "{}", meta)
 
 
 def require_opened(record: Record) -> None:

@@ -30,6 +30,7 @@ from eventlog.models import (
     parse_time,
 )
 from eventlog.store import RECEIPT_KINDS, EventStore
+from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteEventStore", "is_ledger_file"]
@@ -601,7 +602,7 @@ class SQLiteEventStore(EventStore):
         expected_hash: str | None = None,
     ) -> list[Record]:
         key = memory_key(memory_id)
-        self._check_items(items)
+        self._check_items(items, memory_id, key)
         if not items:
             with self._guard("append"):
                 return []
@@ -797,6 +798,7 @@ class SQLiteEventStore(EventStore):
         limit: int | None = None,
         desc: bool = False,
     ) -> list[Record]:
+        check_range("read", gt, lte, limit, desc)
         key = memory_key(memory_id)
         params: list[object] = [key]
         if gt is not None:
@@ -810,6 +812,7 @@ class SQLiteEventStore(EventStore):
         )
 
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
+        check_tail("read_all", gt, limit)
         params = (gt, _NO_LIMIT if limit is None else max(limit, 0))
         return self._opened(
             self._read(
@@ -827,6 +830,7 @@ class SQLiteEventStore(EventStore):
         return self._read("head", work)
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
+        check_at("seq_at", at)
         key = memory_key(memory_id)
         params = (key, format_time(at))
         row = self._read("seq_at", lambda conn: conn.execute(_SEQ_AT, params).fetchone())
@@ -873,6 +877,7 @@ class SQLiteEventStore(EventStore):
     def load_snapshot(
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
+        check_range("load_snapshot", None, lte, None)
         key = memory_key(memory_id)
         bound = (1 << 62) if lte is None else lte
         params = (key, name, bound)

@@ -12,7 +12,7 @@ from hashlib import sha256
 from types import TracebackType
 from typing import Protocol, Self, overload
 
-from eventlog import clock
+from eventlog import clock, validation
 from eventlog.aio import off_loop
 from eventlog.errors import ChainKeyError, ConcurrencyError, ReadOnlyError
 from eventlog.hashing import (
@@ -121,6 +121,49 @@ def _check_reason(operation: str, reason: object) -> None:
             f"{operation}: reason must be a non-empty string (why the content goes), got {reason!r}"
         )
         raise ValueError(msg)
+
+
+def _item_problem(key: str, item: NewRecord) -> str | None:
+    """What makes ``item`` invalid (see :mod:`eventlog.validation`), or None. A
+    :class:`~eventlog.validation.Checked` item (typed events, checked imports) skips the
+    payload decode, which is most of the cost."""
+    if type(item) is not validation.Checked:
+        problem = validation.kind_problem(item.kind) or validation.version_problem(
+            item.schema_version
+        )
+        if problem is not None:
+            return problem
+        if not isinstance(item.payload, str) or not isinstance(item.meta, str):
+            return "has a payload or meta that is not a str"
+        if item.format is None or not is_sealed(item.payload):
+            # Only an import keeps a sealed payload as is (its gate opened and checked it);
+            # any other sealed text is refused, as its decode needs the key.
+            record = Record(
+                0,
+                key,
+                1,
+                "",
+                item.kind,
+                item.schema_version,
+                item.payload,
+                item.meta,
+                "",
+                "",
+                "x" if item.salt is None else item.salt,  # None: a fresh salt is drawn
+                "x" if item.commitment is None else item.commitment,
+                2 if item.format is None else item.format,
+            )
+            problem = validation.payload_problem(record)
+            if problem is not None:
+                return f"payload {validation.shown(item.payload)} {problem}"
+    else:
+        problem = validation.text_problem(item.payload)
+        if problem is not None:
+            return f"payload {validation.shown(item.payload)} {problem}"
+    problem = validation.meta_problem(item.meta)
+    if problem is not None:
+        return f"meta {validation.shown(item.meta)} {problem}"
+    return None
 
 
 class EventStore(ABC):
@@ -822,7 +865,27 @@ class EventStore(ABC):
         return clock.CLOCK.now()
 
     @staticmethod
-    def _check_items(items: Sequence[NewRecord]) -> None:
+    def _check_items(items: Sequence[NewRecord], memory_id: object, key: str) -> None:
+        """Refuse, before anything is written, what export or import would not take back:
+        the one definition of a valid record (:mod:`eventlog.validation`), shared with the
+        import gate.
+
+        Raises:
+            TypeError: An item is not a :class:`NewRecord`.
+            ValueError: The key or an item is not valid (see :mod:`eventlog.validation`).
+        """
+        problem = validation.key_problem(key)
+        if problem is None and isinstance(memory_id, StreamKey) and key.startswith("~"):
+            # A stored key used as is must be one memory_key writes, or it aliases another.
+            try:
+                canonical = memory_key(memory_id_from_key(key))
+            except ValueError as e:
+                canonical = str(e)
+            if canonical != key:
+                problem = f"is not a key chatledger writes (its id is stored as {canonical!r:.80})"
+        if problem is not None:
+            msg = f"append to memory {validation.shown(key)}: the memory id {problem}"
+            raise ValueError(msg)
         for i, item in enumerate(items):
             if not isinstance(item, NewRecord):
                 msg = (
@@ -830,6 +893,13 @@ class EventStore(ABC):
                     "build records with eventlog.serialization (nothing was written)"
                 )
                 raise TypeError(msg)
+            problem = _item_problem(key, item)
+            if problem is not None:
+                msg = (
+                    f"append to {validation.shown(key)}: item {i} ({validation.shown(item.kind)}) "
+                    f"{problem}; nothing was written"
+                )
+                raise ValueError(msg)
 
     def _build(
         self,

@@ -162,7 +162,7 @@ def test_a_file_object_is_read_line_by_line():
         (5, {"payload": "[1]"}, r"payload of 'conv'#5 .* does not decode"),
         (8, {"payload": "[]"}, r"payload of 'conv'#8 .* not a JSON object"),
         (5, {"payload": "{}\x00"}, r"NUL character"),
-        (5, {"payload": "\ud800"}, r"unpaired surrogate"),
+        (5, {"payload": "\ud800"}, r"lone surrogate"),
         (5, {"payload": "[" * 100_000 + "]" * 100_000}, r"line 6: payload nests JSON more"),
     ],
 )

@@ -132,7 +132,7 @@ def test_column_types_keep_payload_bytes_exact(store, schema):
     assert types["position"] == types["seq"] == "bigint"
     # Check odd key order and whitespace survive byte for byte (jsonb would rewrite them).
     odd = '{"z": 1,   "a": [ 2 ]}'
-    store.append("u1", [NewRecord("message_added", odd, meta='{"b":1, "a":0}')])
+    store.append("u1", [NewRecord("memory_cleared", odd, meta='{"b":1, "a":0}')])
     (record,) = store.read("u1")
     assert (record.payload, record.meta) == (odd, '{"b":1, "a":0}')
     assert store.verify().ok
@@ -349,6 +349,85 @@ def test_statement_timeout_gives_persistence_error_and_appends_nothing(schema):
         # Check nothing of the cancelled append landed and the store still works.
         assert texts(s.read("u1")) == ["a"]
         assert s.append("u1", batch("c"), expected_seq=1)[0].seq == 2
+
+
+def test_a_read_behind_a_table_lock_names_the_lock_its_holder_and_the_setting(schema):
+    import psycopg
+
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=0.3) as s:
+        s.append("u1", batch("a"))
+        with psycopg.connect(PG_DSN) as blocker:
+            blocker.execute(f'LOCK TABLE "{schema}".events IN ACCESS EXCLUSIVE MODE'.encode())
+            pid = blocker.info.backend_pid
+            # Before: "an append waits for its memory's append lock", for a read.
+            for operation, call in (("read", lambda: s.read("u1")), ("read_all", s.read_all)):
+                with pytest.raises(PersistenceError) as info:
+                    call()
+                text = str(info.value)
+                assert info.value.operation == operation
+                assert f"{operation} waited longer than statement_timeout=0.3 s" in text
+                assert f"for a AccessExclusive lock on table {schema}.events" in text
+                assert f"held by backend pid {pid} (idle in transaction since" in text
+                assert f"SELECT pg_terminate_backend({pid})" in text
+                assert "raise PostgresEventStore(statement_timeout=...)" in text
+                assert "append lock" not in text
+            blocker.rollback()
+        assert texts(s.read("u1")) == ["a"]
+
+
+def test_an_append_behind_its_append_lock_names_the_memory_and_the_holder(schema):
+    import psycopg
+
+    from eventlog.ids import memory_key
+    from eventlog.postgres import PostgresEventStore
+    from eventlog.postgres_sql import stream_lock_key
+
+    with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=0.3) as s:
+        s.append(("user", 7), batch("a"))
+        with psycopg.connect(PG_DSN, autocommit=True) as holder:
+            lock = stream_lock_key(schema, memory_key(("user", 7)))
+            holder.execute("SELECT pg_advisory_lock(%s)", (lock,))
+            pid = holder.info.backend_pid
+            with pytest.raises(PersistenceError) as info:
+                s.append(("user", 7), batch("b"))
+            text = str(info.value)
+            assert "append waited longer than statement_timeout=0.3 s" in text
+            assert """for the append lock of memory '~t:["user",7]', held by backend pid""" in text
+            assert f"pid {pid} (idle, last query 'SELECT pg_advisory_lock" in text
+            # Check other memories' appends and reads do not wait for it.
+            s.append("u2", batch("c"))
+            holder.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+        assert texts(s.read(("user", 7))) == ["a"]
+        assert s.append(("user", 7), batch("d"))[0].seq == 2
+
+
+def test_a_timeout_with_no_lock_left_says_what_it_may_have_waited_for(schema):
+    import psycopg
+
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=0.3) as s:
+        canceled = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+        # Check the operation decides what is named when nothing holds a lock any more.
+        read = s._detail(canceled, "read", ())
+        assert "read waited longer than statement_timeout=0.3 s" in read
+        assert "narrow it with limit=" in read
+        write = s._detail(canceled, "purge", ["u1"])
+        assert "purge waited longer than statement_timeout=0.3 s for the append lock of memory" in (
+            write
+        )
+        assert "pg_stat_activity" in write
+        lock = psycopg.errors.LockNotAvailable("canceling statement due to lock timeout")
+        assert "longer than lock_timeout" in s._detail(lock, "erase", [])
+        s.close()
+        # Check a store that cannot ask the server still names the setting.
+        assert "statement_timeout=0.3 s for a lock (the server could not be asked" in (
+            s._detail(canceled, "read", ())
+        )
+    with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=None) as s:
+        assert "the server's statement_timeout" in s._detail(canceled, "head", ())
 
 
 def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(schema):

@@ -115,6 +115,30 @@ def test_lock_held_past_busy_timeout_is_a_clear_error(tmp_path):
     blocker.close()
 
 
+def test_a_write_behind_another_writer_names_the_write_lock_and_busy_timeout(tmp_path):
+    path = tmp_path / "chat.db"
+    store = SQLiteEventStore(path, busy_timeout=0.2)
+    store.append("u1", batch("a"))
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    for operation, call in (
+        ("append", lambda: store.append("u1", batch("b"))),
+        ("save_snapshot", lambda: store.save_snapshot("u1", "w", 1, "{}")),
+    ):
+        with pytest.raises(PersistenceError) as info:
+            call()
+        assert info.value.operation == operation
+        assert str(info.value).startswith(
+            f"{operation} failed: another connection held the write lock of {path} for more "
+            "than busy_timeout=0.2 s; raise busy_timeout or find the long transaction"
+        )
+    # Check reads do not wait for a writer (WAL).
+    assert texts(store.read("u1")) == ["a"]
+    blocker.execute("ROLLBACK")
+    store.close()
+    blocker.close()
+
+
 def test_sees_commits_of_another_connection(tmp_path):
     path = tmp_path / "chat.db"
     a, b = SQLiteEventStore(path), SQLiteEventStore(path)

@@ -10,7 +10,6 @@ from freezegun import freeze_time
 
 from eventlog import ConcurrencyError
 from eventlog.hashing import GENESIS
-from eventlog.models import NewRecord
 
 from .records import added, batch, texts
 
@@ -60,9 +59,7 @@ def test_batch_with_bad_item_is_atomic(store):
         store.append("u1", [added("b"), "not a record"])
     # Check a batch with a naive timestamp fails whole too.
     with pytest.raises(ValueError, match="timezone"):
-        store.append(
-            "u1", [added("c"), NewRecord("message_added", "{}", recorded_at=datetime(2026, 1, 1))]
-        )
+        store.append("u1", [added("c"), added("d")._replace(recorded_at=datetime(2026, 1, 1))])
     assert texts(store.read("u1")) == ["a"]
     assert store.head("u1").seq == 1
 
@@ -130,10 +127,8 @@ def test_recorded_at_is_utc_and_never_goes_backwards(store):
 
 def test_explicit_recorded_at_is_kept_and_must_be_in_order(store):
     t0 = datetime(2025, 5, 5, 5, 5, 5, 123456, tzinfo=UTC)
-    rec = store.append("u1", [NewRecord("message_added", "{}", recorded_at=t0)])[0]
+    rec = store.append("u1", [added("a")._replace(recorded_at=t0)])[0]
     assert rec.recorded_at == t0
     with pytest.raises(ValueError, match="earlier"):
-        store.append(
-            "u1", [NewRecord("message_added", "{}", recorded_at=t0 - timedelta(seconds=1))]
-        )
+        store.append("u1", [added("b")._replace(recorded_at=t0 - timedelta(seconds=1))])
     assert len(store.read("u1")) == 1
