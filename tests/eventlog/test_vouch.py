@@ -1,0 +1,138 @@
+"""The read path's checks one by one (eventlog.vouch), on the in-memory store, whose rows and
+seals a test can edit directly: each refusal names the memory, the seq and the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from eventlog import ChainIntegrityError, InMemoryEventStore
+from eventlog.hashing import KEYED_CHAIN, head_mac
+from eventlog.models import HeadSeal
+from eventlog.vouch import NO_SEALS, head_problem, seal_problem
+
+from .contract.records import batch
+
+KEY = b"k" * 32
+
+
+@pytest.fixture
+def store():
+    s = InMemoryEventStore()
+    s.append("m", batch("a", "b", "c", "d"))
+    return s
+
+
+def _refused(store, match, **bounds):
+    with pytest.raises(ChainIntegrityError, match=match) as caught:
+        store.read_verified("m", **bounds)
+    assert caught.value.stream_id == "m"
+    return caught.value
+
+
+def test_an_intact_memory_is_served_for_every_range(store):
+    assert [r.seq for r in store.read_verified("m")] == [1, 2, 3, 4]
+    assert [r.seq for r in store.read_verified("m", gt=1, lte=3)] == [2, 3]
+    assert [r.seq for r in store.read_verified("m", desc=True, limit=2)] == [4, 3]
+    assert [r.seq for r in store.read_verified("m", gt=10)] == []
+    assert store.read_verified("nobody") == []
+
+
+def test_a_blank_or_forged_seal_is_refused(store):
+    seal = store._seals["m"]
+    store._seals["m"] = seal._replace(mac="")
+    _refused(store, "head seal is missing")
+    store._seals["m"] = seal._replace(mac=head_mac(None, "m", 3, seal.hash))
+    _refused(store, "head seal does not verify")
+    # A seal moved back to an earlier record with a valid-looking mac of the wrong erasure.
+    store._seals["m"] = seal._replace(erased_through=2)
+    _refused(store, "does not verify")
+
+
+def test_records_gone_or_seal_gone(store):
+    seal = store._seals.pop("m")
+    _refused(store, "no head seal")
+    store._seals["m"] = seal
+    store._streams["m"] = []
+    error = _refused(store, "records are gone")
+    assert error.seq == 4
+
+
+def test_a_seal_without_a_key_in_a_keyed_ledger_cannot_be_checked():
+    keyed = InMemoryEventStore(key=KEY)
+    keyed.append("m", batch("a"))
+    seal = keyed._seals["m"]
+    keyed._key = None  # as a store opened without the key would be
+    assert seal_problem(keyed, "m", seal) == KEYED_CHAIN
+
+
+def test_ledgers_from_before_seals_are_checked_but_for_their_head(store):
+    store._seals_required = False
+    last = store.read("m", desc=True, limit=1)[0]
+    assert head_problem(store, "m", last, NO_SEALS) is None
+    assert head_problem(store, "m", last, HeadSeal(4, last.hash, "")) is None
+    store._seals_required = True
+    assert head_problem(store, "m", last, NO_SEALS) == (
+        4,
+        "it has records but no head seal (a seal deleted by hand)",
+    )
+
+
+def test_records_out_of_place_or_missing_at_the_end_of_a_descending_read(store, monkeypatch):
+    real = store.read
+
+    def shifted(memory_id, **bounds):
+        found = real(memory_id, **bounds)
+        return found[1:] if bounds.get("desc") and len(found) > 1 else found
+
+    monkeypatch.setattr(store, "read", shifted)
+    error = _refused(store, "seq 4 is missing", desc=True, limit=3)
+    assert error.seq == 4
+
+    def beyond(memory_id, **bounds):
+        found = real(memory_id)
+        return found if bounds.get("lte") == 2 else real(memory_id, **bounds)
+
+    monkeypatch.setattr(store, "read", beyond)
+    _refused(store, "seq 4 is out of place", lte=2)
+
+
+def test_a_first_record_that_does_not_start_the_chain(store):
+    stream = store._streams["m"]
+    stream[0] = stream[0]._replace(prev_hash="a" * 64)
+    _refused(store, "does not start the chain", gt=2)
+
+
+def test_a_head_that_keeps_moving_is_given_up(store, monkeypatch):
+    seals = iter(range(100))
+
+    def moving(key):
+        seal, first, last = InMemoryEventStore._ends(store, key)
+        return seal._replace(seq=5 + next(seals)), first, last
+
+    monkeypatch.setattr(store, "_ends", moving)
+    _refused(store, "kept moving")
+
+
+def test_unkeyed_records_of_a_keyed_ledger_are_walked_once_per_head():
+    plain = InMemoryEventStore()
+    plain.append("m", batch("a", "b"))
+    # Keyed with the records there: the legacy prefix (as adopt_key=True would leave it).
+    plain._key, plain._keyed_db, plain._keyed_since = KEY, True, 2
+    plain._seals["m"] = plain._seals["m"]._replace(
+        mac=head_mac(KEY, "m", 2, plain._seals["m"].hash)
+    )
+    walks = []
+    real = plain._pages
+
+    def counted(key):
+        walks.append(key)
+        return real(key)
+
+    plain._pages = counted  # type: ignore[method-assign]
+    assert len(plain.read_verified("m")) == 2
+    assert len(plain.read_verified("m", gt=1)) == 1
+    assert walks == ["m"]  # the second read trusts the walk at the same head
+    stream = plain._streams["m"]
+    stream[0] = stream[0]._replace(meta='{"x":1}')
+    plain.__dict__["_legacy_vouched"].clear()
+    _refused(plain, "stored hash does not match")
