@@ -173,3 +173,20 @@ def test_read_commands_on_another_apps_database_change_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == listing
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as check:
         assert check.execute("PRAGMA journal_mode").fetchone()[0] == journal
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_read_commands_on_a_scrambled_file_create_nothing_beside_it(cli, tmp_path, command):
+    path = tmp_path / "scrambled.db"
+    # A SQLite header, then noise: SQLite would open it (and make -wal/-shm for a WAL header).
+    header = bytearray(b"SQLite format 3\x00" + bytes(84))
+    header[18:20] = b"\x02\x02"  # WAL read and write versions
+    path.write_bytes(bytes(header) + bytes(range(256)) * 64)
+    before = path.read_bytes()
+
+    result = cli(*command, "--db", path)
+
+    assert result.returncode == 1
+    assert "is not a chatledger database" in result.stderr
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scrambled.db"]
