@@ -17,6 +17,7 @@ from eventlog.errors import (
     ConcurrencyError,
     EventLogError,
     PersistenceError,
+    RollbackError,
     SchemaVersionError,
     StoreClosedError,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "PdfFileContent",
     "PersistenceError",
     "Record",
+    "RollbackError",
     "SQLiteEventStore",
     "SchemaVersionError",
     "StoreClosedError",

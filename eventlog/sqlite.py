@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import sqlite_utils
 
@@ -31,6 +31,9 @@ from eventlog.models import (
 )
 from eventlog.store import RECEIPT_KINDS, EventStore
 from eventlog.vouch import NO_SEALS, Ends
+
+if TYPE_CHECKING:
+    from eventlog.witness import FileWitness
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteEventStore", "is_ledger_file"]
 
@@ -345,8 +348,12 @@ class SQLiteEventStore(EventStore):
             appends, erasures, purges and snapshots raise :class:`ReadOnlyError`.
         adopt_key: Key a database that holds unkeyed records (sealing them as they are);
             without it such an open with ``key=`` raises :class:`ChainKeyError`.
+        witness: A file path (or :class:`~eventlog.witness.FileWitness`) kept outside the
+            database: the open refuses a ledger behind or diverging from it, and appends
+            and close move it forward (see :mod:`eventlog.witness`). Default: none.
 
     Raises:
+        RollbackError: The ledger is behind its witness or diverges from it.
         ChainKeyError: ``key`` does not match the database's key check value, or is given
             for an unkeyed database holding records without ``adopt_key=True``.
         ValueError: ``key`` is shorter than 16 bytes.
@@ -364,6 +371,7 @@ class SQLiteEventStore(EventStore):
         keyring: Keyring | None = None,
         read_only: bool = False,
         adopt_key: bool = False,
+        witness: str | os.PathLike[str] | FileWitness | None = None,
     ) -> None:
         self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
         if synchronous not in ("NORMAL", "FULL"):
@@ -445,6 +453,7 @@ class SQLiteEventStore(EventStore):
             self._retry_locked(prepare, "open")
         try:
             self._load_key_check()
+            self._attach_witness(witness, self._where)
         except BaseException:
             self.close()
             raise
@@ -889,5 +898,8 @@ class SQLiteEventStore(EventStore):
     def close(self) -> None:
         with self._lock:
             if not self._closed:
-                self._closed = True
-                self._conn.close()
+                try:
+                    self._close_witness()
+                finally:
+                    self._closed = True
+                    self._conn.close()

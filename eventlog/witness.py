@@ -1,0 +1,360 @@
+"""A witness against rollback: the newest ledger tree a store has seen, kept outside its database.
+
+Restoring an older copy of a database (every byte genuine, the newest records gone) passes every
+chain and seal check: the older copy was a valid ledger once. Only something kept elsewhere can
+tell. A :class:`FileWitness` is a small JSON file beside (but not inside) the database, holding
+the RFC 9162 tree of the ledger as last seen: its size and root, the position and hash of its
+last leaf, and the tree's *frontier* (the roots of its perfect subtrees, one per set bit of the
+size), so the witness moves forward by reading only the records appended since, never the whole
+log again.
+
+A store opened with ``witness=`` checks it on open and refuses a ledger behind it or diverging
+from it (:class:`~eventlog.errors.RollbackError`); a writable store moves it forward every
+``every`` appends or ``seconds`` seconds, whichever comes first, and on ``close()``. A read-only
+store only checks it.
+
+The open check is cheap by default (``check="anchor"``): the record at the witnessed last
+position must still be there with the witnessed hash - one indexed read, whatever the log's
+length. A restored older copy has lost that record, so it is refused. ``check="tree"``
+re-reads the log up to the witnessed size and compares the root: it also catches a history
+rewritten *before* the last witnessed record (an edit the chain or the seals would have to
+miss), and costs a pass over the log on every open. When the anchor check fails, the log is read
+once to tell "behind" from "diverging" and to name both sizes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final, Literal
+
+from eventlog.errors import PersistenceError, RollbackError
+from eventlog.merkle import EMPTY_ROOT
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
+
+__all__ = ["WITNESS_FORMAT", "FileWitness", "TreeState"]
+
+WITNESS_FORMAT: Final = "chatledger.witness/1"
+_PAGE = 20_000
+_PURGED = "memory_purged"
+DEFAULT_EVERY = 1_000
+DEFAULT_SECONDS = 5.0
+
+
+def _leaf(record_hash: str) -> bytes:
+    return hashlib.sha256(b"\x00" + bytes.fromhex(record_hash)).digest()
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+@dataclasses.dataclass
+class TreeState:
+    """An RFC 9162 tree as its frontier: enough to extend it and to compute its root.
+
+    Attributes:
+        size: Leaves (records) in the tree.
+        frontier: Roots of the perfect subtrees, largest (leftmost) first: one per set bit
+            of ``size``.
+        last_position: Position of the last record absorbed (0 for none).
+        last_hash: That record's chain hash, hex ("" for none).
+    """
+
+    size: int = 0
+    frontier: list[bytes] = dataclasses.field(default_factory=list)
+    last_position: int = 0
+    last_hash: str = ""
+
+    def push(self, position: int, record_hash: str) -> None:
+        """Append one record as the next leaf."""
+        node, size = _leaf(record_hash), self.size
+        while size & 1:  # merge with every perfect subtree of the same height
+            node = _node(self.frontier.pop(), node)
+            size >>= 1
+        self.frontier.append(node)
+        self.size += 1
+        self.last_position, self.last_hash = position, record_hash
+
+    def root(self) -> str:
+        """The tree's root, hex (the RFC 9162 hash of the empty string for no leaves)."""
+        if not self.frontier:
+            return EMPTY_ROOT
+        node = self.frontier[-1]
+        for left in reversed(self.frontier[:-1]):
+            node = _node(left, node)
+        return node.hex()
+
+    def copy(self) -> TreeState:
+        return dataclasses.replace(self, frontier=list(self.frontier))
+
+    def to_json(self) -> str:
+        b64 = base64.b64encode
+        return json.dumps(
+            {
+                "format": WITNESS_FORMAT,
+                "size": self.size,
+                "root": b64(bytes.fromhex(self.root())).decode(),
+                "last_position": self.last_position,
+                "last_hash": self.last_hash,
+                "frontier": [b64(h).decode() for h in self.frontier],
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TreeState:
+        """Parse a witness file.
+
+        Raises:
+            ValueError: Not a well-formed witness, or its root is not its frontier's.
+        """
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != WITNESS_FORMAT:
+            msg = f"not a {WITNESS_FORMAT} file"
+            raise ValueError(msg)
+        size, position, last = data.get("size"), data.get("last_position"), data.get("last_hash")
+        frontier = [base64.b64decode(h, validate=True) for h in data.get("frontier", [])]
+        if (
+            type(size) is not int
+            or type(position) is not int
+            or not isinstance(last, str)
+            or size < 0
+            or len(frontier) != size.bit_count()
+            or any(len(h) != 32 for h in frontier)
+            or (size > 0) != bool(last)
+        ):
+            msg = "malformed size, last_position, last_hash or frontier"
+            raise ValueError(msg)
+        state = cls(size, frontier, position, last)
+        if base64.b64decode(str(data.get("root")), validate=True).hex() != state.root():
+            msg = "its root is not the root of its frontier (edited by hand?)"
+            raise ValueError(msg)
+        return state
+
+
+def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, str]]:
+    """``(position, hash, kind)`` of every record after position ``after``, in global order."""
+    while True:
+        page = store.read_all(gt=after, limit=_PAGE)
+        for record in page:
+            yield record.position, record.hash, record.kind
+        if len(page) < _PAGE:
+            return
+        after = page[-1].position
+
+
+def _scan(store: EventStore, witnessed: TreeState) -> tuple[TreeState, str | None]:
+    """The whole ledger as a tree, and its root at the witnessed size (None when smaller)."""
+    state, root_then = TreeState(), None
+    for position, record_hash, _ in _records(store, 0):
+        if state.size == witnessed.size:
+            root_then = state.root()
+        state.push(position, record_hash)
+    if state.size == witnessed.size:
+        root_then = state.root()
+    return state, root_then
+
+
+class FileWitness:
+    """The newest ledger tree seen, in a JSON file outside the database (see the module
+    docstring).
+
+    Args:
+        path: The witness file; created (with the ledger's tree) on the first writable open.
+            Keep it on another disk or machine than the database, out of reach of whoever
+            could restore the database.
+        check: ``"anchor"`` (default: one indexed read per open) or ``"tree"`` (re-read the
+            log to the witnessed size and compare roots on every open).
+        every: Move the witness forward after this many appends (and on ``close()``).
+        seconds: ... or when an append comes this long after the last move.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        check: Literal["anchor", "tree"] = "anchor",
+        every: int = DEFAULT_EVERY,
+        seconds: float = DEFAULT_SECONDS,
+    ) -> None:
+        if check not in ("anchor", "tree"):
+            msg = f"FileWitness: check must be 'anchor' or 'tree', not {check!r}"
+            raise ValueError(msg)
+        if every < 1 or seconds < 0:
+            msg = f"FileWitness: every={every!r} must be >= 1 and seconds={seconds!r} >= 0"
+            raise ValueError(msg)
+        self.path = pathlib.Path(path)
+        self.check_mode = check
+        self.every = every
+        self.seconds = seconds
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._last_move = time.monotonic()
+        self.writes = 0  # how often the file was written (for tests and benchmarks)
+
+    def __repr__(self) -> str:
+        return f"FileWitness({str(self.path)!r})"
+
+    # ------------------------------------------------------------ the file
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """Serialize read-modify-write of the file across processes (a sidecar lock file:
+        the witness itself is replaced atomically, so it cannot hold the lock)."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            operation, detail = "write witness", f"cannot write {lock_path}: {e}"
+            raise PersistenceError(operation, detail) from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def read(self) -> TreeState | None:
+        """The witnessed tree, or None when the file does not exist.
+
+        Raises:
+            PersistenceError: The file cannot be read or is not a witness.
+        """
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            operation, detail = "read witness", f"cannot read {self.path}: {e}"
+            raise PersistenceError(operation, detail) from e
+        try:
+            return TreeState.from_json(text)
+        except (ValueError, TypeError) as e:
+            operation = "read witness"
+            detail = (
+                f"{self.path} is not a chatledger witness ({e}); restore it from where it was "
+                "copied, or move it aside to start a new witness (which forgets what it saw)"
+            )
+            raise PersistenceError(operation, detail) from None
+
+    def _write(self, state: TreeState) -> None:
+        """Replace the file atomically and durably (temp file, fsync, rename, fsync dir)."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("w", encoding="utf-8") as f:
+                f.write(state.to_json())
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(self.path)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as e:
+            operation, detail = "write witness", f"cannot write {self.path}: {e}"
+            raise PersistenceError(operation, detail) from e
+        self.writes += 1
+
+    # ------------------------------------------------------------ what the store calls
+
+    def check(self, store: EventStore, where: str, *, write: bool) -> None:
+        """On open: refuse a ledger behind or diverging from the witness; create the file
+        (when ``write``) if there is none.
+
+        Raises:
+            RollbackError: The ledger is behind the witness or diverges from it.
+            PersistenceError: The witness file cannot be read or written.
+        """
+        with self._lock:
+            state = self.read()
+            if state is None:
+                if write:
+                    with self._file_lock():
+                        if self.read() is None:
+                            self._write(self._extended(store, TreeState()))
+                return
+            anchored = self._anchored(store, state)
+            if self.check_mode == "tree" or not anchored:
+                purged = not anchored and self._purged_since(store, state)
+                if not purged:
+                    self._compare(store, state, "open", where)
+            self._last_move = time.monotonic()
+
+    def appended(self, store: EventStore, where: str) -> None:
+        """After each append: move the witness forward every ``every`` appends or
+        ``seconds`` seconds."""
+        self._pending += 1
+        if self._pending >= self.every or time.monotonic() - self._last_move >= self.seconds:
+            self.move(store, "append", where)
+
+    def move(self, store: EventStore, operation: str, where: str) -> None:
+        """Extend the witness to the ledger now (reads only the records appended since).
+
+        Raises:
+            RollbackError: The ledger no longer holds the witnessed last record.
+        """
+        with self._lock, self._file_lock():
+            self._pending = 0
+            self._last_move = time.monotonic()
+            state = self.read() or TreeState()
+            if not self._anchored(store, state) and not self._purged_since(store, state):
+                self._compare(store, state, operation, where)
+            moved = self._extended(store, state)
+            if (moved.size, moved.last_position) != (state.size, state.last_position):
+                self._write(moved)
+
+    # ------------------------------------------------------------ checks
+
+    @staticmethod
+    def _anchored(store: EventStore, state: TreeState) -> bool:
+        """Whether the witnessed last record is still where it was, with its hash."""
+        if state.size == 0:
+            return True
+        found = store.read_all(gt=state.last_position - 1, limit=1)
+        return bool(found) and (found[0].position, found[0].hash) == (
+            state.last_position,
+            state.last_hash,
+        )
+
+    @staticmethod
+    def _purged_since(store: EventStore, state: TreeState) -> bool:
+        """Whether a retention purge came after the witnessed last record: it erased records,
+        the witnessed one perhaps among them, so the witness starts again from the ledger."""
+        return any(kind == _PURGED for _, _, kind in _records(store, state.last_position))
+
+    def _extended(self, store: EventStore, state: TreeState) -> TreeState:
+        """``state`` extended by every record after its last position. A purge tombstone
+        means records were erased, leaf indexes shift: the tree is rebuilt from the start."""
+        moved = state.copy()
+        for position, record_hash, kind in _records(store, state.last_position):
+            if kind == _PURGED and state.size:
+                return self._extended(store, TreeState())
+            moved.push(position, record_hash)
+        return moved
+
+    def _compare(self, store: EventStore, state: TreeState, operation: str, where: str) -> None:
+        """Read the whole ledger and refuse it unless its first ``state.size`` leaves have
+        the witnessed root."""
+        now, root_then = _scan(store, state)
+        if root_then == state.root():
+            return
+        raise RollbackError(
+            operation,
+            where,
+            str(self.path),
+            witnessed_size=state.size,
+            ledger_size=now.size,
+            behind=now.size < state.size,
+        )
