@@ -369,6 +369,16 @@ def _add_globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
         help="keyring file of a ledger encrypted at rest; erase --subject destroys keys in it",
     )
     group.add_argument(
+        "--witness",
+        metavar="PATH",
+        default=default(None),
+        help=(
+            "witness file kept outside the database: refuse a ledger behind it (an older copy "
+            "restored) or diverging from it; created by the first writing command, moved "
+            "forward by writes, only checked by reads"
+        ),
+    )
+    group.add_argument(
         "--json", action="store_true", default=default(False), help="machine-readable JSON output"
     )
 

@@ -9,6 +9,7 @@ import stat
 from eventlog import SQLiteEventStore
 from eventlog.note import Signer, Verifier
 from tests.cli.conftest import json_lines, memory
+from tests.eventlog.contract.records import batch
 
 
 def _keys(ok, tmp_path, name="example.com/log"):
@@ -197,3 +198,26 @@ def test_prove_no_disclose_withholds_the_content(cli, ok, ledger, tmp_path):
     result = ok("check-proof", sealed, "--digest", digest)
     assert result.stdout.startswith("OK memory conv seq 5")
     assert "content is withheld" in " ".join(result.stdout.split())
+
+
+def test_witness_refuses_a_restored_older_copy(cli, ok, ledger, tmp_path):
+    witness = tmp_path / "ledger.witness"
+    # Check a read never creates the witness; a writing command does, from the ledger as it is.
+    ok("ids", "--db", ledger, "--witness", witness)
+    assert not witness.exists()
+    ok("--witness", witness, "compact", "--db", ledger)
+    size = json.loads(witness.read_text())["size"]
+    assert size > 0
+    old = tmp_path / "old.db"
+    shutil.copyfile(ledger, old)
+    with SQLiteEventStore(ledger, witness=witness) as store:
+        store.append("other", batch("one more"))
+    assert json.loads(witness.read_text())["size"] > size
+    shutil.copyfile(old, ledger)
+    # Check every command with the witness refuses the copy, naming sizes and the remedy.
+    bad = cli("ids", "--db", ledger, "--witness", witness)
+    assert bad.returncode == 1
+    assert f"holds {size} records, behind the" in bad.stderr
+    assert "restore the newest copy of the database" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    ok("ids", "--db", ledger)  # without it, nothing notices
