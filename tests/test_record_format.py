@@ -12,6 +12,7 @@ import itertools
 import json
 import pathlib
 import re
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def preimage(r: dict) -> str:
+def preimage(r: dict[str, Any]) -> str:
     """Sections 2-4."""
     if r["format"] == 1:
         parts = [
@@ -74,7 +75,7 @@ def commitment(salt_hex: str, payload: str) -> str:
     return hashlib.sha256(bytes.fromhex(salt_hex) + payload.encode("utf-8")).hexdigest()
 
 
-def record_hash(r: dict, key: bytes | None = None) -> str:
+def record_hash(r: dict[str, Any], key: bytes | None = None) -> str:
     text = preimage(r)
     if r["format"] == 3:
         assert key is not None
@@ -82,7 +83,7 @@ def record_hash(r: dict, key: bytes | None = None) -> str:
     return sha256_hex(text)
 
 
-def seal_preimage(v: dict) -> str:
+def seal_preimage(v: dict[str, Any]) -> str:
     parts = [
         "chatledger.head.v1",
         lp(v["stream_id"]),
@@ -109,7 +110,7 @@ def mth(leaves: list[bytes]) -> bytes:
     return hashlib.sha256(b"\x01" + mth(leaves[:k]) + mth(leaves[k:])).digest()
 
 
-def vectors() -> list[dict]:
+def vectors() -> list[dict[str, Any]]:
     text = DOC.read_text(encoding="utf-8")
     blocks = re.findall(r"```json vector\n(.*?)```", text, flags=re.DOTALL)
     return [json.loads(b) for b in blocks]
@@ -167,13 +168,13 @@ def test_the_chain_of_the_vectors_links():
 # ---------------------------------------------------------------- against real stores
 
 
-def _export(store) -> list[dict]:
+def _export(store) -> list[dict[str, Any]]:
     out = io.StringIO()
     export_jsonl(store, out)
     return [json.loads(line) for line in out.getvalue().splitlines()[1:]]
 
 
-def _as_vector(line: dict) -> dict:
+def _as_vector(line: dict[str, Any]) -> dict[str, Any]:
     return {**line, "stream_id": line["memory"]}
 
 
