@@ -437,6 +437,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_tlog_proof_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tlog-proof",
+        action="store_true",
+        help="write a C2SP tlog-proof bundle (index, audit path, the checkpoint) against the "
+        "signed checkpoint given with --checkpoint, for any C2SP verifier",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="with --tlog-proof: the signed checkpoint (`chatledger checkpoint`) to prove against",
+    )
+
+
 def _add_inspection_commands(commands: _Commands) -> None:
     p = commands.add("ids", "List memory ids with event count and first and last activity.")
     p.add_argument("--include-system", action="store_true", help="also list ~sys: streams")
@@ -548,6 +562,7 @@ def _add_inspection_commands(commands: _Commands) -> None:
         help="carry the event's salted commitment instead of its content: the proof verifies "
         "the same, but its holder cannot read or confirm the message",
     )
+    _add_tlog_proof_options(p)
     p.add_argument(
         "--since",
         metavar="DIGEST",

@@ -221,3 +221,30 @@ def test_witness_refuses_a_restored_older_copy(cli, ok, ledger, tmp_path):
     assert "restore the newest copy of the database" in bad.stderr
     assert "Traceback" not in bad.stderr
     ok("ids", "--db", ledger)  # without it, nothing notices
+
+
+def test_prove_writes_a_c2sp_tlog_proof_bundle(cli, ok, ledger, tmp_path):
+    from eventlog.tlog_proof import parse_tlog_proof, verify_tlog_proof
+
+    key, vkey = _keys(ok, tmp_path)
+    cp = tmp_path / "cp.txt"
+    ok("checkpoint", "--db", ledger, "--origin", "example.com/log", "--signing-key", key, "-o", cp)
+    out = tmp_path / "proof.tlog-proof"
+    ok("prove", "conv", "3", "--db", ledger, "--tlog-proof", "--checkpoint", cp, "-o", out)
+    text = out.read_text()
+    assert text.startswith("c2sp.org/tlog-proof@v1\nextra ")
+    assert text.endswith("\n\n" + cp.read_text())
+    with SQLiteEventStore(ledger, read_only=True) as store:
+        (record,) = store.read("conv", gt=2, lte=3)
+    bundle = parse_tlog_proof(text)
+    assert bundle.extra == bytes.fromhex(record.hash)
+    assert verify_tlog_proof(text, vkey.read_text().strip(), record_hash=record.hash)
+    assert record.stored_payload not in text  # never the content
+    # Check the option pair is required together, and a checkpoint of another log is refused.
+    bad = cli("prove", "conv", "3", "--db", ledger, "--tlog-proof")
+    assert bad.returncode == 2 and "needs both --tlog-proof and --checkpoint" in bad.stderr
+    other = tmp_path / "other.db"
+    with SQLiteEventStore(other) as store:
+        store.append("conv", batch("a", "b", "c"))
+    bad = cli("prove", "conv", "3", "--db", other, "--tlog-proof", "--checkpoint", cp)
+    assert bad.returncode == 1 and f"--checkpoint {cp}:" in bad.stderr
