@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 
 import pytest
@@ -58,6 +59,8 @@ def test_a_bundle_has_the_c2sp_shape_and_verifies_offline():
         assert text.endswith("\n\n" + note)
         bundle = parse_tlog_proof(text)
         assert bundle.to_text() == text and bundle.index == index
+        unterminated = dataclasses.replace(bundle, checkpoint=note.removesuffix("\n"))
+        assert unterminated.to_text() == text
         # Check with chatledger, then with the RFC's algorithm on the bundle's lines alone.
         assert verify_tlog_proof(text, verifier, record_hash=record.hash, origin=ORIGIN)
         assert verify_tlog_proof(text.encode(), verifier.to_text())

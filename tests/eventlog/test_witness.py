@@ -311,3 +311,32 @@ def test_witness_arguments_are_checked(tmp_path):
     with pytest.raises(ValueError, match="every=0"):
         FileWitness(tmp_path / "w", every=0)
     assert repr(FileWitness("x")) == "FileWitness('x')"
+
+
+def test_a_witness_file_edited_by_hand_is_not_trusted():
+    state = TreeState()
+    for i in range(5):
+        state.push(i + 1, f"{i:064x}")
+    data = json.loads(state.to_json())
+    with pytest.raises(ValueError, match="not the root of its frontier"):
+        TreeState.from_json(json.dumps({**data, "root": data["frontier"][0]}))
+    with pytest.raises(ValueError, match="malformed size"):
+        TreeState.from_json(json.dumps({**data, "size": 7}))
+    with pytest.raises(ValueError, match=r"not a chatledger\.witness/1 file"):
+        TreeState.from_json("[]")
+
+
+def test_the_tree_check_accepts_a_ledger_that_grew_and_reads_in_pages(
+    backend, tmp_path, monkeypatch
+):
+    import eventlog.witness
+
+    monkeypatch.setattr(eventlog.witness, "_PAGE", 2)
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b", "c"))
+    store.close()
+    backend.open().append("u2", batch("x", "y"))  # appended without the witness
+    tree = FileWitness(path, check="tree")
+    backend.open(witness=tree).close()
+    assert _witnessed(path)["size"] == 5
