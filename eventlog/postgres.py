@@ -57,7 +57,7 @@ from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
-    from eventlog.witness import FileWitness
+    from eventlog.witness import Witness
 
     Conn = psycopg.Connection[TupleRow]
     Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
@@ -165,9 +165,10 @@ class PostgresEventStore(EventStore):
             and snapshots raise :class:`~eventlog.errors.ReadOnlyError`.
         adopt_key: Key a schema that holds unkeyed records, sealing them as they are; without
             it such an open with ``key=`` raises :class:`ChainKeyError`.
-        witness: A file path (or :class:`~eventlog.witness.FileWitness`) kept outside the
-            database: the open refuses a ledger behind or diverging from it, and appends
-            and close move it forward (see :mod:`eventlog.witness`). Default: none.
+        witness: A file path, a ``postgresql://`` URL of another database, or a
+            :class:`~eventlog.witness.Witness`, kept outside the database: the open refuses a
+            ledger behind or diverging from it, and appends and close move it forward (see
+            :mod:`eventlog.witness`). Default: none.
 
     Raises:
         RollbackError: The ledger is behind its witness or diverges from it.
@@ -193,7 +194,7 @@ class PostgresEventStore(EventStore):
         keyring: Keyring | None = None,
         read_only: bool = False,
         adopt_key: bool = False,
-        witness: str | os.PathLike[str] | FileWitness | None = None,
+        witness: str | os.PathLike[str] | Witness | None = None,
     ) -> None:
         self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
         if (dsn is None) == (pool is None):
@@ -371,7 +372,7 @@ class PostgresEventStore(EventStore):
             what = f"PostgreSQL schema {self._schema!r} at {self._where}"
             raise SchemaVersionError(what, newest, len(MIGRATIONS) - 1)
 
-    def _load_key_check(self, witness: str | os.PathLike[str] | FileWitness | None) -> None:
+    def _load_key_check(self, witness: str | os.PathLike[str] | Witness | None) -> None:
         """Settle the chain key and head seals (see ``EventStore._settle_keys``), then check
         the witness (see ``EventStore._attach_witness``)."""
         where = f"schema {self._schema!r} at {self._where}"

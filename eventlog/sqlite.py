@@ -33,7 +33,7 @@ from eventlog.store import RECEIPT_KINDS, EventStore
 from eventlog.vouch import NO_SEALS, Ends
 
 if TYPE_CHECKING:
-    from eventlog.witness import FileWitness
+    from eventlog.witness import Witness
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteEventStore", "is_ledger_file"]
 
@@ -348,9 +348,10 @@ class SQLiteEventStore(EventStore):
             appends, erasures, purges and snapshots raise :class:`ReadOnlyError`.
         adopt_key: Key a database that holds unkeyed records (sealing them as they are);
             without it such an open with ``key=`` raises :class:`ChainKeyError`.
-        witness: A file path (or :class:`~eventlog.witness.FileWitness`) kept outside the
-            database: the open refuses a ledger behind or diverging from it, and appends
-            and close move it forward (see :mod:`eventlog.witness`). Default: none.
+        witness: A file path, a ``postgresql://`` URL of another database, or a
+            :class:`~eventlog.witness.Witness`, kept outside the database: the open refuses a
+            ledger behind or diverging from it, and appends and close move it forward (see
+            :mod:`eventlog.witness`). Default: none.
 
     Raises:
         RollbackError: The ledger is behind its witness or diverges from it.
@@ -371,7 +372,7 @@ class SQLiteEventStore(EventStore):
         keyring: Keyring | None = None,
         read_only: bool = False,
         adopt_key: bool = False,
-        witness: str | os.PathLike[str] | FileWitness | None = None,
+        witness: str | os.PathLike[str] | Witness | None = None,
     ) -> None:
         self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
         if synchronous not in ("NORMAL", "FULL"):

@@ -65,7 +65,7 @@ if typing.TYPE_CHECKING:
     from eventlog.checkpoint import CheckpointReport
     from eventlog.consistency import ConsistencyProof
     from eventlog.note import Signer, Verifier
-    from eventlog.witness import FileWitness
+    from eventlog.witness import Witness
 
 __all__ = ["HEADS_SEALED", "KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore", "LedgerTx"]
 
@@ -1236,12 +1236,10 @@ class EventStore(ABC):
     # Hooks for eventlog.witness: backends call _attach_witness last in __init__ and
     # _close_witness first in close(); _revealed (the end of every append) ticks it.
 
-    _witness: FileWitness | None = None
+    _witness: Witness | None = None
     _witness_where = ""
 
-    def _attach_witness(
-        self, witness: str | os.PathLike[str] | FileWitness | None, where: str
-    ) -> None:
+    def _attach_witness(self, witness: str | os.PathLike[str] | Witness | None, where: str) -> None:
         """Check the ledger against ``witness`` (creating its file on a writable open) and keep
         it for appends and close.
 
@@ -1251,10 +1249,9 @@ class EventStore(ABC):
         """
         if witness is None:
             return
-        from eventlog.witness import FileWitness
+        from eventlog.witness import as_witness
 
-        if not isinstance(witness, FileWitness):
-            witness = FileWitness(witness)
+        witness = as_witness(witness)
         witness.check(self, where, write=not self._read_only)
         self._witness, self._witness_where = witness, where
 

@@ -34,8 +34,9 @@ import os
 import pathlib
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from eventlog.errors import PersistenceError, RollbackError
 from eventlog.merkle import EMPTY_ROOT
@@ -43,7 +44,7 @@ from eventlog.merkle import EMPTY_ROOT
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["WITNESS_FORMAT", "FileWitness", "TreeState"]
+__all__ = ["WITNESS_FORMAT", "FileWitness", "PostgresWitness", "TreeState", "Witness", "as_witness"]
 
 WITNESS_FORMAT: Final = "chatledger.witness/1"
 _PAGE = 20_000
@@ -167,104 +168,91 @@ def _scan(store: EventStore, witnessed: TreeState) -> tuple[TreeState, str | Non
     return state, root_then
 
 
-class FileWitness:
-    """The newest ledger tree seen, in a JSON file outside the database (see the module
-    docstring).
+class Witness(ABC):
+    """Where the newest ledger tree seen is kept, outside the database (see the module
+    docstring): :class:`FileWitness` or :class:`PostgresWitness`.
 
     Args:
-        path: The witness file; created (with the ledger's tree) on the first writable open.
-            Keep it on another disk or machine than the database, out of reach of whoever
-            could restore the database.
         check: ``"anchor"`` (default: one indexed read per open) or ``"tree"`` (re-read the
             log to the witnessed size and compare roots on every open).
         every: Move the witness forward after this many appends (and on ``close()``).
         seconds: ... or when an append comes this long after the last move.
     """
 
+    where: str
+    """The witness, named for messages."""
+
     def __init__(
         self,
-        path: str | os.PathLike[str],
         *,
         check: Literal["anchor", "tree"] = "anchor",
         every: int = DEFAULT_EVERY,
         seconds: float = DEFAULT_SECONDS,
     ) -> None:
+        name = type(self).__name__
         if check not in ("anchor", "tree"):
-            msg = f"FileWitness: check must be 'anchor' or 'tree', not {check!r}"
+            msg = f"{name}: check must be 'anchor' or 'tree', not {check!r}"
             raise ValueError(msg)
         if every < 1 or seconds < 0:
-            msg = f"FileWitness: every={every!r} must be >= 1 and seconds={seconds!r} >= 0"
+            msg = f"{name}: every={every!r} must be >= 1 and seconds={seconds!r} >= 0"
             raise ValueError(msg)
-        self.path = pathlib.Path(path)
         self.check_mode = check
         self.every = every
         self.seconds = seconds
         self._lock = threading.Lock()
         self._pending = 0
         self._last_move = time.monotonic()
-        self.writes = 0  # how often the file was written (for tests and benchmarks)
+        self.writes = 0  # how often the witness was written (for tests and benchmarks)
 
     def __repr__(self) -> str:
-        return f"FileWitness({str(self.path)!r})"
+        return f"{type(self).__name__}({self.where!r})"
 
-    # ------------------------------------------------------------ the file
+    # ------------------------------------------------------------ storage
 
-    @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
-        """Serialize read-modify-write of the file across processes (a sidecar lock file:
-        the witness itself is replaced atomically, so it cannot hold the lock)."""
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as e:
-            operation, detail = "write witness", f"cannot write {lock_path}: {e}"
-            raise PersistenceError(operation, detail) from e
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
+    @abstractmethod
+    def _exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """Serialize read-modify-write of the witness across processes."""
 
-    def read(self) -> TreeState | None:
-        """The witnessed tree, or None when the file does not exist.
+    @abstractmethod
+    def _load(self) -> str | None:
+        """The stored witness text, or None when there is none.
 
         Raises:
-            PersistenceError: The file cannot be read or is not a witness.
+            PersistenceError: It cannot be read.
         """
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+
+    @abstractmethod
+    def _store(self, text: str) -> None:
+        """Replace the stored witness text atomically and durably.
+
+        Raises:
+            PersistenceError: It cannot be written.
+        """
+
+    _aside = "move it aside"
+    """How to start a new witness (in messages)."""
+
+    def read(self) -> TreeState | None:
+        """The witnessed tree, or None when there is none yet.
+
+        Raises:
+            PersistenceError: It cannot be read or is not a witness.
+        """
+        text = self._load()
+        if text is None:
             return None
-        except OSError as e:
-            operation, detail = "read witness", f"cannot read {self.path}: {e}"
-            raise PersistenceError(operation, detail) from e
         try:
             return TreeState.from_json(text)
         except (ValueError, TypeError) as e:
             operation = "read witness"
             detail = (
-                f"{self.path} is not a chatledger witness ({e}); restore it from where it was "
-                "copied, or move it aside to start a new witness (which forgets what it saw)"
+                f"{self.where} is not a chatledger witness ({e}); restore it from where it was "
+                f"copied, or {self._aside} to start a new witness (which forgets what it saw)"
             )
             raise PersistenceError(operation, detail) from None
 
     def _write(self, state: TreeState) -> None:
-        """Replace the file atomically and durably (temp file, fsync, rename, fsync dir)."""
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            with tmp.open("w", encoding="utf-8") as f:
-                f.write(state.to_json())
-                f.flush()
-                os.fsync(f.fileno())
-            tmp.replace(self.path)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as e:
-            operation, detail = "write witness", f"cannot write {self.path}: {e}"
-            raise PersistenceError(operation, detail) from e
+        self._store(state.to_json())
         self.writes += 1
 
     # ------------------------------------------------------------ what the store calls
@@ -281,7 +269,7 @@ class FileWitness:
             state = self.read()
             if state is None:
                 if write:
-                    with self._file_lock():
+                    with self._exclusive():
                         if self.read() is None:
                             self._write(self._extended(store, TreeState()))
                 return
@@ -305,7 +293,7 @@ class FileWitness:
         Raises:
             RollbackError: The ledger no longer holds the witnessed last record.
         """
-        with self._lock, self._file_lock():
+        with self._lock, self._exclusive():
             self._pending = 0
             self._last_move = time.monotonic()
             state = self.read() or TreeState()
@@ -353,8 +341,173 @@ class FileWitness:
         raise RollbackError(
             operation,
             where,
-            str(self.path),
+            self.where,
             witnessed_size=state.size,
             ledger_size=now.size,
             behind=now.size < state.size,
         )
+
+
+class FileWitness(Witness):
+    """The newest ledger tree seen, in a JSON file (see :class:`Witness` for the other
+    arguments).
+
+    Args:
+        path: The witness file; created (with the ledger's tree) on the first writable open.
+            Keep it on another disk or machine than the database, out of reach of whoever
+            could restore the database.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        check: Literal["anchor", "tree"] = "anchor",
+        every: int = DEFAULT_EVERY,
+        seconds: float = DEFAULT_SECONDS,
+    ) -> None:
+        super().__init__(check=check, every=every, seconds=seconds)
+        self.path = pathlib.Path(path)
+        self.where = str(self.path)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        # A sidecar lock file: the witness itself is replaced atomically, so it cannot hold it.
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            operation, detail = "write witness", f"cannot write {lock_path}: {e}"
+            raise PersistenceError(operation, detail) from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _load(self) -> str | None:
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            operation, detail = "read witness", f"cannot read {self.path}: {e}"
+            raise PersistenceError(operation, detail) from e
+
+    def _store(self, text: str) -> None:
+        # Temporary file, fsync, rename, fsync of the directory: never half a witness.
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(self.path)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as e:
+            operation, detail = "write witness", f"cannot write {self.path}: {e}"
+            raise PersistenceError(operation, detail) from e
+
+
+class PostgresWitness(Witness):
+    """The newest ledger tree seen, in a row of a table of another PostgreSQL database (see
+    :class:`Witness` for the other arguments). It connects for each check and move, so it
+    holds no connection between them.
+
+    Args:
+        dsn: Connection string or URL of the witness database - not the ledger's own: whoever
+            could restore the ledger's database must not be able to restore this one.
+        name: The row: one per ledger kept in the same table.
+        table: The table, created on the first write (``schema.table`` or ``table``).
+    """
+
+    _aside = "delete its row"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        name: str = "default",
+        table: str = "chatledger_witness",
+        check: Literal["anchor", "tree"] = "anchor",
+        every: int = DEFAULT_EVERY,
+        seconds: float = DEFAULT_SECONDS,
+    ) -> None:
+        super().__init__(check=check, every=every, seconds=seconds)
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(dsn)
+        host = params.get("host") or params.get("hostaddr") or "localhost"
+        dbname = params.get("dbname") or params.get("user") or ""
+        self._dsn = dsn
+        self.name = name
+        self._table = tuple(table.split(".", 1))
+        # Never the DSN in messages: it may carry a password.
+        self.where = f"witness {name!r} in {table} at {host}:{params.get('port') or 5432}/{dbname}"
+
+    @contextlib.contextmanager
+    def _connect(self, operation: str) -> Iterator[Any]:
+        import psycopg
+
+        try:
+            with psycopg.connect(self._dsn, autocommit=True, connect_timeout=10) as conn:
+                yield conn
+        except psycopg.Error as e:
+            detail = f"{self.where}: {' '.join(str(e).split())}"
+            raise PersistenceError(operation, detail) from e
+
+    def _sql(self, template: str) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(template).format(table=sql.Identifier(*self._table))
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        # A session advisory lock keyed by the row, held for the read-modify-write.
+        key = int.from_bytes(hashlib.sha256(self.where.encode()).digest()[:8], "big", signed=True)
+        with self._connect("write witness") as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def _load(self) -> str | None:
+        with self._connect("read witness") as conn:
+            exists = conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL", (".".join(self._table),)
+            ).fetchone()
+            if not exists or not exists[0]:
+                return None
+            row = conn.execute(
+                self._sql("SELECT state FROM {table} WHERE name = %s"), (self.name,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _store(self, text: str) -> None:
+        with self._connect("write witness") as conn:
+            conn.execute(
+                self._sql("CREATE TABLE IF NOT EXISTS {table} (name text PRIMARY KEY, state text)")
+            )
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {table} (name, state) VALUES (%s, %s) "
+                    "ON CONFLICT (name) DO UPDATE SET state = EXCLUDED.state"
+                ),
+                (self.name, text),
+            )
+
+
+def as_witness(witness: str | os.PathLike[str] | Witness) -> Witness:
+    """A ``witness=`` argument as a :class:`Witness`: a ``postgresql://`` or ``postgres://``
+    URL is a :class:`PostgresWitness`, any other text or path a :class:`FileWitness`."""
+    if isinstance(witness, Witness):
+        return witness
+    text = os.fspath(witness)
+    if isinstance(text, str) and text.startswith(("postgresql://", "postgres://")):
+        return PostgresWitness(text)
+    return FileWitness(witness)

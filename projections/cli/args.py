@@ -373,9 +373,9 @@ def _add_globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
         metavar="PATH",
         default=default(None),
         help=(
-            "witness file kept outside the database: refuse a ledger behind it (an older copy "
-            "restored) or diverging from it; created by the first writing command, moved "
-            "forward by writes, only checked by reads"
+            "witness file (or postgresql:// URL of another database) kept outside the "
+            "database: refuse a ledger behind it (an older copy restored) or diverging from it; "
+            "created by the first writing command, moved forward by writes, only checked by reads"
         ),
     )
     group.add_argument(

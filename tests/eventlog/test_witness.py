@@ -340,3 +340,77 @@ def test_the_tree_check_accepts_a_ledger_that_grew_and_reads_in_pages(
     tree = FileWitness(path, check="tree")
     backend.open(witness=tree).close()
     assert _witnessed(path)["size"] == 5
+
+
+# ---------------------------------------------------------------- a PostgreSQL witness
+
+
+@pytest.fixture
+def pg_witness_table():
+    """A fresh schema for the witness table (the witness database is the test server's)."""
+    from tests.conftest import require_pg
+
+    require_pg()
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    schema = f"w_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    yield f"{schema}.chatledger_witness"
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_a_postgres_witness_refuses_a_restored_older_copy(backend, pg_witness_table):
+    from eventlog.witness import PostgresWitness
+
+    def witness(**kwargs):
+        return PostgresWitness(PG_DSN, name="ledger-1", table=pg_witness_table, **kwargs)
+
+    # Check a read-only open neither creates the table nor a row.
+    backend.open().append("u1", batch("a"))
+    backend.open(witness=witness(), read_only=True).close()
+    assert witness().read() is None
+    store = backend.open(witness=witness())
+    store.append("u1", batch("b", "c"))
+    store.close()
+    state = witness().read()
+    assert state is not None and state.size == 3
+    _snapshot(backend)
+    store = backend.open(witness=witness())
+    store.append("u2", batch("d"))
+    store.close()
+    _restore(backend)
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=witness())
+    e = caught.value
+    assert (e.witnessed_size, e.ledger_size, e.behind) == (4, 3, True)
+    assert e.witness == f"witness 'ledger-1' in {pg_witness_table} at 127.0.0.1:5432/test"
+    # Check another name in the same table is another witness.
+    other = PostgresWitness(PG_DSN, name="ledger-2", table=pg_witness_table)
+    backend.open(witness=other).close()
+    assert repr(other).startswith("PostgresWitness(\"witness 'ledger-2'")
+
+
+@pytest.mark.skip_backend("memory", "postgres")
+def test_a_postgres_witness_that_is_unreachable_or_edited_is_refused(backend, pg_witness_table):
+    import psycopg
+    from psycopg import sql
+
+    from eventlog.witness import PostgresWitness, as_witness
+
+    url = "postgresql://chatledger:s3cret@127.0.0.1:1/nowhere?connect_timeout=1"
+    assert isinstance(as_witness(url), PostgresWitness)
+    with pytest.raises(PersistenceError) as caught:
+        backend.open(witness=url)
+    assert "s3cret" not in str(caught.value) and "127.0.0.1:1/nowhere" in str(caught.value)
+    witness = PostgresWitness(PG_DSN, name="x", table=pg_witness_table)
+    backend.open(witness=witness).close()
+    schema, table = pg_witness_table.split(".")
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("UPDATE {} SET state = '{{}}'").format(sql.Identifier(schema, table)))
+    with pytest.raises(PersistenceError, match="delete its row to start a new witness"):
+        backend.open(witness=witness)
