@@ -8,6 +8,9 @@ last leaf, and the tree's *frontier* (the roots of its perfect subtrees, one per
 size), so the witness moves forward by reading only the records appended since, never the whole
 log again.
 
+:class:`PostgresWitness` keeps the same JSON in a row of a table in another PostgreSQL
+database instead (``witness="postgresql://..."``).
+
 A store opened with ``witness=`` checks it on open and refuses a ledger behind it or diverging
 from it (:class:`~eventlog.errors.RollbackError`); a writable store moves it forward every
 ``every`` appends or ``seconds`` seconds, whichever comes first, and on ``close()``. A read-only
@@ -27,7 +30,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
@@ -373,6 +375,9 @@ class FileWitness(Witness):
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
         # A sidecar lock file: the witness itself is replaced atomically, so it cannot hold it.
+        # fcntl imported here, as in eventlog.keyring: the module imports where it does not exist.
+        import fcntl
+
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
