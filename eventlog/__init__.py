@@ -18,6 +18,7 @@ from eventlog.errors import (
     EventLogError,
     PersistenceError,
     ReadOnlyError,
+    RollbackError,
     SchemaVersionError,
     StoreClosedError,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "PersistenceError",
     "ReadOnlyError",
     "Record",
+    "RollbackError",
     "SQLiteEventStore",
     "SchemaVersionError",
     "StoreClosedError",

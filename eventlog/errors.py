@@ -10,6 +10,7 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     ├── SchemaVersionError      the database or a record was written by a newer chatledger
     ├── StoreClosedError        the store was used after close()
     ├── ReadOnlyError           a store opened with read_only=True was asked to write
+    ├── RollbackError           the ledger is behind or diverges from its witness (restored?)
     ├── PersistenceError        the database failed (locked too long, unreachable, disk full)
     │   └── OutcomeUnknownError an append's connection died; whether it landed is unknown
     ├── KeyUnavailableError     encrypted content whose key is destroyed or not given  (keyring)
@@ -32,6 +33,7 @@ __all__ = [
     "OutcomeUnknownError",
     "PersistenceError",
     "ReadOnlyError",
+    "RollbackError",
     "SchemaVersionError",
     "StoreClosedError",
 ]
@@ -128,6 +130,55 @@ class ReadOnlyError(EventLogError):
         msg = (
             f"{operation} refused: {where} was opened with read_only=True, so nothing is "
             "written; open it without read_only to write"
+        )
+        super().__init__(msg)
+
+
+class RollbackError(EventLogError):
+    """The ledger is behind its witness (an older copy restored: the newest records are
+    gone) or diverges from it (the witnessed history was rewritten); it is not served.
+
+    Attributes:
+        operation: What the store was doing (``"open"``, ``"append"``, ``"close"``).
+        where: The database or schema.
+        witness: Where the witness is kept.
+        witnessed_size: Records in the tree the witness saw last.
+        ledger_size: Records in the ledger now.
+        behind: True when the ledger is smaller than the witnessed tree, False when it
+            diverges from it.
+    """
+
+    def __init__(
+        self,
+        operation: str,
+        where: str,
+        witness: str,
+        *,
+        witnessed_size: int,
+        ledger_size: int,
+        behind: bool,
+    ) -> None:
+        self.operation = operation
+        self.where = where
+        self.witness = witness
+        self.witnessed_size = witnessed_size
+        self.ledger_size = ledger_size
+        self.behind = behind
+        if behind:
+            what = (
+                f"holds {ledger_size} records, behind the {witnessed_size} its witness {witness} "
+                "has seen: rolled back (an older copy restored?)"
+            )
+        else:
+            what = (
+                f"holds {ledger_size} records whose first {witnessed_size} do not match the "
+                f"tree its witness {witness} has seen ({witnessed_size} records): the "
+                "witnessed history was changed"
+            )
+        msg = (
+            f"{operation} of {where} refused: the ledger {what}; restore the newest copy of the "
+            "database, or - to accept the loss - move the witness file aside and open again "
+            "(a new witness starts from the ledger as it is)"
         )
         super().__init__(msg)
 

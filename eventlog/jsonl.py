@@ -35,7 +35,10 @@ FORMAT = "chatledger-jsonl"
 FORMAT_VERSION = 1
 """The export format version this code writes and reads. Lines gained ``salt``, ``commitment``
 and ``format`` with record format 2 (written always, read when present, format 1 when absent):
-an addition, so the version stays - an older chatledger refuses such lines by name."""
+an addition, so the version stays - an older chatledger refuses such lines by name. Lines
+gained ``position`` (the record's place in the global order, so the ledger's Merkle tree can be
+rebuilt from an export) in the same way; an import reads it when present and ignores it: the
+target store assigns its own positions."""
 
 _PAGE = 2_000
 _WRITE_CHUNK = 5_000
@@ -56,12 +59,19 @@ _RECORD_FIELDS = frozenset(
     }
 )
 _FORMAT_FIELDS = frozenset({"salt", "commitment", "format"})
+_POSITION = frozenset({"position"})
+_LINE_SHAPES = tuple(
+    _RECORD_FIELDS | extra | position
+    for extra in (frozenset(), _FORMAT_FIELDS)
+    for position in (frozenset(), _POSITION)
+)
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _record_line(record: Record) -> str:
     return _dumps(
         {
+            "position": record.position,
             "memory": record.stream_id,
             "seq": record.seq,
             "recorded_at": record.recorded_at_text,
@@ -90,9 +100,11 @@ def export_jsonl(
     """Write a ledger (or one memory) as JSON Lines that keep seqs, times and hashes.
 
     The first line is a header ``{"format": "chatledger-jsonl", "version": 1, ...}``; then one
-    object per record, stream by stream in seq order, with the stored text of every hashed
-    field: ``memory`` (the stored key), ``seq``, ``recorded_at``, ``kind``, ``schema_version``,
-    ``payload``, ``meta``, ``prev_hash``, ``hash``, ``salt``, ``commitment`` and ``format``.
+    object per record, stream by stream in seq order: ``position`` (its place in the global
+    order: sorted by it, the records' hashes are the ledger tree's leaves) and the stored text
+    of every hashed field: ``memory`` (the stored key), ``seq``, ``recorded_at``, ``kind``,
+    ``schema_version``, ``payload``, ``meta``, ``prev_hash``, ``hash``, ``salt``,
+    ``commitment`` and ``format``.
 
     Args:
         store: The store to read.
@@ -181,15 +193,12 @@ def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Reco
         obj = json.loads(line)
     except ValueError as e:
         raise _refuse(source, f"{where} is not JSON ({e})") from e
-    if not isinstance(obj, dict) or set(obj) not in (
-        _RECORD_FIELDS,
-        _RECORD_FIELDS | _FORMAT_FIELDS,
-    ):
+    if not isinstance(obj, dict) or set(obj) not in _LINE_SHAPES:
         got = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         raise _refuse(
             source,
             f"{where} is not a record: expected fields {sorted(_RECORD_FIELDS)} "
-            f"(plus {sorted(_FORMAT_FIELDS)}), got {got}",
+            f"(plus {sorted(_FORMAT_FIELDS | _POSITION)}), got {got}",
         )
     obj.setdefault("salt", "")  # a line written before format 2: a format 1 record
     obj.setdefault("commitment", "")
@@ -209,8 +218,8 @@ def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Reco
             raise _refuse(source, f"{where}: {name} must be a string")
     if isinstance(obj["format"], bool) or obj["format"] not in FORMATS:
         raise _refuse(source, f"{where}: format must be 1, 2 or 3, not {obj['format']!r}")
-    for name in ("seq", "schema_version"):
-        value = obj[name]
+    for name in ("seq", "schema_version", "position"):
+        value = obj.get(name, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise _refuse(source, f"{where}: {name} must be an integer >= 1, not {value!r}")
     gate.fields(obj, number)

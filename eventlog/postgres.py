@@ -8,6 +8,7 @@ its migrations, live in :mod:`eventlog.postgres_sql`.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import weakref
@@ -57,6 +58,8 @@ from eventlog.validation import check_at, check_range, check_tail
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
+
+    from eventlog.witness import Witness
 
     Conn = psycopg.Connection[TupleRow]
     Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
@@ -164,8 +167,13 @@ class PostgresEventStore(EventStore):
             and snapshots raise :class:`~eventlog.errors.ReadOnlyError`.
         adopt_key: Key a schema that holds unkeyed records, sealing them as they are; without
             it such an open with ``key=`` raises :class:`ChainKeyError`.
+        witness: A file path, a ``postgresql://`` URL of another database, or a
+            :class:`~eventlog.witness.Witness`, kept outside the database: the open refuses a
+            ledger behind or diverging from it, and appends and close move it forward (see
+            :mod:`eventlog.witness`). Default: none.
 
     Raises:
+        RollbackError: The ledger is behind its witness or diverges from it.
         ChainKeyError: ``key`` does not match the schema's key check value, or is given for
             an unkeyed schema holding records without ``adopt_key=True``.
         ValueError: Not exactly one of ``dsn`` and ``pool``, ``dsn`` cannot be parsed, or
@@ -188,6 +196,7 @@ class PostgresEventStore(EventStore):
         keyring: Keyring | None = None,
         read_only: bool = False,
         adopt_key: bool = False,
+        witness: str | os.PathLike[str] | Witness | None = None,
     ) -> None:
         self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
         if (dsn is None) == (pool is None):
@@ -246,7 +255,7 @@ class PostgresEventStore(EventStore):
                 self.setup()
             else:
                 self._check_schema()
-            self._load_key_check()
+            self._load_key_check(witness)
         except BaseException:
             self.close()
             raise
@@ -365,8 +374,9 @@ class PostgresEventStore(EventStore):
             what = f"PostgreSQL schema {self._schema!r} at {self._where}"
             raise SchemaVersionError(what, newest, len(MIGRATIONS) - 1)
 
-    def _load_key_check(self) -> None:
-        """Settle the chain key and head seals (see ``EventStore._settle_keys``)."""
+    def _load_key_check(self, witness: str | os.PathLike[str] | Witness | None) -> None:
+        """Settle the chain key and head seals (see ``EventStore._settle_keys``), then check
+        the witness (see ``EventStore._attach_witness``)."""
         where = f"schema {self._schema!r} at {self._where}"
 
         def read(fn: Callable[[LedgerTx], bool]) -> bool:
@@ -379,6 +389,7 @@ class PostgresEventStore(EventStore):
                 return fn(_Tx(conn, self._q))
 
         self._settle_keys(where, read, write)
+        self._attach_witness(witness, where)
 
     # ------------------------------------------------------------ error choke point
 
@@ -1049,6 +1060,9 @@ class PostgresEventStore(EventStore):
         with self._close_lock:
             if self._closed:
                 return
-            self._closed = True
+            try:
+                self._close_witness()
+            finally:
+                self._closed = True
         if self._own_pool:
             self._pool.close()

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import sqlite_utils
 
@@ -32,6 +32,9 @@ from eventlog.models import (
 from eventlog.store import RECEIPT_KINDS, EventStore
 from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
+
+if TYPE_CHECKING:
+    from eventlog.witness import Witness
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteEventStore", "is_ledger_file"]
 
@@ -346,8 +349,13 @@ class SQLiteEventStore(EventStore):
             appends, erasures, purges and snapshots raise :class:`ReadOnlyError`.
         adopt_key: Key a database that holds unkeyed records (sealing them as they are);
             without it such an open with ``key=`` raises :class:`ChainKeyError`.
+        witness: A file path, a ``postgresql://`` URL of another database, or a
+            :class:`~eventlog.witness.Witness`, kept outside the database: the open refuses a
+            ledger behind or diverging from it, and appends and close move it forward (see
+            :mod:`eventlog.witness`). Default: none.
 
     Raises:
+        RollbackError: The ledger is behind its witness or diverges from it.
         ChainKeyError: ``key`` does not match the database's key check value, or is given
             for an unkeyed database holding records without ``adopt_key=True``.
         ValueError: ``key`` is shorter than 16 bytes.
@@ -365,6 +373,7 @@ class SQLiteEventStore(EventStore):
         keyring: Keyring | None = None,
         read_only: bool = False,
         adopt_key: bool = False,
+        witness: str | os.PathLike[str] | Witness | None = None,
     ) -> None:
         self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
         if synchronous not in ("NORMAL", "FULL"):
@@ -446,6 +455,7 @@ class SQLiteEventStore(EventStore):
             self._retry_locked(prepare, "open")
         try:
             self._load_key_check()
+            self._attach_witness(witness, self._where)
         except BaseException:
             self.close()
             raise
@@ -894,5 +904,8 @@ class SQLiteEventStore(EventStore):
     def close(self) -> None:
         with self._lock:
             if not self._closed:
-                self._closed = True
-                self._conn.close()
+                try:
+                    self._close_witness()
+                finally:
+                    self._closed = True
+                    self._conn.close()

@@ -65,6 +65,7 @@ if typing.TYPE_CHECKING:
     from eventlog.checkpoint import CheckpointReport
     from eventlog.consistency import ConsistencyProof
     from eventlog.note import Signer, Verifier
+    from eventlog.witness import Witness
 
 __all__ = ["HEADS_SEALED", "KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore", "LedgerTx"]
 
@@ -434,6 +435,8 @@ class EventStore(ABC):
     def _revealed(self, records: list[Record], items: Sequence[NewRecord]) -> list[Record]:
         """Appended ``records`` with the plaintext of ``items`` where they were sealed: the
         writer knows it, so it is not decrypted again."""
+        if self._witness is not None:  # every backend's append ends here
+            self._witness.appended(self, self._witness_where)
         if self._keyring is None:
             return records
         # Built with tuple.__new__ rather than _replace: this is on every encrypted append.
@@ -1298,6 +1301,35 @@ class EventStore(ABC):
         from eventlog.checkpoint import verify_checkpoint
 
         return verify_checkpoint(self, note, verifier_key, origin=origin)
+
+    # ---------------------------------------------------------------- witness
+    # Hooks for eventlog.witness: backends call _attach_witness last in __init__ and
+    # _close_witness first in close(); _revealed (the end of every append) ticks it.
+
+    _witness: Witness | None = None
+    _witness_where = ""
+
+    def _attach_witness(self, witness: str | os.PathLike[str] | Witness | None, where: str) -> None:
+        """Check the ledger against ``witness`` (creating its file on a writable open) and keep
+        it for appends and close.
+
+        Raises:
+            RollbackError: The ledger is behind the witness or diverges from it.
+            PersistenceError: The witness file cannot be read or written.
+        """
+        if witness is None:
+            return
+        from eventlog.witness import as_witness
+
+        witness = as_witness(witness)
+        witness.check(self, where, write=not self._read_only)
+        self._witness, self._witness_where = witness, where
+
+    def _close_witness(self) -> None:
+        """Move the witness to the ledger as it is at close (a read-only store never writes it)."""
+        witness, self._witness = self._witness, None
+        if witness is not None and not self._read_only:
+            witness.move(self, "close", self._witness_where)
 
 
 class _Counter:

@@ -101,6 +101,7 @@ def test_the_sdist_builds_with_its_tests_scripts_and_license(tmp_path):
         "scripts/check",
         "scripts/demo.py",
         ".ci/run",
+        "docs/record-format.md",
         "projections/encodings/cl100k_base.tiktoken",
     }
     assert wanted <= names

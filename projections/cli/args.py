@@ -369,6 +369,16 @@ def _add_globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
         help="keyring file of a ledger encrypted at rest; erase --subject destroys keys in it",
     )
     group.add_argument(
+        "--witness",
+        metavar="PATH",
+        default=default(None),
+        help=(
+            "witness file (or postgresql:// URL of another database) kept outside the "
+            "database: refuse a ledger behind it (an older copy restored) or diverging from it; "
+            "created by the first writing command, moved forward by writes, only checked by reads"
+        ),
+    )
+    group.add_argument(
         "--json", action="store_true", default=default(False), help="machine-readable JSON output"
     )
 
@@ -425,6 +435,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_maintenance_commands(commands)
     _add_key_command(commands)
     return parser
+
+
+def _add_tlog_proof_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tlog-proof",
+        action="store_true",
+        help="write a C2SP tlog-proof bundle (index, audit path, the checkpoint) against the "
+        "signed checkpoint given with --checkpoint, for any C2SP verifier",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="with --tlog-proof: the signed checkpoint (`chatledger checkpoint`) to prove against",
+    )
 
 
 def _add_inspection_commands(commands: _Commands) -> None:
@@ -538,6 +562,7 @@ def _add_inspection_commands(commands: _Commands) -> None:
         help="carry the event's salted commitment instead of its content: the proof verifies "
         "the same, but its holder cannot read or confirm the message",
     )
+    _add_tlog_proof_options(p)
     p.add_argument(
         "--since",
         metavar="DIGEST",

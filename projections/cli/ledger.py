@@ -174,6 +174,8 @@ def prove_cmd(args: argparse.Namespace, store: EventStore) -> int:
         )
         raise UsageError(msg)
     check_seq("SEQ", args.seq, existing(store, args, key), key)
+    if args.tlog_proof or args.checkpoint is not None:
+        return _tlog_proof_cmd(args, store)
     against = load_digest(args.digest) if args.digest else None
     try:
         proof = prove(store, key, args.seq, digest=against, disclose=not args.no_disclose)
@@ -187,6 +189,27 @@ def prove_cmd(args: argparse.Namespace, store: EventStore) -> int:
             f"{args.output} --digest DIGEST`",
             highlight=False,
         )
+    return 0
+
+
+def _tlog_proof_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger prove ID SEQ --tlog-proof --checkpoint FILE``: a C2SP tlog-proof bundle."""
+    if not args.tlog_proof or args.checkpoint is None or args.digest or args.no_disclose:
+        msg = (
+            "a tlog-proof needs both --tlog-proof and --checkpoint FILE (a signed checkpoint from "
+            "`chatledger checkpoint`), and takes no --digest or --no-disclose (it never carries "
+            "the content)"
+        )
+        raise UsageError(msg)
+    from eventlog.tlog_proof import tlog_proof
+
+    note = _read(args.checkpoint, "--checkpoint")
+    try:
+        text = tlog_proof(store, args.key, args.seq, note)
+    except ValueError as e:
+        msg = f"--checkpoint {args.checkpoint}: {e}"
+        raise Failure(msg) from e
+    _write(text.removesuffix("\n"), args.output, "proof")
     return 0
 
 

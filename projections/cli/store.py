@@ -73,6 +73,7 @@ def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
             keyring=read_keyring(args),
             read_only=_read_only(args),
             adopt_key=_adopt(args),
+            witness=args.witness,
         )
     except PersistenceError as e:
         if "lacks eventlog migrations" not in str(e):
@@ -161,6 +162,7 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
             keyring=read_keyring(args),
             read_only=_read_only(args),
             adopt_key=_adopt(args),
+            witness=args.witness,
         )
     except PersistenceError as e:
         msg = f"cannot open {path} as a chatledger database ({one_line(e)})"

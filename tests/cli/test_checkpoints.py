@@ -9,6 +9,7 @@ import stat
 from eventlog import SQLiteEventStore
 from eventlog.note import Signer, Verifier
 from tests.cli.conftest import json_lines, memory
+from tests.eventlog.contract.records import batch
 
 
 def _keys(ok, tmp_path, name="example.com/log"):
@@ -197,3 +198,53 @@ def test_prove_no_disclose_withholds_the_content(cli, ok, ledger, tmp_path):
     result = ok("check-proof", sealed, "--digest", digest)
     assert result.stdout.startswith("OK memory conv seq 5")
     assert "content is withheld" in " ".join(result.stdout.split())
+
+
+def test_witness_refuses_a_restored_older_copy(cli, ok, ledger, tmp_path):
+    witness = tmp_path / "ledger.witness"
+    # Check a read never creates the witness; a writing command does, from the ledger as it is.
+    ok("ids", "--db", ledger, "--witness", witness)
+    assert not witness.exists()
+    ok("--witness", witness, "compact", "--db", ledger)
+    size = json.loads(witness.read_text())["size"]
+    assert size > 0
+    old = tmp_path / "old.db"
+    shutil.copyfile(ledger, old)
+    with SQLiteEventStore(ledger, witness=witness) as store:
+        store.append("other", batch("one more"))
+    assert json.loads(witness.read_text())["size"] > size
+    shutil.copyfile(old, ledger)
+    # Check every command with the witness refuses the copy, naming sizes and the remedy.
+    bad = cli("ids", "--db", ledger, "--witness", witness)
+    assert bad.returncode == 1
+    assert f"holds {size} records, behind the" in bad.stderr
+    assert "restore the newest copy of the database" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    ok("ids", "--db", ledger)  # without it, nothing notices
+
+
+def test_prove_writes_a_c2sp_tlog_proof_bundle(cli, ok, ledger, tmp_path):
+    from eventlog.tlog_proof import parse_tlog_proof, verify_tlog_proof
+
+    key, vkey = _keys(ok, tmp_path)
+    cp = tmp_path / "cp.txt"
+    ok("checkpoint", "--db", ledger, "--origin", "example.com/log", "--signing-key", key, "-o", cp)
+    out = tmp_path / "proof.tlog-proof"
+    ok("prove", "conv", "3", "--db", ledger, "--tlog-proof", "--checkpoint", cp, "-o", out)
+    text = out.read_text()
+    assert text.startswith("c2sp.org/tlog-proof@v1\nextra ")
+    assert text.endswith("\n\n" + cp.read_text())
+    with SQLiteEventStore(ledger, read_only=True) as store:
+        (record,) = store.read("conv", gt=2, lte=3)
+    bundle = parse_tlog_proof(text)
+    assert bundle.extra == bytes.fromhex(record.hash)
+    assert verify_tlog_proof(text, vkey.read_text().strip(), record_hash=record.hash)
+    assert record.stored_payload not in text  # never the content
+    # Check the option pair is required together, and a checkpoint of another log is refused.
+    bad = cli("prove", "conv", "3", "--db", ledger, "--tlog-proof")
+    assert bad.returncode == 2 and "needs both --tlog-proof and --checkpoint" in bad.stderr
+    other = tmp_path / "other.db"
+    with SQLiteEventStore(other) as store:
+        store.append("conv", batch("a", "b", "c"))
+    bad = cli("prove", "conv", "3", "--db", other, "--tlog-proof", "--checkpoint", cp)
+    assert bad.returncode == 1 and f"--checkpoint {cp}:" in bad.stderr

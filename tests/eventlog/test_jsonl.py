@@ -113,3 +113,30 @@ def test_keyed_exports_import_only_with_the_same_key(tmp_path):
         pytest.raises(ValueError, match=r"unkeyed record \(format 1\) in a keyed store"),
     ):
         import_jsonl(target, _export(_mixed()))
+
+
+def test_every_exported_record_carries_its_global_position():
+    store = InMemoryEventStore()
+    store.append("u1", batch("a"))
+    store.append("u2", batch("b", "c"))
+    store.append("u1", batch("d"))
+    lines = [json.loads(line) for line in _export(store)[1:]]
+    # Check the positions are the store's, so sorting by them gives the global order.
+    by_key = {(r.stream_id, r.seq): r.position for r in store.read_all()}
+    assert {(o["memory"], o["seq"]): o["position"] for o in lines} == by_key
+    ordered = sorted(lines, key=lambda o: o["position"])
+    assert [o["hash"] for o in ordered] == [r.hash for r in store.read_all()]
+    # Check an export from before positions still imports, and a bad position is refused.
+    text = _export(store)
+    old = [
+        text[0],
+        *(
+            json.dumps({k: v for k, v in json.loads(t).items() if k != "position"})
+            for t in text[1:]
+        ),
+    ]
+    report = import_jsonl(InMemoryEventStore(), io.StringIO("\n".join(old) + "\n"))
+    assert report.records == 4
+    bad = _edit(text, 1, position=0)
+    with pytest.raises(ValueError, match="position must be an integer >= 1, not 0"):
+        import_jsonl(InMemoryEventStore(), io.StringIO("\n".join(bad) + "\n"))

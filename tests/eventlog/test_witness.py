@@ -1,0 +1,416 @@
+"""The witness against rollback (item 3 of [checkpoints]), on SQLite and PostgreSQL: a restored
+older copy, a diverging ledger, freshness on appends and close, read-only opens, purges."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import pytest
+
+from eventlog import RollbackError
+from eventlog.errors import EventLogError, PersistenceError
+from eventlog.merkle import MerkleTree
+from eventlog.witness import FileWitness, TreeState
+from tests.conftest import PG_DSN
+
+from .contract.records import batch
+
+pytestmark = pytest.mark.skip_backend("memory")  # nothing of a memory store survives it
+
+
+def _snapshot(backend, name="old"):
+    """Copy the closed database aside (SQLite: the files; PostgreSQL: the rows of events and
+    heads), as a backup would."""
+    if backend.name == "sqlite":
+        for suffix in ("", "-wal"):
+            src = backend.path.with_name(backend.path.name + suffix)
+            if src.exists():
+                shutil.copyfile(src, src.with_name(f"{name}{suffix}"))
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        for table in ("events", "heads"):
+            conn.execute(
+                sql.SQL("CREATE TABLE {} AS SELECT * FROM {}").format(
+                    sql.Identifier(backend.schema, f"{name}_{table}"),
+                    sql.Identifier(backend.schema, table),
+                )
+            )
+
+
+def _restore(backend, name="old"):
+    """Put the copy back: every byte genuine, the newest records (and their seals) gone."""
+    if backend.name == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            backend.path.with_name(backend.path.name + suffix).unlink(missing_ok=True)
+            src = backend.path.with_name(f"{name}{suffix}")
+            if src.exists():
+                shutil.copyfile(src, backend.path.with_name(backend.path.name + suffix))
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn, conn.transaction():
+        for table in ("events", "heads"):
+            live = sql.Identifier(backend.schema, table)
+            conn.execute(sql.SQL("DELETE FROM {}").format(live))
+            conn.execute(
+                sql.SQL("INSERT INTO {} SELECT * FROM {}").format(
+                    live, sql.Identifier(backend.schema, f"{name}_{table}")
+                )
+            )
+
+
+def _witnessed(path):
+    return json.loads(path.read_text())
+
+
+def test_tree_state_has_the_rfc_9162_root_of_every_size():
+    # Check the frontier fold against the Merkle tree the ledger uses, size by size.
+    tree, state = MerkleTree(), TreeState()
+    assert state.root() == tree.root()
+    for i in range(70):
+        leaf = f"{i:064x}"
+        tree.append(bytes.fromhex(leaf))
+        state.push(i + 1, leaf)
+        assert state.root() == tree.root(), i
+        assert TreeState.from_json(state.to_json()) == state
+
+
+def test_a_fresh_witness_is_created_on_first_open_and_moved_on_close(backend, tmp_path):
+    path = tmp_path / "ledger.witness"
+    store = backend.open(witness=path)
+    # Check a new witness starts from the ledger as it is: empty.
+    assert _witnessed(path)["size"] == 0
+    store.append("u1", batch("a", "b"))
+    store.append("u2", batch("c"))
+    store.close()
+    data = _witnessed(path)
+    assert (data["size"], data["format"]) == (3, "chatledger.witness/1")
+    auditor = backend.open(read_only=True)
+    assert data["last_hash"] == auditor.read_all()[-1].hash
+    d = auditor.digest()
+    assert TreeState.from_json(path.read_text()).root() == d.root
+    # Check closing twice (and reopening) keeps it as it is.
+    store.close()
+    backend.open(witness=path).close()
+    assert _witnessed(path) == data
+
+
+def test_a_witness_is_created_for_a_ledger_that_has_records(backend, tmp_path):
+    store = backend.open()
+    store.append("u1", batch("a", "b", "c"))
+    path = tmp_path / "w.json"
+    backend.open(witness=path)
+    assert _witnessed(path)["size"] == 3
+
+
+def test_a_restored_older_copy_is_refused_after_a_clean_close(backend, tmp_path):
+    path = tmp_path / "ledger.witness"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b", "c"))
+    store.close()
+    _snapshot(backend)
+    store = backend.open(witness=path)
+    store.append("u1", batch("d"))
+    store.append("u2", batch("e"))
+    store.close()
+    _restore(backend)
+    # Check the copy is a valid ledger on its own: without the witness, nothing notices.
+    plain = backend.open()
+    assert plain.verify().ok and len(plain.read_all()) == 3
+    plain.close()
+    # Check an open with the witness refuses it, naming both sizes and the remedy.
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=path)
+    e = caught.value
+    assert isinstance(e, EventLogError)
+    assert (e.operation, e.witnessed_size, e.ledger_size, e.behind) == ("open", 5, 3, True)
+    assert str(path) == e.witness
+    message = str(e)
+    assert "holds 3 records, behind the 5 its witness" in message
+    assert "restore the newest copy of the database" in message
+    assert "move the witness file aside" in message
+    # Check a read-only open refuses it too, and the witness is left as it was.
+    before = path.read_text()
+    with pytest.raises(RollbackError):
+        backend.open(witness=path, read_only=True)
+    assert path.read_text() == before
+    # Check the remedy: a new witness starts from the ledger as it is.
+    path.rename(tmp_path / "aside")
+    backend.open(witness=path).close()
+    assert _witnessed(path)["size"] == 3
+
+
+def test_a_diverging_ledger_is_refused(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b"))
+    store.append("u2", batch("c"))
+    store.close()
+    # The same size, another root: the last witnessed record replaced.
+    backend.tamper(backend.open(), "u2", 1, "hash", "f" * 64)
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=path)
+    e = caught.value
+    assert (e.witnessed_size, e.ledger_size, e.behind) == (3, 3, False)
+    assert "the witnessed history was changed" in str(e)
+
+
+def test_the_tree_check_catches_a_rewrite_before_the_last_witnessed_record(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b"))
+    store.append("u2", batch("c"))
+    store.close()
+    backend.tamper(backend.open(), "u1", 1, "hash", "e" * 64)
+    # Check the anchor check (one indexed read) does not see it - the read path does ...
+    backend.open(witness=path).close()
+    # ... and the tree check does.
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=FileWitness(path, check="tree"))
+    assert caught.value.behind is False
+
+
+def test_a_read_only_open_never_writes_the_witness(backend, tmp_path):
+    path = tmp_path / "w"
+    backend.open().append("u1", batch("a"))
+    # Check a read-only open does not create a missing witness ...
+    backend.open(witness=path, read_only=True).close()
+    assert not path.exists()
+    backend.open(witness=path).close()
+    before = path.read_text()
+    # ... nor moves an existing one when the ledger grew, on reads or close.
+    backend.open().append("u1", batch("b"))
+    reader = backend.open(witness=path, read_only=True)
+    assert len(reader.read_all()) == 2
+    reader.close()
+    assert path.read_text() == before
+
+
+def test_appends_move_the_witness_every_n_appends(backend, tmp_path):
+    path = tmp_path / "w"
+    witness = FileWitness(path, every=2, seconds=3600)
+    store = backend.open(witness=witness)
+    writes = witness.writes
+    store.append("u1", batch("a"))
+    assert witness.writes == writes and _witnessed(path)["size"] == 0
+    store.append("u1", batch("b", "c"))
+    assert witness.writes == writes + 1 and _witnessed(path)["size"] == 3
+    # Check another writer's appends are absorbed too (read from the ledger, not counted).
+    backend.open().append("u2", batch("x"))
+    store.append("u1", batch("d"))
+    store.append("u1", batch("e"))
+    assert _witnessed(path)["size"] == 6
+
+
+def test_appends_move_the_witness_after_t_seconds(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=FileWitness(path, every=10**6, seconds=0))
+    store.append("u1", batch("a"))
+    assert _witnessed(path)["size"] == 1
+
+
+def test_a_purge_restarts_the_witness_from_the_ledger(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u2", batch("x"))
+    store.append("u1", batch("a", "b"))
+    store.close()
+    store = backend.open(witness=path)
+    store.purge("u1", expected_seq=2, reason="retention")
+    store.close()
+    # Check the tombstone after the witnessed last record let it start again (not a rollback).
+    assert _witnessed(path)["size"] == 2
+    backend.open(witness=path).close()
+
+
+def test_a_purge_that_crashed_before_the_witness_moved_is_not_called_a_rollback(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b"))
+    store.close()
+    backend.open().purge("u1", expected_seq=2, reason="retention")  # no witness: never moved
+    backend.open(witness=path, read_only=True).close()
+    backend.open(witness=path).close()
+    assert _witnessed(path)["size"] == 1
+
+
+def test_stores_sharing_a_witness_keep_it_consistent(backend, tmp_path):
+    path = tmp_path / "w"
+    a = backend.open(witness=path)
+    b = backend.open(witness=path)
+    a.append("u1", batch("a"))
+    b.append("u2", batch("b"))
+    b.close()
+    a.append("u1", batch("c"))
+    a.close()
+    assert _witnessed(path)["size"] == 3
+    backend.open(witness=FileWitness(path, check="tree")).close()
+
+
+def test_a_rollback_while_open_is_refused_on_close(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b"))
+    store.close()
+    if backend.name == "postgres":
+        _snapshot(backend)
+    store = backend.open(witness=path)
+    store.append("u1", batch("c"))
+    other = backend.open(witness=path)
+    other.close()  # moves the witness to 3 records
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.path) as conn:
+            conn.execute("DELETE FROM events WHERE seq = 3")
+    else:
+        _restore(backend)
+    with pytest.raises(RollbackError) as caught:
+        store.close()
+    assert caught.value.operation == "close"
+    with pytest.raises(EventLogError):
+        store.read_all()  # closed all the same
+
+
+def test_a_witness_that_is_not_one_is_refused(backend, tmp_path):
+    path = tmp_path / "w"
+    path.write_text("{}")
+    with pytest.raises(PersistenceError, match="is not a chatledger witness"):
+        backend.open(witness=path)
+    backend.open(witness=tmp_path / "ok").close()
+    data = _witnessed(tmp_path / "ok")
+    data["root"] = data["frontier"] = None
+    path.write_text(json.dumps(data))
+    with pytest.raises(PersistenceError, match="move it aside"):
+        backend.open(witness=path)
+
+
+@pytest.mark.skip_backend("memory", "postgres")
+def test_an_unwritable_witness_is_a_persistence_error(backend, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "w.json"
+    with pytest.raises(PersistenceError, match="cannot read"):
+        backend.open(witness=folder)  # a directory, not a file
+    with pytest.raises(PersistenceError, match="cannot write"):
+        backend.open(witness=folder / "missing" / "w")  # its folder does not exist
+    # Check writing the file itself fails the same way (here: a directory in its place).
+    witness = FileWitness(path)
+    witness.path = folder
+    with pytest.raises(PersistenceError, match="cannot write"):
+        witness._write(TreeState())
+
+
+def test_witness_arguments_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="check must be"):
+        FileWitness(tmp_path / "w", check="full")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="every=0"):
+        FileWitness(tmp_path / "w", every=0)
+    assert repr(FileWitness("x")) == "FileWitness('x')"
+
+
+def test_a_witness_file_edited_by_hand_is_not_trusted():
+    state = TreeState()
+    for i in range(5):
+        state.push(i + 1, f"{i:064x}")
+    data = json.loads(state.to_json())
+    with pytest.raises(ValueError, match="not the root of its frontier"):
+        TreeState.from_json(json.dumps({**data, "root": data["frontier"][0]}))
+    with pytest.raises(ValueError, match="malformed size"):
+        TreeState.from_json(json.dumps({**data, "size": 7}))
+    with pytest.raises(ValueError, match=r"not a chatledger\.witness/1 file"):
+        TreeState.from_json("[]")
+
+
+def test_the_tree_check_accepts_a_ledger_that_grew_and_reads_in_pages(
+    backend, tmp_path, monkeypatch
+):
+    import eventlog.witness
+
+    monkeypatch.setattr(eventlog.witness, "_PAGE", 2)
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b", "c"))
+    store.close()
+    backend.open().append("u2", batch("x", "y"))  # appended without the witness
+    tree = FileWitness(path, check="tree")
+    backend.open(witness=tree).close()
+    assert _witnessed(path)["size"] == 5
+
+
+# ---------------------------------------------------------------- a PostgreSQL witness
+
+
+@pytest.fixture
+def pg_witness_table():
+    """A fresh schema for the witness table (the witness database is the test server's)."""
+    from tests.conftest import require_pg
+
+    require_pg()
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    schema = f"w_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    yield f"{schema}.chatledger_witness"
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_a_postgres_witness_refuses_a_restored_older_copy(backend, pg_witness_table):
+    from eventlog.witness import PostgresWitness
+
+    def witness(**kwargs):
+        return PostgresWitness(PG_DSN, name="ledger-1", table=pg_witness_table, **kwargs)
+
+    # Check a read-only open neither creates the table nor a row.
+    backend.open().append("u1", batch("a"))
+    backend.open(witness=witness(), read_only=True).close()
+    assert witness().read() is None
+    store = backend.open(witness=witness())
+    store.append("u1", batch("b", "c"))
+    store.close()
+    state = witness().read()
+    assert state is not None and state.size == 3
+    _snapshot(backend)
+    store = backend.open(witness=witness())
+    store.append("u2", batch("d"))
+    store.close()
+    _restore(backend)
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=witness())
+    e = caught.value
+    assert (e.witnessed_size, e.ledger_size, e.behind) == (4, 3, True)
+    assert e.witness == f"witness 'ledger-1' in {pg_witness_table} at 127.0.0.1:5432/test"
+    # Check another name in the same table is another witness.
+    other = PostgresWitness(PG_DSN, name="ledger-2", table=pg_witness_table)
+    backend.open(witness=other).close()
+    assert repr(other).startswith("PostgresWitness(\"witness 'ledger-2'")
+
+
+@pytest.mark.skip_backend("memory", "postgres")
+def test_a_postgres_witness_that_is_unreachable_or_edited_is_refused(backend, pg_witness_table):
+    import psycopg
+    from psycopg import sql
+
+    from eventlog.witness import PostgresWitness, as_witness
+
+    url = "postgresql://chatledger:s3cret@127.0.0.1:1/nowhere?connect_timeout=1"
+    assert isinstance(as_witness(url), PostgresWitness)
+    with pytest.raises(PersistenceError) as caught:
+        backend.open(witness=url)
+    assert "s3cret" not in str(caught.value) and "127.0.0.1:1/nowhere" in str(caught.value)
+    witness = PostgresWitness(PG_DSN, name="x", table=pg_witness_table)
+    backend.open(witness=witness).close()
+    schema, table = pg_witness_table.split(".")
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("UPDATE {} SET state = '{{}}'").format(sql.Identifier(schema, table)))
+    with pytest.raises(PersistenceError, match="delete its row to start a new witness"):
+        backend.open(witness=witness)
