@@ -224,27 +224,31 @@ def test_a_heavy_page_in_flight_never_stalls_a_light_one(big_ledger, serve):
     heavy = f"{server.url}/m/big?seq={WHAT_IF_MAX_EVENTS}&policy=tokens:100000:gpt-4o-mini"
     assert _get(light)[0] == 200  # warm: templates compiled, tokenizer loaded
     assert _get(heavy)[0] == 200
-    done = threading.Event()
+    # Check a light page answers while the heavy one (about 1.2 s) is still running: with the
+    # store's single worker the light page waited for it, so it could never finish first. An
+    # ordering, not a race against the clock: on a loaded CI machine a round may start too
+    # late, so up to five rounds are tried; the light page's time is bounded at 10x typical.
     answered: list[float] = []
+    for _ in range(5):
+        done = threading.Event()
 
-    def run_heavy() -> None:
-        _get(heavy)
-        done.set()
+        def run_heavy(done: threading.Event = done) -> None:
+            _get(heavy)
+            done.set()
 
-    worker = threading.Thread(target=run_heavy)
-    worker.start()
-    time.sleep(0.2)
-    # Check the light page answers while the heavy one runs (1.2 s; with the store's single
-    # worker the light page waited for it). Typical: 20 ms; the median of three is taken, as
-    # a loaded CI machine may stall any one request.
-    while not done.is_set() and len(answered) < 3:
+        worker = threading.Thread(target=run_heavy)
+        worker.start()
+        time.sleep(0.05)
         started = time.perf_counter()
         assert _get(light)[0] == 200
-        answered.append(time.perf_counter() - started)
-    assert not done.is_set(), "the heavy page ended before the light ones were timed"
-    worker.join(30)
-    assert len(answered) == 3
-    assert sorted(answered)[1] <= 0.2, answered
+        elapsed = time.perf_counter() - started
+        first = not done.is_set()
+        worker.join(60)
+        if first:
+            answered.append(elapsed)
+            break
+    assert answered, "the light page never answered before the heavy one ended"
+    assert answered[0] <= 1.0, answered  # typical 20 ms; a light page that waited takes ~1.2 s
 
 
 # ---------------------------------------------------------------------------- the badge
