@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["NO_SEALS", "REMEDY", "Ends", "head_problem", "seal_problem", "vouch"]
 
 REMEDY = (
-    "not served; run `chatledger verify`, restore the database from a backup, or acknowledge "
-    "the damage"
+    "not served; run `chatledger verify` to list every break, then restore the database from a "
+    "backup (or from an export taken before the damage)"
 )
 RECEIPT_KINDS = ("memory_erased", "memory_purged")
 _PURGED = "memory_purged"
