@@ -116,14 +116,7 @@ def chain_hash_v2(  # noqa: PLR0917 - mirrors the hashed fields one to one
         f"\x1f{seq}\x1f{len(kind)}:{kind}\x1f{schema_version}\x1f{len(recorded_at)}:{recorded_at}"
         f"\x1f{len(commitment)}:{commitment}\x1f{len(meta)}:{meta}"
     ).encode()
-    if key is None:
-        return _sha256(text).hexdigest()
-    inner, outer = _hmac_states(key)
-    inner = inner.copy()
-    inner.update(text)
-    outer = outer.copy()
-    outer.update(inner.digest())
-    return outer.hexdigest()
+    return _keyed_or_plain(text, key)
 
 
 @functools.lru_cache(maxsize=16)
@@ -140,6 +133,7 @@ def _hmac_states(key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
 
 
 def _keyed_or_plain(text: bytes, key: bytes | None) -> str:
+    """SHA-256 of ``text``, or HMAC-SHA256 under ``key`` (see :func:`_hmac_states`)."""
     if key is None:
         return _sha256(text).hexdigest()
     inner, outer = _hmac_states(key)

@@ -617,10 +617,10 @@ class EventStore(ABC):
                 msg = "verify(digest=...) checks the whole log; leave out the memory id"
                 raise ValueError(msg)
             return verify_digest(self, digest)
-        return self._verify_streams(memory_id, seals=True)
+        return self._verify_streams(memory_id)
 
-    def _verify_streams(self, memory_id: MemoryId | None, *, seals: bool) -> VerifyReport:
-        from eventlog.vouch import NO_SEALS, head_problem
+    def _verify_streams(self, memory_id: MemoryId | None) -> VerifyReport:
+        from eventlog.vouch import head_problem, restored
 
         keys = (
             [memory_key(memory_id)]
@@ -631,22 +631,11 @@ class EventStore(ABC):
         bad_rows: list[tuple[str, int, str]] = []
         count = 0
         for key in keys:
-            seal = self._head_seal(key) if seals else NO_SEALS
+            seal = self._head_seal(key)
             erased = 0 if seal is None else seal.erased_through
 
             def problem(record: Record, erased: int = erased) -> str | None:
-                reason = self._safe_check(record)
-                if (
-                    reason is None
-                    and record.seq <= erased
-                    and record.kind not in RECEIPT_KINDS
-                    and (record.salt or record.stored_payload)
-                ):
-                    reason = (
-                        f"content is back in a record its erasure (up to seq {erased}) "
-                        "emptied: put back from a backup?"
-                    )
-                return reason
+                return self._safe_check(record) or restored(record, erased)
 
             counted = _Counter(self._pages(key))
             failure, odd = check_stream(counted, problem, full=True)
@@ -1174,7 +1163,7 @@ class EventStore(ABC):
         """A key adopted vouches for the records there: refuse to vouch for a broken chain."""
         key, self._key = self._key, None  # checked as the unkeyed chains they are
         try:
-            report = self._verify_streams(None, seals=True)
+            report = self._verify_streams(None)
         finally:
             self._key = key
         if not report.ok:

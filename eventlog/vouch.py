@@ -33,7 +33,7 @@ from eventlog.models import HeadSeal, Record
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["NO_SEALS", "REMEDY", "Ends", "head_problem", "seal_problem", "vouch"]
+__all__ = ["NO_SEALS", "REMEDY", "Ends", "head_problem", "restored", "seal_problem", "vouch"]
 
 REMEDY = (
     "not served; run `chatledger verify` to list every break, then restore the database from a "
@@ -99,12 +99,19 @@ def head_problem(
     return None
 
 
-def _restored(record: Record, erased_through: int) -> bool:
-    return (
+def restored(record: Record, erased_through: int) -> str | None:
+    """Why ``record`` must not be served after its memory's erasure up to ``erased_through``
+    (content put back, from a backup: it matches the commitment, only the seal can tell)."""
+    if (
         record.seq <= erased_through
         and record.kind not in RECEIPT_KINDS
-        and bool(record.salt or record.stored_payload)
-    )
+        and (record.salt or record.stored_payload)
+    ):
+        return (
+            f"content is back in a record its erasure (up to seq {erased_through}) emptied: "
+            "put back from a backup?"
+        )
+    return None
 
 
 def vouch(
@@ -221,13 +228,9 @@ def _check_records(store: EventStore, key: str, ordered: list[Record], erased_th
         problem = check(record)
         if problem is not None:
             raise _refuse(key, record.seq, problem)
-        if _restored(record, erased_through):
-            raise _refuse(
-                key,
-                record.seq,
-                f"content is back in a record its erasure (up to seq {erased_through}) emptied: "
-                "put back from a backup?",
-            )
+        problem = restored(record, erased_through)
+        if problem is not None:
+            raise _refuse(key, record.seq, problem)
         previous = record
 
 
