@@ -33,7 +33,8 @@ from pydantic import (
 )
 
 from eventlog import merkle
-from eventlog.ledger import LedgerDigest, _Ledger, _ledger_of
+from eventlog.ledger import LedgerDigest, _ledger_of
+from eventlog.ledger_tree import LedgerTree, StaleTreeError
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -171,52 +172,63 @@ def prove_consistency(
     """
     ledger = _ledger_of(store)
     with ledger.lock:
+        try:
+            return _prove(store, ledger, old, digest)
+        except StaleTreeError as e:
+            msg = f"prove consistency with the digest of size {old.size}: {e}"
+            raise ValueError(msg) from None
+
+
+def _prove(
+    store: EventStore, ledger: LedgerTree, old: LedgerDigest, digest: LedgerDigest | None
+) -> ConsistencyProof:
+    """:func:`prove_consistency` with the tree's lock held."""
+    ledger.absorb(store)
+    if not _tail_stored(store, ledger):
+        # The newest leaf this process absorbed is gone (an older copy of the database
+        # restored under a running process): rebuild from what is stored now.
+        ledger.rebuild(store)
         ledger.absorb(store)
-        if not _tail_stored(store, ledger):
-            # The newest leaf this process absorbed is gone (an older copy of the database
-            # restored under a running process): rebuild from what is stored now.
-            ledger.reset()
-            ledger.absorb(store)
-        tree = ledger.tree
-        new_size = tree.size if digest is None else digest.size
-        if digest is not None and (new_size > tree.size or tree.root(new_size) != digest.root):
-            msg = (
-                f"prove consistency up to the digest of size {new_size}, root {digest.root}: "
-                f"the ledger holds {tree.size} records and is not an extension of it; pass "
-                "a digest of this store"
-            )
-            raise ValueError(msg)
-        if old.size > new_size:
-            msg = (
-                f"prove consistency with the digest of size {old.size}: the ledger holds "
-                f"{new_size} records, behind the digest: rolled back? Restore the newest "
-                "copy of the database, or check which digest belongs to this store"
-            )
-            raise ValueError(msg)
-        if tree.root(old.size) != old.root:
-            msg = (
-                f"prove consistency with the digest of size {old.size}, root {old.root}: the "
-                f"first {old.size} records hash to {tree.root(old.size)}, so the ledger does "
-                "not extend it (history changed, or another store's digest); run "
-                "store.verify(digest=old) to locate the change"
-            )
-            raise ValueError(msg)
-        return ConsistencyProof(
-            old_size=old.size,
-            old_root=old.root,
-            new_size=new_size,
-            new_root=tree.root(new_size),
-            hashes=tuple(tree.consistency_proof(old.size, new_size)),
+    tree = ledger.tree
+    new_size = tree.size if digest is None else digest.size
+    if digest is not None and (new_size > tree.size or tree.root(new_size) != digest.root):
+        msg = (
+            f"prove consistency up to the digest of size {new_size}, root {digest.root}: "
+            f"the ledger holds {tree.size} records and is not an extension of it; pass "
+            "a digest of this store"
         )
+        raise ValueError(msg)
+    if old.size > new_size:
+        msg = (
+            f"prove consistency with the digest of size {old.size}: the ledger holds "
+            f"{new_size} records, behind the digest: rolled back? Restore the newest "
+            "copy of the database, or check which digest belongs to this store"
+        )
+        raise ValueError(msg)
+    if tree.root(old.size) != old.root:
+        msg = (
+            f"prove consistency with the digest of size {old.size}, root {old.root}: the "
+            f"first {old.size} records hash to {tree.root(old.size)}, so the ledger does "
+            "not extend it (history changed, or another store's digest); run "
+            "store.verify(digest=old) to locate the change"
+        )
+        raise ValueError(msg)
+    return ConsistencyProof(
+        old_size=old.size,
+        old_root=old.root,
+        new_size=new_size,
+        new_root=tree.root(new_size),
+        hashes=tuple(tree.consistency_proof(old.size, new_size)),
+    )
 
 
-def _tail_stored(store: EventStore, ledger: _Ledger) -> bool:
+def _tail_stored(store: EventStore, ledger: LedgerTree) -> bool:
     """Whether the last record the cached tree absorbed is still stored, with its hash."""
-    if not ledger.positions:
+    if not ledger.size:
         return True
-    last = ledger.positions[-1]
+    last = ledger.position_of(ledger.size - 1)
     rows = store.read_all(gt=last - 1, limit=1)
-    leaf = ledger.nodes.get(0, ledger.tree.size - 1)
+    leaf = ledger.leaf(ledger.size - 1)
     return bool(rows) and rows[0].position == last and leaf == _leaf_of(rows[0].hash)
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "new_salt",
     "record_hash",
     "record_problem",
+    "stored_record_problem",
 ]
 
 GENESIS = "0" * 64
@@ -249,6 +250,24 @@ def record_problem(record: Record, key: bytes | None = None) -> str | None:
     if _chain_digest(record, key) != record.hash:
         return CONTENT_MISMATCH
     return None
+
+
+def stored_record_problem(record: Record, key: bytes | None, keyed_since: int) -> str | None:
+    """:func:`record_problem` plus what a ledger's own rules add for a record read from it:
+    a positive position, and every record after ``keyed_since`` keyed when ``key`` is given.
+    The body of ``EventStore.check``, as a pure function so a worker process can run it."""
+    if record.position <= 0:
+        # Positions start at 1 in every backend; one at or below 0 was put there by hand,
+        # e.g. to slip forged unkeyed records below a keyed ledger's legacy boundary.
+        return f"position {record.position} is not positive: the row was moved by hand"
+    if key is not None and record.format != 3 and record.position > keyed_since:
+        # Without this a forger would rewrite keyed records as format 1 or 2, which need
+        # no key; the boundary is covered by the key check value, so it cannot be moved.
+        return (
+            f"unkeyed record (format {record.format!r}) in a keyed store: it was written "
+            "after the store was keyed, so only a forger without the key wrote it"
+        )
+    return record_problem(record, key)
 
 
 def malformed(record: Record) -> str | None:

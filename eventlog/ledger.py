@@ -22,13 +22,11 @@ purge stop verifying; the report says which tombstone explains it.
 from __future__ import annotations
 
 import base64
-import bisect
 import dataclasses
 import json
 import re
 import threading
 import weakref
-from array import array
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Final, Literal, Self
 
@@ -44,10 +42,11 @@ from pydantic import (
     model_validator,
 )
 
-from eventlog import merkle
-from eventlog.errors import ChainIntegrityError, EventLogError
-from eventlog.hashing import GENESIS, record_problem
+from eventlog import ledger_scan, merkle
+from eventlog.errors import ChainIntegrityError
+from eventlog.hashing import record_problem
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.ledger_tree import BLOCK, BLOCK_LEVEL, LedgerTree, StaleTreeError, TreeBlock
 from eventlog.models import Record, VerifyReport, format_time
 
 if TYPE_CHECKING:
@@ -73,7 +72,6 @@ DIGEST_FORMAT_V1: Final = "chatledger.ledger-digest/1"
 PROOF_FORMAT_V1: Final = "chatledger.inclusion-proof/1"
 
 _PAGE = 50_000
-_MAX_REBUILDS = 5
 _PURGED = "memory_purged"
 # Validators are built on first use, not at import: `import eventlog` stays cheap.
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
@@ -408,80 +406,30 @@ class DigestReport:
 
 # ---------------------------------------------------------------- the cached tree per store
 
-
-class _Ledger:
-    """One store object's tree, built incrementally from ``read_all(gt=last_position)``.
-
-    Derived data, trusted only for speed: :func:`verify_digest` never reads it to decide,
-    and :func:`prove` checks the leaf it proves against the stored record.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        self.nodes = merkle.InMemoryNodeStore()
-        self.tree = merkle.MerkleTree(self.nodes)
-        self.positions = array("q")
-        # Streams with a record in the tree: a purge tombstone of one of them means records
-        # the tree holds were erased (a purge erases all of a stream's earlier records).
-        self.streams: set[str] = set()
-        self.last_position = 0
-
-    def absorb(self, store: EventStore) -> None:
-        """Append every record committed since the last call; rebuild after a purge."""
-        for _ in range(_MAX_REBUILDS):
-            if self._absorb_pages(store):
-                return
-            self.reset()
-        msg = (
-            f"build the ledger tree: purges kept erasing records while it was read "
-            f"({_MAX_REBUILDS} attempts); retry when the retention run is over"
-        )
-        raise EventLogError(msg)
-
-    def _absorb_pages(self, store: EventStore) -> bool:
-        while True:
-            page = store.read_all(gt=self.last_position, limit=_PAGE)
-            for i, record in enumerate(page):
-                if record.kind == _PURGED and record.stream_id in self.streams:
-                    self._take(page[:i])
-                    return False
-            self._take(page)
-            if len(page) < _PAGE:
-                return True
-
-    def _take(self, records: list[Record]) -> None:
-        if not records:
-            return
-        self.tree.extend([r.hash for r in records])
-        self.positions.extend(r.position for r in records)
-        self.streams.update(r.stream_id for r in records)
-        self.last_position = records[-1].position
-
-
-_LEDGERS: weakref.WeakKeyDictionary[EventStore, _Ledger] = weakref.WeakKeyDictionary()
+_LEDGERS: weakref.WeakKeyDictionary[EventStore, LedgerTree] = weakref.WeakKeyDictionary()
 _LEDGERS_LOCK = threading.Lock()
 
 
-def _ledger_of(store: EventStore) -> _Ledger:
+def _ledger_of(store: EventStore) -> LedgerTree:
     with _LEDGERS_LOCK:
         ledger = _LEDGERS.get(store)
         if ledger is None:
-            ledger = _LEDGERS[store] = _Ledger()
+            ledger = _LEDGERS[store] = LedgerTree()
         return ledger
 
 
-def _cached_tree_at(store: EventStore, d: LedgerDigest) -> _Ledger | None:
+def _cached_tree_at(store: EventStore, d: LedgerDigest) -> LedgerTree | None:
     """This process's tree of ``store`` if it already holds ``d``'s exact leaves."""
     with _LEDGERS_LOCK:
         ledger = _LEDGERS.get(store)
     if ledger is None:
         return None
     with ledger.lock:
-        if ledger.tree.size >= d.size and ledger.tree.root(d.size) == d.root:
-            return ledger
+        try:
+            if ledger.tree.size >= d.size and ledger.tree.root(d.size) == d.root:
+                return ledger
+        except StaleTreeError:
+            pass
     return None
 
 
@@ -491,9 +439,11 @@ def _cached_tree_at(store: EventStore, d: LedgerDigest) -> _Ledger | None:
 def digest(store: EventStore) -> LedgerDigest:
     """Return the digest of every record ``store`` holds now.
 
-    The first call in a process reads the whole log and builds the tree (seconds at a million
-    records); later calls read only the records committed since. The digest covers the stored
-    hashes as they are: check content with :func:`verify_digest` or ``store.verify()``.
+    The tree is kept in the database a block of 256 records at a time (see
+    :mod:`eventlog.ledger_tree`), so even the first call in a process reads only the stored
+    blocks and the records after the last one; later calls read only the records committed
+    since. The digest covers the stored hashes as they are: check content with
+    :func:`verify_digest` or ``store.verify()``.
 
     Args:
         store: Any event store.
@@ -516,58 +466,7 @@ def digest(store: EventStore) -> LedgerDigest:
         )
 
 
-@dataclasses.dataclass
-class _Scan:
-    """What one pass over the global order found."""
-
-    size: int = 0
-    covered: int = 0  # records at positions <= the digest's last_position
-    bad: Record | None = None  # first record whose hash or chain link does not verify
-    purges: list[Record] = dataclasses.field(default_factory=list)  # tombstones after the digest
-    positions: array[int] = dataclasses.field(default_factory=lambda: array("q"))
-
-
-def _scan(store: EventStore, d: LedgerDigest, tree: merkle.MerkleTree) -> _Scan:
-    """Read the whole log once: leaves of the first ``d.size`` records into ``tree``, and
-    every record's hash and link checked."""
-    scan = _Scan()
-    heads: dict[str, Record] = {}
-    after = 0
-    while True:
-        page = store.read_all(gt=after, limit=_PAGE)
-        take = max(0, min(len(page), d.size - scan.size))
-        if take:
-            tree.extend([r.hash for r in page[:take]])
-            scan.positions.extend(r.position for r in page[:take])
-        for record in page:
-            if record.position <= d.last_position:
-                scan.covered += 1
-            elif record.kind == _PURGED:
-                scan.purges.append(record)
-            if scan.bad is None and not _links(store, heads.get(record.stream_id), record):
-                scan.bad = record
-            heads[record.stream_id] = record
-        scan.size += len(page)
-        if len(page) < _PAGE:
-            return scan
-        after = page[-1].position
-
-
-def _links(store: EventStore, head: Record | None, record: Record) -> bool:
-    """Whether ``record`` verifies after ``head``, its stream's previous record in the pass.
-
-    The link rule of :func:`eventlog.hashing.check_stream`, inlined so one pass over the
-    global order checks every stream at once (a stream starts at seq 1 on GENESIS, or at a
-    purge tombstone); the record itself is checked by the store, which holds any key.
-    """
-    if head is None:
-        linked = (record.seq == 1 and record.prev_hash == GENESIS) or record.kind == _PURGED
-    else:
-        linked = record.seq == head.seq + 1 and record.prev_hash == head.hash
-    return linked and store.check(record) is None
-
-
-def _first_difference(fresh: merkle.MerkleTree, cached: _Ledger, size: int) -> int:
+def _first_difference(fresh: merkle.MerkleTree, cached: LedgerTree, size: int) -> int:
     """Index of the first of ``size`` leaves where ``fresh`` and ``cached`` differ.
 
     A binary search over prefix roots: the first ``k`` leaves of two trees agree exactly when
@@ -588,7 +487,7 @@ def _first_difference(fresh: merkle.MerkleTree, cached: _Ledger, size: int) -> i
 
 
 def _locate(
-    store: EventStore, d: LedgerDigest, fresh: merkle.MerkleTree, scan: _Scan
+    store: EventStore, d: LedgerDigest, fresh: merkle.MerkleTree, scan: ledger_scan.Scan
 ) -> tuple[str | None, tuple[str, int] | None]:
     """Name the first covered record that changed, when this process's tree holds ``d``.
 
@@ -600,8 +499,14 @@ def _locate(
     if cached is None:
         return None, None
     common = min(d.size, fresh.size)
-    index = _first_difference(fresh, cached, common)
-    was_at = cached.positions[index] if index < d.size else None
+    try:
+        index = _first_difference(fresh, cached, common)
+        with cached.lock:
+            was_at = cached.position_of(index) if index < d.size else None
+    except StaleTreeError:
+        # The stored blocks were built from the records as they were: their lower levels
+        # cannot be recomputed now, so the change is not located beyond the chain checks.
+        return None, None
     if index == common:
         if was_at is None:
             return None, None
@@ -643,7 +548,7 @@ def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
         PersistenceError: The database failed.
     """
     fresh = merkle.MerkleTree()
-    scan = _scan(store, d, fresh)
+    scan = ledger_scan.scan(store, d.last_position, d.size, fresh)
     problems = _count_problems(d, scan)
     if fresh.size == d.size and (root_now := fresh.root()) != d.root:
         problems.append(
@@ -655,12 +560,22 @@ def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
         sentence, first = _locate(store, d, fresh, scan)
         if sentence is not None:
             problems.append(sentence)
+    stale = _stale_block(store, fresh)
     if scan.bad is None and not problems:
         message = (
             f"the log ({scan.size} records) is an append-only extension of the digest "
             f"({d.size} records, root {d.root})"
         )
+        if stale is not None:
+            # The records verify and the stored tree (derived data) does not: replace it.
+            _store_fresh_tree(store, fresh, scan)
+            message += f"; the stored ledger tree was rebuilt: its block {stale} was wrong"
         return DigestReport(ok=True, message=message, digest=d, size=scan.size)
+    if stale is not None:
+        problems.append(
+            f"the stored ledger tree's block {stale} does not match the records: they were "
+            "rewritten after the tree stored it, and proofs of its records are refused"
+        )
     if first is None and scan.bad is not None and scan.bad.position <= d.last_position:
         first = (scan.bad.stream_id, scan.bad.seq)
     chain = store.verify()
@@ -686,13 +601,37 @@ def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
     )
 
 
+def _stale_block(store: EventStore, fresh: merkle.MerkleTree) -> int | None:
+    """The first stored tree block that the records just re-hashed do not give, if any."""
+    for block in store._tree_blocks():
+        node = fresh.node(BLOCK_LEVEL, block.block)
+        if node is None:
+            return None  # past the records the digest covers: not compared
+        if node != block.node:
+            return block.block
+    return None
+
+
+def _store_fresh_tree(store: EventStore, fresh: merkle.MerkleTree, scan: ledger_scan.Scan) -> None:
+    """Replace the stored blocks with the ones of ``fresh``, built from verified records."""
+    rows = []
+    for block in range(fresh.size // BLOCK):
+        node = fresh.node(BLOCK_LEVEL, block)
+        assert node is not None  # noqa: S101 - a complete block of the tree
+        first, last = scan.positions[block * BLOCK], scan.positions[(block + 1) * BLOCK - 1]
+        rows.append(TreeBlock(block, first, last, node))
+    store._save_tree_blocks(rows, replace=True)
+    with _LEDGERS_LOCK:
+        _LEDGERS.pop(store, None)  # this process's tree came from the wrong blocks
+
+
 def _records(count: int, *, verb: bool = False) -> str:
     """``1 record``, ``2 records`` (``1 record is``, ``2 records are`` with ``verb``)."""
     text = f"{count} record{'' if count == 1 else 's'}"
     return f"{text} {'is' if count == 1 else 'are'}" if verb else text
 
 
-def _count_problems(d: LedgerDigest, scan: _Scan) -> list[str]:
+def _count_problems(d: LedgerDigest, scan: ledger_scan.Scan) -> list[str]:
     """What the record counts alone tell: covered records missing, or records inserted."""
     problems = []
     if scan.size < d.size:
@@ -766,35 +705,12 @@ def prove(
         raise ChainIntegrityError(key, seq, f"{problem}; nothing to prove")
     ledger = _ledger_of(store)
     with ledger.lock:
-        ledger.absorb(store)
-        tree = ledger.tree
-        size = tree.size if digest is None else digest.size
-        if digest is not None and (size > tree.size or tree.root(size) != digest.root):
-            msg = (
-                f"prove {key} seq {seq} against digest of size {digest.size}, root "
-                f"{digest.root}: the log holds {tree.size} records and is not an extension "
-                "of it; run verify_digest(store, digest), or pass this store's digest"
+        try:
+            index, size, path, root = _audit_path(
+                store, ledger, key=key, seq=seq, record=record, digest=digest
             )
-            raise ValueError(msg)
-        index = bisect.bisect_left(ledger.positions, record.position)
-        if index >= tree.size or ledger.positions[index] != record.position:
-            raise ChainIntegrityError(
-                key, seq, f"position {record.position} is not in the ledger tree"
-            )
-        if ledger.nodes.get(0, index) != bytes.fromhex(
-            merkle.leaf_hash(bytes.fromhex(record.hash))
-        ):
-            raise ChainIntegrityError(
-                key, seq, "the stored record changed after the ledger tree absorbed it"
-            )
-        if index >= size:
-            msg = (
-                f"prove {key} seq {seq} against digest of size {size}: the record is leaf "
-                f"{index}, appended after the digest; take a new digest"
-            )
-            raise ValueError(msg)
-        path = tree.inclusion_proof(index, size)
-        root = tree.root(size)
+        except StaleTreeError as e:
+            raise ChainIntegrityError(key, seq, str(e)) from None
     return InclusionProof(
         record=proven,
         leaf_index=index,
@@ -803,6 +719,43 @@ def prove(
         leaf_hash=merkle.leaf_hash(bytes.fromhex(record.hash)),
         audit_path=tuple(path),
     )
+
+
+def _audit_path(
+    store: EventStore,
+    ledger: LedgerTree,
+    *,
+    key: str,
+    seq: int,
+    record: Record,
+    digest: LedgerDigest | None,
+) -> tuple[int, int, list[str], str]:
+    """``(leaf index, tree size, audit path, root)`` of ``record``; the caller holds the lock."""
+    ledger.absorb(store)
+    tree = ledger.tree
+    size = tree.size if digest is None else digest.size
+    if digest is not None and (size > tree.size or tree.root(size) != digest.root):
+        msg = (
+            f"prove {key} seq {seq} against digest of size {digest.size}, root "
+            f"{digest.root}: the log holds {tree.size} records and is not an extension "
+            "of it; run verify_digest(store, digest), or pass this store's digest"
+        )
+        raise ValueError(msg)
+    index = ledger.index_of(record.position)
+    leaf = None if index is None else ledger.leaf(index)
+    if index is None:
+        raise ChainIntegrityError(key, seq, f"position {record.position} is not in the ledger tree")
+    if leaf != merkle.hash_leaf(bytes.fromhex(record.hash)):
+        raise ChainIntegrityError(
+            key, seq, "the stored record changed after the ledger tree absorbed it"
+        )
+    if index >= size:
+        msg = (
+            f"prove {key} seq {seq} against digest of size {size}: the record is leaf "
+            f"{index}, appended after the digest; take a new digest"
+        )
+        raise ValueError(msg)
+    return index, size, tree.inclusion_proof(index, size), tree.root(size)
 
 
 def verify_inclusion(proof: InclusionProof, d: LedgerDigest, *, key: bytes | None = None) -> bool:

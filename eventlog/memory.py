@@ -11,6 +11,7 @@ from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keycheck import legacy_seal
 from eventlog.keyring import Keyring
+from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
     ErasureReceipt,
     HeadSeal,
@@ -49,6 +50,7 @@ class InMemoryEventStore(EventStore):
         self._all: list[Record] = []
         self._snapshots: dict[tuple[str, str], dict[int, Snapshot]] = {}
         self._position = 0
+        self._tree: list[TreeBlock] = []  # the ledger tree's blocks, as a database keeps them
         self._closed = False
 
     def _open(self, operation: str) -> None:
@@ -94,6 +96,22 @@ class InMemoryEventStore(EventStore):
         mac = self._seal_of(key, head.seq, head.hash, erased_through)
         self._seals[key] = HeadSeal(head.seq, head.hash, mac, erased_through)
 
+    def _tree_blocks(self) -> list[TreeBlock]:
+        with self._lock:
+            self._open("read the ledger tree")
+            return list(self._tree)
+
+    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+        with self._lock:
+            self._open("save the ledger tree")
+            if replace:
+                self._tree = []
+            if rows and rows[0].block > len(self._tree):
+                return False
+            count = len(self._tree)
+            self._tree.extend(row for row in rows if row.block >= count)
+            return True
+
     def _head_seal(self, key: str) -> HeadSeal | None:
         with self._lock:
             return self._seals.get(key)
@@ -124,6 +142,7 @@ class InMemoryEventStore(EventStore):
             self._all = [r for r in self._all if id(r) not in erased]
             for snap_key in [k for k in self._snapshots if k[0] == key]:
                 del self._snapshots[snap_key]
+            self._tree = []  # the erased records were in it: the next digest rebuilds
             self._streams[key] = []
             (row,) = self._build(key, head, [tomb], now)
             self._position += 1

@@ -55,6 +55,11 @@ def _node(left: bytes, right: bytes) -> bytes:
     return _sha256(_NODE_PREFIX + left + right).digest()
 
 
+# Raw-bytes twins of the two hashes, for code that keeps nodes itself (eventlog.ledger_tree).
+hash_leaf = _leaf
+hash_children = _node
+
+
 def leaf_hash(data: bytes) -> str:
     """Return the RFC 9162 leaf hash ``SHA-256(0x00 || data)`` of raw leaf data, as hex."""
     return _leaf(data).hex()
@@ -227,10 +232,18 @@ class MerkleTree:
             ValueError: A leaf is a string but not a 64-digit hex hash.
         """
         first = self._size
-        nodes = [
-            _leaf(_leaf_data(leaf, f"extend the tree with leaf {first + offset}"))
-            for offset, leaf in enumerate(leaves)
-        ]
+        self.extend_hashed(
+            [
+                _leaf(_leaf_data(leaf, f"extend the tree with leaf {first + offset}"))
+                for offset, leaf in enumerate(leaves)
+            ]
+        )
+
+    def extend_hashed(self, leaf_nodes: list[bytes]) -> None:
+        """Append leaves whose leaf hashes (:func:`hash_leaf`, 32 raw bytes each) are already
+        computed, e.g. by worker processes; the list is consumed."""
+        first = self._size
+        nodes = leaf_nodes
         end = first + len(nodes)
         old_peaks = {
             lv: peak for (lv, _), peak in zip(self._decompose(0, first), self._peaks, strict=True)
@@ -248,6 +261,10 @@ class MerkleTree:
         self._peaks = [
             self._get(lv, lo >> lv, "extend the tree") for lv, lo in self._decompose(0, end)
         ]
+
+    def node(self, level: int, index: int) -> bytes | None:
+        """The stored hash of complete subtree ``(level, index)``, None if it is not complete."""
+        return self._store.get(level, index) if (index + 1) << level <= self._size else None
 
     def root(self, size: int | None = None) -> str:
         """Return the root hash (hex) of the tree's first ``size`` leaves (default: all).

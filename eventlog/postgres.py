@@ -40,6 +40,7 @@ from eventlog.errors import (
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import Keyring
+from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
     ErasureReceipt,
     HeadSeal,
@@ -839,6 +840,10 @@ class PostgresEventStore(EventStore):
                 raise ConcurrencyError(key, expected_seq, head.seq)
             count = conn.execute(self._q["delete_events"], (key,)).rowcount
             conn.execute(self._q["delete_snapshots"], (key,))
+            # The erased records are in the ledger tree's blocks: drop them (the next digest
+            # rebuilds), under the lock savers take, so none slips stale blocks back in.
+            conn.execute(pgsql.LOCK, (self._tree_key,))
+            conn.execute(self._q["tree_drop"])
             now = self._now()
             tomb = self._tombstone(head, count, reason, now)
             rows = self._build(key, head, [tomb], now)
@@ -1011,6 +1016,44 @@ class PostgresEventStore(EventStore):
         seal, first, last = self._read("read", run)
         opened = self._opened([r for r in (first, last) if r is not None])
         return seal, opened[0] if first else None, opened[-1] if last else None
+
+    @property
+    def _tree_key(self) -> int:
+        return pgsql.lock_key("ledger-tree", self._schema)
+
+    def _tree_blocks(self) -> list[TreeBlock]:
+        rows = self._read(
+            "read the ledger tree", lambda c: c.execute(self._q["tree_read"]).fetchall()
+        )
+        return [
+            TreeBlock(int(b), int(first), int(last), bytes(node)) for b, first, last, node in rows
+        ]
+
+    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+        if self._read_only:
+            return False
+        with self._write("save the ledger tree") as conn:
+            # Savers (other processes too) and purges queue here, so the count read below
+            # still holds when the rows go in.
+            conn.execute(pgsql.LOCK, (self._tree_key,))
+            if replace:
+                conn.execute(self._q["tree_drop"])
+            row = conn.execute(self._q["tree_count"]).fetchone()
+            count = int(row[0]) if row else 0
+            if rows and rows[0].block > count:
+                return False  # a purge dropped the blocks meanwhile: rebuild, don't leave a gap
+            new = [r for r in rows if r.block >= count]
+            if new:
+                conn.execute(
+                    self._q["tree_insert"],
+                    (
+                        [r.block for r in new],
+                        [r.first_position for r in new],
+                        [r.last_position for r in new],
+                        [r.node for r in new],
+                    ),
+                )
+            return True
 
     def _head_seal(self, key: str) -> HeadSeal | None:
         def run(conn: Conn) -> HeadSeal | None:

@@ -106,6 +106,16 @@ MIGRATIONS: list[str] = [
                   WHERE r.stream_id = e.stream_id AND r.kind = 'memory_erased'), 0)
     FROM {schema}.events e ORDER BY e.stream_id, e.seq DESC;
     """,
+    # 4: the ledger tree's stored blocks (see eventlog.ledger_tree): derived data, so the
+    # first digest of a process reads a few thousand rows instead of every record.
+    """
+    CREATE TABLE {schema}.ledger_blocks (
+        block bigint PRIMARY KEY,
+        first_position bigint NOT NULL,
+        last_position bigint NOT NULL,
+        node bytea NOT NULL
+    );
+    """,
 ]
 """Schema migrations, index = version. A shipped entry is never edited; a wrong one becomes
 ``"SELECT 1"`` (with a comment) and a new entry fixes it."""
@@ -282,6 +292,16 @@ _Q_ENDS = (
 _Q_SEAL_ERASURE = "UPDATE {schema}.heads SET erased_through = %s WHERE stream_id = %s"
 _Q_KEYED_RECORDS = "SELECT EXISTS (SELECT 1 FROM {schema}.events WHERE format = 3)"
 _Q_LAST_POSITION = "SELECT COALESCE(max(position), 0) FROM {schema}.events"
+_Q_TREE_READ = (
+    "SELECT block, first_position, last_position, node FROM {schema}.ledger_blocks ORDER BY block"
+)
+_Q_TREE_COUNT = "SELECT count(*) FROM {schema}.ledger_blocks"
+_Q_TREE_DROP = "DELETE FROM {schema}.ledger_blocks"
+_Q_TREE_INSERT = (
+    "INSERT INTO {schema}.ledger_blocks (block, first_position, last_position, node) "
+    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[]) "
+    "ON CONFLICT (block) DO NOTHING"
+)
 _Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
 _Q_VACUUM_FULL = "VACUUM FULL {schema}.events, {schema}.snapshots"
 SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
@@ -330,6 +350,10 @@ _TEMPLATES = {
     "seal_erasure": _Q_SEAL_ERASURE,
     "keyed_records": _Q_KEYED_RECORDS,
     "last_position": _Q_LAST_POSITION,
+    "tree_read": _Q_TREE_READ,
+    "tree_count": _Q_TREE_COUNT,
+    "tree_drop": _Q_TREE_DROP,
+    "tree_insert": _Q_TREE_INSERT,
     "vacuum": _Q_VACUUM,
     "vacuum_full": _Q_VACUUM_FULL,
     "create_schema": _Q_CREATE_SCHEMA,

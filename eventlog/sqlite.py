@@ -19,6 +19,7 @@ from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import Keyring
+from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
     ErasureReceipt,
     HeadSeal,
@@ -147,6 +148,22 @@ def m004_marker(db: sqlite_utils.Database) -> None:
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
+@MIGRATIONS()
+def m005_ledger_tree(db: sqlite_utils.Database) -> None:
+    """The ledger tree's stored blocks (see eventlog.ledger_tree): derived data, so the first
+    digest of a process reads a few thousand rows instead of every record."""
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS ledger_blocks (
+            block INTEGER PRIMARY KEY,
+            first_position INTEGER NOT NULL,
+            last_position INTEGER NOT NULL,
+            node BLOB NOT NULL
+        )
+        """
+    )
+
+
 def is_ledger_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a SQLite file chatledger created or migrated, read from its header
     alone (100 bytes; the file is not opened as a database, so nothing beside it is created)."""
@@ -201,6 +218,14 @@ _INSERT_IF_HEAD = (
 )
 _SETTINGS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settings'"
 _HEADS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heads'"
+_TREE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_blocks'"
+_TREE_READ = "SELECT block, first_position, last_position, node FROM ledger_blocks ORDER BY block"
+_TREE_COUNT = "SELECT count(*) FROM ledger_blocks"
+_TREE_DROP = "DELETE FROM ledger_blocks"
+_TREE_INSERT = (
+    "INSERT OR IGNORE INTO ledger_blocks (block, first_position, last_position, node) "
+    "VALUES (?, ?, ?, ?)"
+)
 _GET_SETTING = "SELECT value FROM settings WHERE name = ?"
 _PUT_SETTING = "INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)"
 _KEYED_RECORDS = "SELECT 1 FROM events WHERE format = 3 LIMIT 1"
@@ -449,6 +474,7 @@ class SQLiteEventStore(EventStore):
             if create_schema and not read_only and MIGRATIONS.pending(self._db):
                 MIGRATIONS.apply(self._db)
             self._sealed_schema = self._conn.execute(_HEADS_EXIST).fetchone() is not None
+            self._tree_table = self._conn.execute(_TREE_EXISTS).fetchone() is not None
 
         with self._guard("open"):
             # Another process may be writing or migrating: wait as for any lock.
@@ -693,6 +719,8 @@ class SQLiteEventStore(EventStore):
             record = Record(cursor.lastrowid or 0, *row)
             conn.execute("DELETE FROM events WHERE stream_id = ? AND seq < ?", (key, record.seq))
             conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
+            if self._tree_table:
+                conn.execute(_TREE_DROP)  # their records are gone: the next digest rebuilds
             return record
 
         record = self._write("purge", work)
@@ -877,6 +905,33 @@ class SQLiteEventStore(EventStore):
         if last is not None:
             last = opened[-1]
         return seal, first, last
+
+    def _reopen_path(self) -> str | None:
+        # A path another process can open: not a Database object, not SQLite's in-memory name.
+        if self._where == "Database" or self._where.startswith((":memory:", "file:")):
+            return None
+        return self._where
+
+    def _tree_blocks(self) -> list[TreeBlock]:
+        if not self._tree_table:
+            return []
+        rows = self._read("read the ledger tree", lambda c: c.execute(_TREE_READ).fetchall())
+        return [TreeBlock(*row) for row in rows]
+
+    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+        if self._read_only or not self._tree_table:
+            return False
+
+        def work(conn: sqlite3.Connection) -> bool:
+            if replace:
+                conn.execute(_TREE_DROP)
+            (count,) = conn.execute(_TREE_COUNT).fetchone()
+            if rows and rows[0].block > count:
+                return False  # a purge dropped the blocks meanwhile: rebuild, don't leave a gap
+            conn.executemany(_TREE_INSERT, [row for row in rows if row.block >= count])
+            return True
+
+        return self._write("save the ledger tree", work)
 
     def _head_seal(self, key: str) -> HeadSeal | None:
         if not self._sealed_schema:

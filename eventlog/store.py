@@ -24,7 +24,7 @@ from eventlog.hashing import (
     commit,
     head_mac,
     new_salt,
-    record_problem,
+    stored_record_problem,
 )
 from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key, memory_key
 from eventlog.keycheck import KEY_CHECK, legacy_seal, parse, v2_value
@@ -64,6 +64,7 @@ if typing.TYPE_CHECKING:
     # on `import eventlog`.
     from eventlog.checkpoint import CheckpointReport
     from eventlog.consistency import ConsistencyProof
+    from eventlog.ledger_tree import TreeBlock
     from eventlog.note import Signer, Verifier
     from eventlog.witness import Witness
 
@@ -567,18 +568,7 @@ class EventStore(ABC):
             None when the record verifies, else the reason (e.g. ``KEYED_CHAIN`` for a format 3
             record read without the key).
         """
-        if record.position <= 0:
-            # Positions start at 1 in every backend; one at or below 0 was put there by hand,
-            # e.g. to slip forged unkeyed records below a keyed ledger's legacy boundary.
-            return f"position {record.position} is not positive: the row was moved by hand"
-        if self._key is not None and record.format != 3 and record.position > self._keyed_since:
-            # Without this a forger would rewrite keyed records as format 1 or 2, which need
-            # no key; the boundary is covered by the key check value, so it cannot be moved.
-            return (
-                f"unkeyed record (format {record.format!r}) in a keyed store: it was written "
-                "after the store was keyed, so only a forger without the key wrote it"
-            )
-        return record_problem(record, self._key)
+        return stored_record_problem(record, self._key, self._keyed_since)
 
     @overload
     def verify(self, memory_id: MemoryId | None = None) -> VerifyReport: ...
@@ -715,6 +705,24 @@ class EventStore(ABC):
         first = self.read(stream, limit=1)
         newest = self.read(stream, desc=True, limit=1)
         return seal, first[0] if first else None, newest[0] if newest else None
+
+    def _reopen_path(self) -> str | None:
+        """Backend hook: a file path a worker process may open read-only to read this ledger
+        in parallel (see :mod:`eventlog.ledger_scan`); None when there is none."""
+        return None
+
+    def _tree_blocks(self) -> list[TreeBlock]:
+        """Backend hook: the stored blocks of the ledger tree (see :mod:`eventlog.ledger_tree`),
+        in block order; [] when the backend keeps none (the tree then lives in memory)."""
+        return []
+
+    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+        """Backend hook: store ``rows`` (consecutive blocks) after the stored ones, in one
+        transaction; with ``replace``, drop every stored block first. Rows already stored are
+        kept (another process wrote the same blocks). Stores nothing and returns False when
+        ``rows`` would leave a gap (a purge dropped the blocks meanwhile) or the store is
+        read-only or keeps no blocks."""
+        return False
 
     @abstractmethod
     def _head_seal(self, key: str) -> HeadSeal | None:

@@ -52,7 +52,13 @@ def test_reopen_keeps_everything_and_migrations_are_idempotent(tmp_path):
         assert store.read("u1") == first
         assert [r.seq for r in store.append("u1", batch("c"))] == [3]
         applied = [m.name for m in MIGRATIONS.applied(store.db)]
-    assert applied == ["m001_events", "m002_record_format", "m003_head_seals", "m004_marker"]
+    assert applied == [
+        "m001_events",
+        "m002_record_format",
+        "m003_head_seals",
+        "m004_marker",
+        "m005_ledger_tree",
+    ]
 
 
 def test_accepts_a_sqlite_utils_database(tmp_path):

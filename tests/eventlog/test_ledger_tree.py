@@ -1,0 +1,279 @@
+"""The ledger tree kept in the database ([checkpoints] item 6), on every backend.
+
+A new store object (a new process, for the tree) must read the stored blocks instead of every
+record, give the same digests and proofs as a tree built from scratch, and never let the
+stored blocks - derived data - vouch for records that changed after they were stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventlog import ChainIntegrityError, SQLiteEventStore, ledger_scan, verify_consistency
+from eventlog import ledger as ledger_module
+from eventlog.ids import StreamKey
+from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger_tree import BLOCK
+from eventlog.merkle import MerkleTree
+from tests.conftest import PG_DSN
+from tests.eventlog.test_ledger import _delete, _forge_and_rehash
+
+from .contract.records import batch
+
+
+def _grow(store, count, *, start=0, memories=7):
+    """``count`` records spread over ``memories`` memories, in batches of up to 20."""
+    i = start
+    while i < start + count:
+        size = min(20, start + count - i)
+        store.append(f"m{i % memories}", batch(*(f"message {i + k}" for k in range(size))))
+        i += size
+
+
+def _all_hashes(store):
+    hashes: list[str] = []
+    after = 0
+    while page := store.read_all(gt=after, limit=1000):
+        hashes.extend(r.hash for r in page)
+        after = page[-1].position
+    return hashes
+
+
+def _reference_root(store):
+    """The root of a tree built from scratch over every stored record."""
+    return MerkleTree.from_leaves(_all_hashes(store)).root()
+
+
+def _fresh(backend, store):
+    """Another store object on the same database: its tree starts empty, as in a new process."""
+    if backend.name == "memory":
+        ledger_module._LEDGERS.pop(store, None)  # one object per memory database: drop its tree
+        return store
+    return backend.open()
+
+
+class _Counting:
+    """Counts the records a store's read_all returns (wraps the real method, reads for real)."""
+
+    def __init__(self, store, monkeypatch):
+        self.rows = 0
+        real = store.read_all
+
+        def read_all(*, gt=0, limit=None):
+            page = real(gt=gt, limit=limit)
+            self.rows += len(page)
+            return page
+
+        monkeypatch.setattr(store, "read_all", read_all)
+
+
+def test_a_new_object_reads_the_stored_blocks_not_the_records(backend, store, monkeypatch):
+    _grow(store, 3 * BLOCK + 37)
+    first = digest(store)
+    # Check the first digest stored the three complete blocks, and only those.
+    assert [b.block for b in store._tree_blocks()] == [0, 1, 2]
+    again = _fresh(backend, store)
+    counting = _Counting(again, monkeypatch)
+    second = digest(again)
+    read = counting.rows
+    assert (second.size, second.root, second.last_position) == (
+        first.size,
+        first.root,
+        first.last_position,
+    )
+    assert second.root == _reference_root(store)
+    # The newest stored block is re-hashed from its records at load, plus the 37 after it.
+    assert read <= BLOCK + 37 + 1
+
+
+def test_proofs_from_stored_blocks_verify(backend, store):
+    rng = random.Random(7)
+    sizes = (100, BLOCK, 300, 2 * BLOCK + 1)
+    olds: list[LedgerDigest] = []
+    for size in sizes:
+        _grow(store, size - (olds[-1].size if olds else 0), start=olds[-1].size if olds else 0)
+        olds.append(digest(store))
+    _grow(store, 3 * BLOCK, start=olds[-1].size)
+    digest(store)  # stores the blocks
+    again = _fresh(backend, store)
+    now = digest(again)
+    assert now.root == _reference_root(store)
+    # Check consistency from every earlier digest, sizes inside old blocks included.
+    for old in olds:
+        proof = again.prove_consistency(old, digest=now)
+        assert verify_consistency(old, now, proof)
+    # Check inclusion of records in old blocks, the newest block and the tail.
+    infos = again.streams()
+    for _ in range(12):
+        info = rng.choice(infos)
+        seq = rng.randint(1, info.last_seq)
+        proof = prove(again, StreamKey(info.stream_id), seq, digest=now)
+        assert verify_inclusion(proof, now)
+
+
+@pytest.mark.skip_backend("postgres")  # each example a schema: see the SQLite/memory runs
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(st.tuples(st.integers(1, 700), st.booleans()), min_size=1, max_size=5))
+def test_any_growth_and_reopening_gives_the_tree_built_from_scratch(backend, store, steps):
+    # Hypothesis reuses the database between examples: grow from whatever is there.
+    current = store
+    digests = []
+    for count, reopen in steps:
+        _grow(current, count, start=len(_all_hashes(current)))
+        if reopen:
+            current = _fresh(backend, current)
+        d = digest(current)
+        assert d.root == _reference_root(current)
+        digests.append(d)
+    now = digests[-1]
+    for old in digests:
+        assert verify_consistency(old, now, current.prove_consistency(old, digest=now))
+
+
+def test_a_record_rewritten_under_a_stored_block_is_never_proven(backend, store):
+    # "early" lives only in block 0; later memories fill blocks 1 and 2.
+    store.append("early", batch(*(f"early {i}" for i in range(40))))
+    _grow(store, 3 * BLOCK)
+    kept = digest(store)  # stores blocks 0..2
+    _forge_and_rehash(backend, store, "early", 5, '{"forged":true}')
+    again = _fresh(backend, store)
+    # The forged record: its block's records no longer hash to the stored block.
+    with pytest.raises(ChainIntegrityError, match="does not match the stored records"):
+        prove(again, StreamKey("early"), 5)
+    # An untouched record in the same block cannot be proven either: the block is wrong.
+    with pytest.raises(ChainIntegrityError, match="ledger tree block 0"):
+        prove(again, StreamKey("early"), 30)
+    # A record in another block still proves.
+    newest = again.head(StreamKey("m3")).seq
+    assert verify_inclusion(prove(again, StreamKey("m3"), newest, digest=kept), kept)
+    # The audit re-hashes every record and names the stored tree's disagreement too.
+    report = again.verify(digest=kept)
+    assert not report.ok
+    assert "stored ledger tree" in report.message
+
+
+def test_a_wrong_newest_block_is_rebuilt_from_the_records(backend, store):
+    _grow(store, 2 * BLOCK + 5)
+    good = digest(store)
+    blocks = store._tree_blocks()
+    # Check an edited stored node (or rows gone out of order) makes a new object rebuild.
+    _edit_block(backend, store, blocks[-1].block, b"\x00" * 32)
+    again = _fresh(backend, store)
+    assert digest(again).root == good.root
+    assert again._tree_blocks() == blocks  # replaced with the right rows
+
+
+def test_a_purge_drops_the_stored_blocks(backend, store):
+    store.append("old", batch(*(f"old {i}" for i in range(300))))
+    _grow(store, BLOCK)
+    digest(store)
+    assert len(store._tree_blocks()) == 2
+    head = store.head(StreamKey("old"))
+    store.purge("old", expected_seq=head.seq, reason="retention")
+    assert store._tree_blocks() == []
+    # Check the same object (its tree held the purged records) and a new one both rebuild.
+    assert digest(store).root == _reference_root(store)
+    again = _fresh(backend, store)
+    assert digest(again).root == _reference_root(store)
+
+
+def test_a_read_only_ledger_uses_stored_blocks_and_writes_nothing(tmp_path):
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        _grow(store, 2 * BLOCK + 9)
+        first = digest(store)
+        _grow(store, BLOCK, start=2 * BLOCK + 9)  # appended after the blocks were stored
+        reference = _reference_root(store)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with SQLiteEventStore(path, read_only=True) as ro:
+        d = digest(ro)
+        assert d.root == reference
+        assert len(ro._tree_blocks()) == 2  # the block completed since is not written
+        assert verify_consistency(first, d, ro.prove_consistency(first, digest=d))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def _edit_block(backend, store, block, node):
+    if backend.name == "memory":
+        store._tree[block] = store._tree[block]._replace(node=node)
+    elif backend.name == "sqlite":
+        with sqlite3.connect(backend.path) as conn:
+            conn.execute("UPDATE ledger_blocks SET node = ? WHERE block = ?", (node, block))
+    else:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("UPDATE {}.ledger_blocks SET node = %s WHERE block = %s").format(
+                    sql.Identifier(backend.schema)
+                ),
+                (node, block),
+            )
+
+
+# ---------------------------------------------------------------- the split scan
+
+
+@pytest.fixture
+def split_small(monkeypatch):
+    """Split the verification pass from a few blocks on, so a small file takes that path."""
+    monkeypatch.setattr(ledger_scan, "PARALLEL_MIN", 2 * BLOCK)
+
+
+def _reports(store, d, monkeypatch):
+    """verify_digest's report through the split pass and through the one-process pass."""
+    split = verify_digest(store, d)
+    with monkeypatch.context() as m:
+        m.setattr(ledger_scan, "PARALLEL_MIN", 1 << 62)
+        whole = verify_digest(store, d)
+    return split, whole
+
+
+def test_the_split_pass_agrees_with_one_pass(tmp_path, split_small, monkeypatch):
+    with SQLiteEventStore(tmp_path / "ledger.db") as store:
+        _grow(store, 6 * BLOCK + 11)
+        d = digest(store)
+        assert ledger_scan._split(store) is not None
+        split, whole = _reports(store, d, monkeypatch)
+        assert split.ok and whole.ok
+        assert (split.size, split.message) == (whole.size, whole.message)
+
+
+@pytest.mark.parametrize("where", ["lower", "upper", "boundary"])
+def test_the_split_pass_finds_what_one_pass_finds(
+    backend, tmp_path, split_small, monkeypatch, where
+):
+    if backend.name != "sqlite":
+        pytest.skip("the pass splits only for a SQLite file")
+    store = backend.open()
+    _grow(store, 6 * BLOCK + 11, memories=3)
+    d = digest(store)
+    split = ledger_scan._split(store)
+    assert split is not None
+    boundary = split[1]
+    below = [r for r in store.read_all(limit=10_000) if r.position <= boundary]
+    above = [r for r in store.read_all(gt=boundary, limit=10_000)]
+    if where == "lower":
+        victim = below[len(below) // 2]
+        _forge_and_rehash(backend, store, victim.stream_id, victim.seq, '{"x":1}')
+    elif where == "upper":
+        victim = above[len(above) // 2]
+        backend.tamper(store, victim.stream_id, victim.seq, "payload", '{"x":1}')
+    else:
+        # The first record above the boundary of a memory that has records below it: only
+        # the link across the boundary can tell it is gone.
+        victim = next(r for r in above if r.seq > 1)
+        _delete(backend, store, victim.stream_id, victim.seq)
+    split, whole = _reports(store, d, monkeypatch)
+    assert not split.ok and not whole.ok
+    assert split.message == whole.message
+    assert split.first_difference == whole.first_difference
