@@ -8,13 +8,18 @@ positions interleave the streams.
 
 Each figure comes from this process, which opens the file fresh:
 
-* ``first_digest_s``: the first ``digest()``, which reads every record and builds the tree;
+* ``first_digest_s``: this process's first ``digest()``: on a new file it reads every record and
+  stores the tree's blocks, on a file kept from an earlier run it reads the stored blocks;
 * ``digest_ms`` / ``digest_after_append_ms``: a later ``digest()`` with nothing new, and
   right after appending one record (median of ``--repeat``);
-* ``prove_ms``: ``prove()`` of a random record against the current size (median), and
-  ``first_prove_s``: the first ``prove()`` in a fresh child process (tree build included);
+* ``prove_ms``: ``prove()`` of a random record against the current size (median);
 * ``verify_digest_s``: ``verify_digest()`` of an older digest against the whole file;
-* ``proof_json_bytes``: the largest proof of those timed, as JSON.
+* ``proof_json_bytes``: the largest proof of those timed, as JSON;
+* in a fresh child process, after this one stored the tree's blocks: ``new_process_digest_ms``
+  (its first ``digest()``), ``new_process_prove_ms`` and ``new_process_consistency_ms`` (its
+  first ``prove()`` and ``prove_consistency()`` of an old digest), against
+  ``raw_read_hashes_ms``: raw ``sqlite3`` reading every record's hash in order, the least a
+  tree rebuilt from the records would cost.
 
     python scripts/bench_ledger.py --path /tmp/ledger-1m.db --n 1000000
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -33,7 +39,7 @@ from pathlib import Path
 
 from eventlog import SQLiteEventStore
 from eventlog.ids import StreamKey
-from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_inclusion
 from eventlog.models import NewRecord
 
 
@@ -77,12 +83,27 @@ def _median_ms(call: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) / 1e6
 
 
-def first_prove(path: Path, stream: str, seq: int) -> float:
-    """The first ``prove()`` in this (fresh) process, tree build included."""
+def new_process(path: Path, stream: str, seq: int, old: str) -> dict[str, float]:
+    """The first ``digest()``, ``prove()`` and ``prove_consistency()`` of this (fresh) process."""
+    results = {}
     with SQLiteEventStore(path) as store:
         start = time.perf_counter()
+        digest(store)
+        results["new_process_digest_ms"] = (time.perf_counter() - start) * 1e3
+        start = time.perf_counter()
         prove(store, StreamKey(stream), seq)
-        return time.perf_counter() - start
+        results["new_process_prove_ms"] = (time.perf_counter() - start) * 1e3
+    with SQLiteEventStore(path) as store:
+        start = time.perf_counter()
+        store.prove_consistency(LedgerDigest.from_json(old))
+        results["new_process_consistency_ms"] = (time.perf_counter() - start) * 1e3
+    conn = sqlite3.connect(path)
+    start = time.perf_counter()
+    for _ in conn.execute("SELECT hash FROM events ORDER BY position"):
+        pass
+    results["raw_read_hashes_ms"] = (time.perf_counter() - start) * 1e3
+    conn.close()
+    return results
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -93,13 +114,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--batch", type=int, default=20, help="records per append")
     parser.add_argument("--repeat", type=int, default=50, help="timed calls per operation")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--first-prove", nargs=2, metavar=("STREAM", "SEQ"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--new-process", nargs=3, metavar=("STREAM", "SEQ", "OLD"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args(argv)
-    if args.first_prove:
-        took = first_prove(args.path, args.first_prove[0], int(args.first_prove[1]))
-        print(json.dumps({"first_prove_s": took}))
-        return {"first_prove_s": took}
+    if args.new_process:
+        stream, seq, old_json = args.new_process
+        figures = new_process(args.path, stream, int(seq), old_json)
+        print(json.dumps(figures))
+        return figures
 
     build(args.path, args.n, args.streams, args.batch)
     rng = random.Random(args.seed)
@@ -147,7 +171,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         assert report.ok, report.message
 
     child = subprocess.run(
-        [sys.executable, __file__, "--path", str(args.path), "--first-prove", key, str(seq)],
+        [
+            sys.executable,
+            __file__,
+            "--path",
+            str(args.path),
+            "--new-process",
+            key,
+            str(seq),
+            old.to_json(),
+        ],
         check=True,
         capture_output=True,
         text=True,

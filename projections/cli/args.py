@@ -451,6 +451,24 @@ def _add_tlog_proof_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_check_proof(commands: _Commands) -> None:
+    p = commands.add(
+        "check-proof",
+        "Check a proof from `chatledger prove` against a digest, or a C2SP tlog-proof bundle "
+        "(`prove --tlog-proof`) against the log's verifier key; needs no database.",
+    )
+    p.add_argument("proof", metavar="PROOF", help="a file written by `chatledger prove`")
+    p.add_argument("--digest", metavar="FILE", help="the digest to check a JSON proof against")
+    p.add_argument(
+        "--verifier-key",
+        metavar="FILE",
+        help="for a tlog-proof bundle: the .vkey file of the checkpoint's signer",
+    )
+    p.add_argument(
+        "--origin", metavar="ORIGIN", help="for a tlog-proof bundle: the log name it must carry"
+    )
+
+
 def _add_inspection_commands(commands: _Commands) -> None:
     p = commands.add("ids", "List memory ids with event count and first and last activity.")
     p.add_argument("--include-system", action="store_true", help="also list ~sys: streams")
@@ -570,12 +588,7 @@ def _add_inspection_commands(commands: _Commands) -> None:
         "extends DIGEST, as one JSON object for `chatledger check-consistency`",
     )
 
-    p = commands.add(
-        "check-proof",
-        "Check a proof from `chatledger prove` against a digest; needs no database.",
-    )
-    p.add_argument("proof", metavar="PROOF", help="a file written by `chatledger prove`")
-    p.add_argument("--digest", metavar="FILE", required=True, help="the digest to check against")
+    _add_check_proof(commands)
 
     p = commands.add(
         "check-consistency",

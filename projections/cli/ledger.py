@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eventlog.checkpoint import sign_checkpoint, verify_checkpoint
+from eventlog.checkpoint import open_checkpoint, sign_checkpoint, verify_checkpoint
 from eventlog.consistency import (
     evidence_json,
     prove_consistency,
@@ -214,10 +214,22 @@ def _tlog_proof_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 def check_proof(args: argparse.Namespace) -> int:
-    """``chatledger check-proof PROOF --digest FILE``: no database needed."""
+    """``chatledger check-proof PROOF --digest FILE``, or ``PROOF --verifier-key FILE`` for a
+    C2SP tlog-proof bundle: no database needed."""
+    from eventlog.tlog_proof import TLOG_PROOF_HEADER
+
+    text = _read(args.proof, "PROOF")
+    if text.startswith(TLOG_PROOF_HEADER):
+        return _check_tlog_proof(args, text)
+    if args.digest is None:
+        msg = (
+            f"check-proof {args.proof} needs --digest FILE: the digest (`chatledger digest`) "
+            "the proof is against"
+        )
+        raise UsageError(msg)
     d = load_digest(args.digest)
     try:
-        proof = InclusionProof.from_json(_read(args.proof, "PROOF"))
+        proof = InclusionProof.from_json(text)
     except ValueError as e:
         msg = f"{args.proof} is not a chatledger proof ({e}); write one with `chatledger prove`"
         raise Failure(msg) from e
@@ -248,6 +260,51 @@ def check_proof(args: argparse.Namespace) -> int:
         detail = f" {what} is not in the log the digest describes"
     console().print(Text.assemble(label, detail))
     return 0 if ok else 1
+
+
+def _check_tlog_proof(args: argparse.Namespace, text: str) -> int:
+    """A ``c2sp.org/tlog-proof@v1`` bundle: the checkpoint's signature, then the inclusion."""
+    from eventlog.tlog_proof import parse_tlog_proof, verify_tlog_proof
+
+    if args.verifier_key is None:
+        msg = (
+            f"{args.proof} is a C2SP tlog-proof bundle: check it with --verifier-key FILE, the "
+            "signer's .vkey file (`chatledger keygen`)"
+        )
+        raise UsageError(msg)
+    try:
+        verifier = Verifier.from_text(_read_key_file(args.verifier_key, "--verifier-key"))
+    except ValueError as e:
+        msg = f"--verifier-key {args.verifier_key}: {e}"
+        raise Failure(msg) from e
+    ok = verify_tlog_proof(text, verifier, origin=args.origin)
+    try:
+        bundle = parse_tlog_proof(text)
+        size: int | None = open_checkpoint(bundle.checkpoint, verifier, origin=args.origin).size
+    except ValueError:
+        bundle, size = None, None
+    if args.json:
+        index = None if bundle is None else bundle.index
+        emit({"ok": ok, "index": index, "checkpoint_size": size})
+        return 0 if ok else 1
+    from rich.text import Text  # rich costs startup time: loaded only to print
+
+    if ok and bundle is not None:
+        detail = (
+            f" leaf {bundle.index} is in the tree of {size} records that {verifier.name} signed"
+        )
+        console().print(Text.assemble(("OK", "bold green"), detail))
+        return 0
+    if size is None:
+        origin = "" if args.origin is None else f" for origin {args.origin!r}"
+        detail = (
+            f" the bundle's checkpoint is not signed by {verifier.name}{origin}, or the "
+            "bundle is malformed"
+        )
+    else:
+        detail = f" the leaf is not in the tree of {size} records the checkpoint signed"
+    console().print(Text.assemble(("NOT PROVEN", "bold red"), detail))
+    return 1
 
 
 # ---------------------------------------------------------------- consistency and checkpoints

@@ -248,3 +248,36 @@ def test_prove_writes_a_c2sp_tlog_proof_bundle(cli, ok, ledger, tmp_path):
         store.append("conv", batch("a", "b", "c"))
     bad = cli("prove", "conv", "3", "--db", other, "--tlog-proof", "--checkpoint", cp)
     assert bad.returncode == 1 and f"--checkpoint {cp}:" in bad.stderr
+
+
+def test_check_proof_checks_a_tlog_proof_bundle_offline(cli, ok, ledger, tmp_path):
+    key, vkey = _keys(ok, tmp_path)
+    cp = tmp_path / "cp.txt"
+    ok("checkpoint", "--db", ledger, "--origin", "example.com/log", "--signing-key", key, "-o", cp)
+    bundle = tmp_path / "proof.tlog-proof"
+    ok("prove", "conv", "3", "--db", ledger, "--tlog-proof", "--checkpoint", cp, "-o", bundle)
+    ledger.unlink()  # no database from here on
+    good = ok("check-proof", bundle, "--verifier-key", vkey)
+    assert good.stdout.startswith("OK leaf ")
+    assert ok("check-proof", bundle, "--verifier-key", vkey, "--origin", "example.com/log")
+    # Check a wrong origin, another signer's key, and an edited audit path each exit 1.
+    bad = cli("check-proof", bundle, "--verifier-key", vkey, "--origin", "other.example/log")
+    assert bad.returncode == 1 and "NOT PROVEN" in bad.stdout
+    (tmp_path / "other").mkdir()
+    _, other_vkey = _keys(ok, tmp_path / "other")
+    bad = cli("check-proof", bundle, "--verifier-key", other_vkey)
+    assert bad.returncode == 1 and "not signed by" in bad.stdout
+    lines = bundle.read_text().split("\n")
+    path_line = 3  # header, extra, index, then the audit path
+    lines[path_line] = ("A" if lines[path_line][0] != "A" else "B") + lines[path_line][1:]
+    edited = tmp_path / "edited.tlog-proof"
+    edited.write_text("\n".join(lines))
+    bad = cli("check-proof", edited, "--verifier-key", vkey)
+    assert bad.returncode == 1 and "is not in the tree" in bad.stdout
+    # Check a bundle without --verifier-key, and a JSON proof without --digest, are usage errors.
+    bad = cli("check-proof", bundle)
+    assert bad.returncode == 2 and "--verifier-key FILE" in bad.stderr
+    json_proof = tmp_path / "proof.json"
+    json_proof.write_text("{}")
+    bad = cli("check-proof", json_proof)
+    assert bad.returncode == 2 and "needs --digest FILE" in bad.stderr
