@@ -547,8 +547,7 @@ def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
         StoreClosedError: The store is closed.
         PersistenceError: The database failed.
     """
-    fresh = merkle.MerkleTree()
-    scan = ledger_scan.scan(store, d.last_position, d.size, fresh)
+    scan, fresh = ledger_scan.scan(store, d.last_position, d.size)
     problems = _count_problems(d, scan)
     if fresh.size == d.size and (root_now := fresh.root()) != d.root:
         problems.append(

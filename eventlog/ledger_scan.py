@@ -62,7 +62,8 @@ class _Part:
     bad: Record | None = None
     purges: list[Record] = dataclasses.field(default_factory=list)
     positions: array[int] = dataclasses.field(default_factory=lambda: array("q"))
-    leaves: bytearray = dataclasses.field(default_factory=bytearray)
+    # The Merkle tree of this range's records alone, level by level (see _combine).
+    levels: list[bytearray] = dataclasses.field(default_factory=list)
     firsts: dict[str, Record] = dataclasses.field(default_factory=dict)
     lasts: dict[str, Record] = dataclasses.field(default_factory=dict)
 
@@ -85,7 +86,9 @@ def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable argum
 ) -> _Part:
     """Check records at positions in ``(lo, hi]`` (to the end when ``hi`` is None)."""
     part = _Part()
-    heads = part.lasts
+    heads, firsts = part.lasts, part.firsts
+    nodes = merkle.InMemoryNodeStore()
+    tree = merkle.MerkleTree(nodes)
     after = lo
     leaf = merkle.hash_leaf
     while True:
@@ -101,7 +104,7 @@ def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable argum
                 part.purges.append(record)
             head = heads.get(record.stream_id)
             if head is None:
-                part.firsts[record.stream_id] = record
+                firsts[record.stream_id] = record
                 # A stream's first record in a later range links across the boundary.
                 linked = lo != 0 or _starts(None, record)
             else:
@@ -111,10 +114,11 @@ def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable argum
             ):
                 part.bad = record
             heads[record.stream_id] = record
-        part.leaves += b"".join([leaf(bytes.fromhex(r.hash)) for r in page])
+        tree.extend_hashed([leaf(bytes.fromhex(r.hash)) for r in page])
         part.positions.extend(r.position for r in page)
         part.size += len(page)
         if not full:
+            part.levels = nodes.rows()
             return part
         after = page[-1].position
 
@@ -162,25 +166,37 @@ def _result(worker: subprocess.Popen[bytes]) -> _Part | None:
 
 
 def _split(store: EventStore) -> tuple[str, int] | None:
-    """``(path, boundary position)`` when the log is big enough to split, else None."""
+    """``(path, boundary position)`` when the log is big enough to split, else None.
+
+    The lower range ends at a stored block whose leaf count is a multiple of ``2**m`` for an
+    ``m`` close to the log's height, so each range's own Merkle levels up to ``m`` are the
+    whole tree's, side by side (see :func:`_combine`), within 1/16 of an even split.
+    """
     path = store._reopen_path()
     if path is None:
         return None
     blocks = store._tree_blocks()
-    if len(blocks) * BLOCK < PARALLEL_MIN:
+    total = len(blocks) * BLOCK
+    if total < PARALLEL_MIN:
         return None
-    return path, blocks[len(blocks) // 2 - 1].last_position
+    step = _step(total)
+    leaves = max(step, round(total / 2 / step) * step)
+    return path, blocks[leaves // BLOCK - 1].last_position
 
 
-def scan(store: EventStore, last_position: int, size: int, tree: merkle.MerkleTree) -> Scan:
-    """Read the whole log once: every record's hash and link checked, and the leaves of the
-    first ``size`` records appended to ``tree``.
+def _step(total: int) -> int:
+    """The alignment of the split: a power of two, at least a block, about total / 8."""
+    return max(BLOCK, 1 << max(0, total.bit_length() - 4))
+
+
+def scan(store: EventStore, last_position: int, size: int) -> tuple[Scan, merkle.MerkleTree]:
+    """Read the whole log once: every record's hash and link checked, and the Merkle tree of
+    the first ``size`` records.
 
     Args:
         store: The store to check.
         last_position: The digest's last position (records up to it are "covered").
-        size: How many records, in global order, go into ``tree``.
-        tree: An empty tree.
+        size: How many records, in global order, the returned tree holds (at most).
     """
     key, keyed_since = store._key, store._keyed_since
     split = _split(store)
@@ -197,10 +213,10 @@ def scan(store: EventStore, last_position: int, size: int, tree: merkle.MerkleTr
         parts.append(upper)
     else:
         parts.append(_scan_part(store.read_all, key, keyed_since, last_position, 0, None))
-    return _combine(parts, size, tree)
+    return _combine(parts), _tree(parts, size)
 
 
-def _combine(parts: list[_Part], size: int, tree: merkle.MerkleTree) -> Scan:
+def _combine(parts: list[_Part]) -> Scan:
     out = Scan()
     bad: list[Record] = []
     lasts: dict[str, Record] = {}
@@ -219,7 +235,36 @@ def _combine(parts: list[_Part], size: int, tree: merkle.MerkleTree) -> Scan:
         out.purges.extend(part.purges)
         out.positions.extend(part.positions)
     out.bad = min(bad, key=lambda r: r.position) if bad else None
-    del out.positions[size:]
-    leaves = b"".join(part.leaves for part in parts)
-    tree.extend_hashed([leaves[i : i + 32] for i in range(0, min(len(leaves), 32 * size), 32)])
     return out
+
+
+def _tree(parts: list[_Part], size: int) -> merkle.MerkleTree:
+    """The tree of the first ``size`` records, from the parts' own trees.
+
+    When the lower range holds a multiple of ``2**m`` leaves (the split is chosen so, for an
+    ``m`` near the tree's height), every node of the upper range's tree up to level ``m`` is
+    the whole tree's node at that level, shifted right by the lower range's node count: those
+    levels are concatenated, and only the nodes above ``m`` are hashed here.
+    """
+    rows = parts[0].levels
+    if len(parts) > 1 and parts[0].size and parts[1].size:
+        lower, upper = parts
+        top = (lower.size & -lower.size).bit_length() - 1  # 2**top divides lower.size
+        rows = [
+            lower.levels[level] + (upper.levels[level] if level < len(upper.levels) else b"")
+            for level in range(top + 1)
+        ]
+        while len(rows[-1]) >= 64:
+            row = rows[-1]
+            rows.append(
+                bytearray(
+                    b"".join(
+                        merkle.hash_children(bytes(row[i : i + 32]), bytes(row[i + 32 : i + 64]))
+                        for i in range(0, len(row) - 63, 64)
+                    )
+                )
+            )
+    elif len(parts) > 1 and parts[1].size:
+        rows = parts[1].levels
+    leaf_count = len(rows[0]) // 32 if rows else 0
+    return merkle.MerkleTree(merkle.InMemoryNodeStore.from_rows(rows), size=min(size, leaf_count))

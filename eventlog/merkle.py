@@ -124,6 +124,17 @@ class InMemoryNodeStore:
     def __init__(self) -> None:
         self._levels: list[bytearray] = []
 
+    @classmethod
+    def from_rows(cls, rows: list[bytearray]) -> InMemoryNodeStore:
+        """A store holding ``rows[level]`` as each level's nodes (taken, not copied)."""
+        store = cls()
+        store._levels = rows
+        return store
+
+    def rows(self) -> list[bytearray]:
+        """Each level's nodes, 32 bytes each, from index 0 (the store's own buffers)."""
+        return self._levels
+
     def get(self, level: int, index: int) -> bytes | None:
         if level < 0 or index < 0 or level >= len(self._levels):
             return None

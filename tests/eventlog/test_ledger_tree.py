@@ -20,7 +20,7 @@ from eventlog import ledger as ledger_module
 from eventlog.ids import StreamKey
 from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_inclusion
 from eventlog.ledger_tree import BLOCK
-from eventlog.merkle import MerkleTree
+from eventlog.merkle import InMemoryNodeStore, MerkleTree
 from tests.conftest import PG_DSN
 from tests.eventlog.test_ledger import _delete, _forge_and_rehash
 
@@ -277,3 +277,29 @@ def test_the_split_pass_finds_what_one_pass_finds(
     assert not split.ok and not whole.ok
     assert split.message == whole.message
     assert split.first_difference == whole.first_difference
+
+
+@given(
+    count=st.integers(0, 1500),
+    cut=st.floats(0, 1),
+    size=st.integers(0, 1600),
+    aligned=st.booleans(),
+)
+def test_the_tree_of_two_ranges_is_the_tree_of_all_of_them(count, cut, size, aligned):
+    leaves = [hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(count)]
+    lower = int(count * cut)
+    if aligned:
+        lower -= lower % BLOCK  # as the split chooses it; the rest must hold for any cut
+    parts = []
+    for chunk in (leaves[:lower], leaves[lower:]):
+        store = InMemoryNodeStore()
+        MerkleTree(store).extend(chunk)
+        part = ledger_scan._Part(size=len(chunk))
+        part.levels = store.rows()
+        parts.append(part)
+    tree = ledger_scan._tree(parts, size)
+    whole = MerkleTree.from_leaves(leaves)
+    assert tree.size == min(size, count)
+    assert tree.root() == whole.root(min(size, count))
+    if tree.size >= BLOCK:
+        assert tree.node(8, 0) == whole.node(8, 0)
