@@ -183,6 +183,8 @@ class PostgresEventStore(EventStore):
         SchemaVersionError: A newer chatledger migrated the schema.
     """
 
+    _cleanup_pending = False  # an erase or purge left dead row versions: see vacuum()
+
     def __init__(
         self,
         dsn: str | None = None,
@@ -851,6 +853,7 @@ class PostgresEventStore(EventStore):
         record = Record(position, *rows[0])
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         self._wrote(record.position)
+        self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum
         return record
 
     def _erase(
@@ -895,7 +898,12 @@ class PostgresEventStore(EventStore):
     def _clean_files(self, operation: str) -> bool:
         # Dead row versions with the erased text stay in the table files until a vacuum; do
         # not run one implicitly (it scans the whole table): say so, and let vacuum() do it.
+        self._cleanup_pending = True
         return False
+
+    @property
+    def cleanup_pending(self) -> bool:
+        return self._cleanup_pending
 
     def vacuum(self, *, full: bool = False) -> None:
         """Run ``VACUUM`` on the events and snapshots tables, e.g. after an erase or purge.
@@ -911,6 +919,7 @@ class PostgresEventStore(EventStore):
             conn.autocommit = True  # VACUUM cannot run inside a transaction block
             try:
                 conn.execute(self._q["vacuum_full" if full else "vacuum"])
+                self._cleanup_pending = self._cleanup_pending and not full
             finally:
                 if conn.info.transaction_status == pq.TransactionStatus.IDLE:  # not broken
                     conn.autocommit = autocommit

@@ -140,6 +140,8 @@ def m003_head_seals(db: sqlite_utils.Database) -> None:
 # without SQLite opening it (opening a WAL file read-only creates -wal/-shm files beside it).
 APPLICATION_ID = 0x43484C47
 _HEADER = b"SQLite format 3\x00"
+# How long an erase or purge waits for readers to let its WAL checkpoint run, in seconds.
+CLEANUP_WAIT = 0.5
 
 
 @MIGRATIONS()
@@ -453,6 +455,7 @@ class SQLiteEventStore(EventStore):
         # data_version is unchanged, and dropped for a memory this store writes to.
         self._ends_cache: dict[str, Ends] = {}
         self._version = -1
+        self._cleanup_pending = False  # an erase's WAL checkpoint that readers blocked
 
         def prepare() -> None:
             self._conn.execute("PRAGMA busy_timeout = 0")  # for a Database passed in, too
@@ -727,8 +730,9 @@ class SQLiteEventStore(EventStore):
         self._heads[key] = StreamHead(record.seq, record.hash, record.recorded_at_text)
         self._ends_cache.pop(key, None)
         # secure_delete zeroed the freed pages, but the WAL still holds copies of them until
-        # it is checkpointed and truncated - which readers in other connections can delay.
-        self._checkpoint("purge")
+        # it is checkpointed and truncated - which readers in other connections can delay
+        # (then cleanup_pending says so, and the next erase, purge or checkpoint finishes it).
+        self._clean_files("purge")
         return record
 
     def _erase(
@@ -776,32 +780,48 @@ class SQLiteEventStore(EventStore):
     def _clean_files(self, operation: str) -> bool:
         # secure_delete zeroed the old cells in the pages written by the erase, but the WAL
         # still holds the earlier versions of those pages until it is checkpointed and
-        # truncated - which a reader holding an old snapshot (a backup) prevents.
-        return self._checkpoint(operation, strict=False)
+        # truncated - which a reader holding an old snapshot (a backup) prevents. Wait for it
+        # a moment, not for busy_timeout: the erasure is committed either way, and a retention
+        # run erasing memory after memory would otherwise wait that long for each. Once
+        # readers blocked a cleanup, later ones try once without waiting until one succeeds.
+        wait = 0.0 if self._cleanup_pending else min(CLEANUP_WAIT, self._busy_timeout)
+        self._cleanup_pending = not self._checkpoint(operation, strict=False, wait=wait)
+        return not self._cleanup_pending
 
-    def _checkpoint(self, operation: str, *, strict: bool = True) -> bool:
-        """``wal_checkpoint(TRUNCATE)``, retried until no reader blocks it (up to busy_timeout).
-        Returns whether it completed; not ``strict``, False when readers blocked it throughout.
+    @property
+    def cleanup_pending(self) -> bool:
+        return self._cleanup_pending
+
+    def finish_cleanup(self) -> bool:
+        return self._clean_files("finish the cleanup") if self._cleanup_pending else True
+
+    def _checkpoint(
+        self, operation: str, *, strict: bool = True, wait: float | None = None
+    ) -> bool:
+        """``wal_checkpoint(TRUNCATE)``, retried while readers block it, for ``wait`` seconds
+        (default ``busy_timeout``; it is tried once whatever the wait). Returns whether it
+        completed; not ``strict``, False when readers blocked it throughout.
 
         Raises:
-            PersistenceError: ``strict`` and readers kept it busy past ``busy_timeout``; the
-                purge itself is committed, and any later erase, purge or ``checkpoint()``
-                completes erasure.
+            PersistenceError: ``strict`` and readers kept it busy past the wait; any later
+                erase, purge or ``checkpoint()`` completes erasure.
         """
-        deadline = time.monotonic() + self._busy_timeout
+        wait = self._busy_timeout if wait is None else wait
+        deadline = time.monotonic() + wait
         while True:
             busy = self._read(
                 operation, lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             )
             if not busy:
+                self._cleanup_pending = False
                 return True
             if time.monotonic() > deadline:
                 if not strict:
                     return False
                 msg = (
                     f"WAL checkpoint of {self._where} stayed blocked by readers for "
-                    f"{self._busy_timeout} s; purged rows may remain in the -wal file until "
-                    "checkpoint() succeeds"
+                    f"{wait} s; erased or purged rows may remain in the -wal file until "
+                    "checkpoint() succeeds: end the long reader (a backup?) and call it again"
                 )
                 raise PersistenceError(operation, msg)
             time.sleep(0.001)

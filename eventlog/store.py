@@ -273,11 +273,12 @@ class EventStore(ABC):
 
         After the commit the backend cleans its files (:meth:`_clean_files`): SQLite
         checkpoints and truncates its WAL (``secure_delete`` zeroed the old bytes). A reader
-        that holds an old snapshot open (a backup) can keep it from finishing within
-        ``busy_timeout``; the erasure stands and the receipt says ``cleanup_pending``; the
-        next erase, purge or ``checkpoint()`` finishes it. PostgreSQL keeps dead row versions
-        in its files until ``vacuum(full=True)``, so its receipts always say
-        ``cleanup_pending``.
+        that holds an old snapshot open (a backup) keeps that from running: the erase waits
+        for it half a second at most (``eventlog.sqlite.CLEANUP_WAIT``), then returns with
+        the receipt saying ``cleanup_pending``, and later erasures do not wait again until a
+        cleanup succeeds (:meth:`finish_cleanup`, the next erase or purge, ``checkpoint()``,
+        or the next scheduled compaction). PostgreSQL keeps dead row versions in its files
+        until ``vacuum(full=True)``, so its receipts always say ``cleanup_pending``.
 
         Args:
             memory_id: The memory id.
@@ -447,6 +448,21 @@ class EventStore(ABC):
             else r
             for r, item in zip(records, items, strict=True)
         ]
+
+    @property
+    def cleanup_pending(self) -> bool:
+        """Whether an erase's or purge's file cleanup is still to do: SQLite's WAL checkpoint
+        that a reader holding an old snapshot blocked (the erasure itself is committed and no
+        read returns the content), or PostgreSQL's dead row versions until
+        ``vacuum(full=True)``. :meth:`finish_cleanup` (and every scheduled compaction) tries
+        again."""
+        return False
+
+    def finish_cleanup(self) -> bool:
+        """Try once more, without waiting, to finish a pending file cleanup (see
+        :attr:`cleanup_pending`). Returns whether none is pending afterwards. PostgreSQL's
+        needs ``vacuum(full=True)``, which this never runs implicitly (it locks the tables)."""
+        return not self.cleanup_pending
 
     def _clean_files(self, operation: str) -> bool:
         """Remove what an erase or purge left in the backend's files, as far as it can now;

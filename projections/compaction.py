@@ -68,6 +68,9 @@ class CompactionReport:
             went on with the others.
         started_at: When the run started (UTC).
         duration: How long it took.
+        cleanup_pending: An erasure's file cleanup is still to do after the run (a SQLite
+            reader held an old snapshot throughout; the next run tries again), see
+            ``EventStore.cleanup_pending``.
     """
 
     compacted: tuple[MemoryId, ...]
@@ -76,6 +79,7 @@ class CompactionReport:
     errors: tuple[str, ...]
     started_at: datetime
     duration: timedelta
+    cleanup_pending: bool = False
 
 
 def _check_thresholds(idle_for: timedelta, purge_idle_for: timedelta | None) -> None:
@@ -185,6 +189,9 @@ def compact(
         errors=tuple(errors),
     )
     store.append(COMPACTION_STREAM, [encode_event(run)])
+    # An erasure whose WAL checkpoint readers blocked (this run's or an earlier one's): one
+    # more try, without waiting; every scheduled run retries until it succeeds.
+    pending = store.cleanup_pending and not store.finish_cleanup()
     return CompactionReport(
         compacted=tuple(info.memory_id for info in done["compacted"]),
         purged=tuple(info.memory_id for info in done["purged"]),
@@ -192,6 +199,7 @@ def compact(
         errors=tuple(errors),
         started_at=started_at,
         duration=duration,
+        cleanup_pending=pending,
     )
 
 

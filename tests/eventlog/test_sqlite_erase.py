@@ -94,3 +94,47 @@ def test_a_long_reader_leaves_cleanup_pending_and_the_next_run_finishes_it(tmp_p
     assert store.erase_subject(("user1",), reason="request 7") == []
     assert _on_disk(path, MARKER) == []
     store.close()
+
+
+def test_erasure_never_waits_out_a_reader_more_than_once(tmp_path):
+    """[forget] item 4: a backup holding a snapshot used to block every erase for the whole
+    busy_timeout (30 s by default), once per memory of a retention run."""
+    from datetime import UTC, datetime, timedelta
+
+    from projections.compaction import compact
+
+    path = tmp_path / "chat.db"
+    store = SQLiteEventStore(path)  # the default busy_timeout: 30 s
+    _fill(store, 60, 6)
+    later = datetime.now(UTC) + timedelta(days=60)  # every memory idle by then
+    store.checkpoint()
+    backup = sqlite3.connect(path, isolation_level=None)
+    backup.execute("BEGIN")
+    backup.execute("SELECT count(*) FROM events").fetchone()  # holds a read snapshot
+
+    # Check one erase returns at once with the cleanup pending (the wait is 0.5 s).
+    started = time.monotonic()
+    receipt = store.erase(("user1", "s1"), reason="request 8")
+    assert receipt.cleanup_pending and store.cleanup_pending
+    assert time.monotonic() - started < 10
+    # Check a retention run over the other 50 idle memories waits at most once more: at
+    # 30 s per memory it would take 25 minutes.
+    started = time.monotonic()
+    report = compact(
+        store, idle_for=timedelta(days=7), purge_idle_for=timedelta(days=30), now=later
+    )
+    assert len(report.purged) == 59 and not report.errors
+    assert report.cleanup_pending and store.cleanup_pending
+    assert time.monotonic() - started < 10
+    assert store.finish_cleanup() is False  # the reader is still there
+    assert path.name in _on_disk(path, MARKER)  # old pages the reader's snapshot still uses
+
+    # Check the next scheduled run, once the reader is gone, finishes the cleanup.
+    backup.execute("COMMIT")
+    backup.close()
+    report = compact(
+        store, idle_for=timedelta(days=7), purge_idle_for=timedelta(days=30), now=later
+    )
+    assert not report.cleanup_pending and not store.cleanup_pending
+    assert _on_disk(path, MARKER) == []
+    store.close()
