@@ -33,8 +33,9 @@ from pydantic import (
 )
 
 from eventlog import merkle
+from eventlog.errors import StaleTreeError
 from eventlog.ledger import LedgerDigest, _ledger_of
-from eventlog.ledger_tree import LedgerTree, StaleTreeError
+from eventlog.ledger_tree import LedgerTree
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore

@@ -11,6 +11,8 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     ├── StoreClosedError        the store was used after close()
     ├── ReadOnlyError           a store opened with read_only=True was asked to write
     ├── RollbackError           the ledger is behind or diverges from its witness (restored?)
+    ├── StaleTreeError          a stored ledger tree block disagrees with its records (internal:
+    │                           proofs turn it into ChainIntegrityError or ValueError)
     ├── PersistenceError        the database failed (locked too long, unreachable, disk full)
     │   └── OutcomeUnknownError an append's connection died; whether it landed is unknown
     ├── KeyUnavailableError     encrypted content whose key is destroyed or not given  (keyring)
@@ -35,6 +37,7 @@ __all__ = [
     "ReadOnlyError",
     "RollbackError",
     "SchemaVersionError",
+    "StaleTreeError",
     "StoreClosedError",
 ]
 
@@ -228,3 +231,20 @@ class OutcomeUnknownError(PersistenceError):
     unreachable while the store tried to find out whether they landed. Do not retry blindly:
     check ``head()`` for the seq and hash the message names (a retry after a landed append
     would store it twice)."""
+
+
+class StaleTreeError(EventLogError):
+    """The records of a stored ledger tree block no longer hash to it: they changed after the
+    block was stored (see :mod:`eventlog.ledger_tree`).
+
+    Attributes:
+        block: The block's index (leaves ``block * 256`` to ``block * 256 + 255``).
+    """
+
+    def __init__(self, block: int, reason: str) -> None:
+        self.block = block
+        super().__init__(
+            f"ledger tree block {block} (leaves {block * 256} to {block * 256 + 255}) does not "
+            f"match the stored records: {reason}; the records changed after the tree absorbed "
+            "them - run store.verify(digest=...) with a digest kept elsewhere"
+        )

@@ -43,10 +43,10 @@ from pydantic import (
 )
 
 from eventlog import ledger_scan, merkle
-from eventlog.errors import ChainIntegrityError
+from eventlog.errors import ChainIntegrityError, PersistenceError, ReadOnlyError, StaleTreeError
 from eventlog.hashing import record_problem
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
-from eventlog.ledger_tree import BLOCK, BLOCK_LEVEL, LedgerTree, StaleTreeError, TreeBlock
+from eventlog.ledger_tree import BLOCK_LEVEL, LedgerTree, blocks_of
 from eventlog.models import Record, VerifyReport, format_time
 
 if TYPE_CHECKING:
@@ -547,6 +547,7 @@ def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
         StoreClosedError: The store is closed.
         PersistenceError: The database failed.
     """
+    generation = store._tree_generation()  # before any record is read: see _store_fresh_tree
     scan, fresh = ledger_scan.scan(store, d.last_position, d.size)
     problems = _count_problems(d, scan)
     if fresh.size == d.size and (root_now := fresh.root()) != d.root:
@@ -567,8 +568,13 @@ def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
         )
         if stale is not None:
             # The records verify and the stored tree (derived data) does not: replace it.
-            _store_fresh_tree(store, fresh, scan)
-            message += f"; the stored ledger tree was rebuilt: its block {stale} was wrong"
+            if _store_fresh_tree(store, fresh, scan, generation):
+                message += f"; the stored ledger tree was rebuilt: its block {stale} was wrong"
+            else:
+                message += (
+                    f"; the stored ledger tree's block {stale} is wrong (derived data, not "
+                    "the records): open the store writable and verify again to rebuild it"
+                )
         return DigestReport(ok=True, message=message, digest=d, size=scan.size)
     if stale is not None:
         problems.append(
@@ -602,8 +608,8 @@ def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
 
 def _stale_block(store: EventStore, fresh: merkle.MerkleTree) -> int | None:
     """The first stored tree block that the records just re-hashed do not give, if any."""
-    for block in store._tree_blocks():
-        node = fresh.node(BLOCK_LEVEL, block.block)
+    for block in store._tree_blocks()[1]:
+        node = fresh.node(BLOCK_LEVEL, block.block) if type(block.block) is int else None
         if node is None:
             return None  # past the records the digest covers: not compared
         if node != block.node:
@@ -611,17 +617,20 @@ def _stale_block(store: EventStore, fresh: merkle.MerkleTree) -> int | None:
     return None
 
 
-def _store_fresh_tree(store: EventStore, fresh: merkle.MerkleTree, scan: ledger_scan.Scan) -> None:
-    """Replace the stored blocks with the ones of ``fresh``, built from verified records."""
-    rows = []
-    for block in range(fresh.size // BLOCK):
-        node = fresh.node(BLOCK_LEVEL, block)
-        assert node is not None  # noqa: S101 - a complete block of the tree
-        first, last = scan.positions[block * BLOCK], scan.positions[(block + 1) * BLOCK - 1]
-        rows.append(TreeBlock(block, first, last, node))
-    store._save_tree_blocks(rows, replace=True)
+def _store_fresh_tree(
+    store: EventStore, fresh: merkle.MerkleTree, scan: ledger_scan.Scan, generation: int
+) -> bool:
+    """Replace the stored blocks with the ones of ``fresh``, built from verified records,
+    unless a purge happened since the pass began (then the next digest rebuilds anyway).
+    Returns whether they were replaced."""
+    rows = blocks_of(store, fresh, scan.positions)
+    try:
+        stored = store._save_tree_blocks(rows, replace=True, generation=generation)
+    except (PersistenceError, ReadOnlyError):
+        return False
     with _LEDGERS_LOCK:
         _LEDGERS.pop(store, None)  # this process's tree came from the wrong blocks
+    return bool(stored)
 
 
 def _records(count: int, *, verb: bool = False) -> str:

@@ -9,18 +9,23 @@ at a stored tree block's boundary (the blocks only choose the split; they decide
 worker process opens the file read-only and checks the upper half while this process checks
 the lower half, each reporting its first bad record and every stream's first and last record
 in its range, and the links across the boundary are checked here. Anything else - a small
-log, an in-memory or PostgreSQL store, a worker that fails - takes the one-process path,
-which gives the same answer.
+log, an in-memory or PostgreSQL store, a path that no longer names the open file, a worker
+that cannot start, fails or hangs - takes the one-process path, which gives the same answer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+import os
 import pickle  # only between this process and the worker it started
 import subprocess
 import sys
+import time
 from array import array
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from eventlog import merkle
@@ -40,6 +45,7 @@ _PURGED: Final = "memory_purged"
 PARALLEL_MIN = 200_000
 
 _ReadAll = Callable[..., "list[Record]"]
+_log = logging.getLogger("chatledger.verify")
 
 
 @dataclasses.dataclass
@@ -124,64 +130,107 @@ def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable argum
 
 
 def worker_main() -> None:
-    """The upper range, in a worker process (``python -m eventlog._scan_worker``) with its own
-    read-only open of the SQLite file; arguments and result are pickles on stdin/stdout."""
+    """The upper range, in a worker process with its own read-only open of the SQLite file;
+    arguments and result are pickles on stdin/stdout. Exit status 3: the path no longer names
+    the file the caller has open (renamed or replaced since)."""
     from eventlog.sqlite import SQLiteEventStore
 
-    path, key, keyed_since, last_position, lo = pickle.load(sys.stdin.buffer)  # noqa: S301
+    path, file_id, key, keyed_since, last_position, lo = pickle.load(sys.stdin.buffer)  # noqa: S301
     with SQLiteEventStore(path, read_only=True) as store:
+        st = os.stat(path)
+        if (st.st_dev, st.st_ino) != file_id:
+            sys.exit(3)
         part = _scan_part(store.read_all, key, keyed_since, last_position, lo, None)
+    # Only what the caller's link checks need: no message text crosses the pipe.
+    for ends in (part.firsts, part.lasts):
+        for stream, record in ends.items():
+            ends[stream] = record._replace(payload="", meta="", sealed="")
     pickle.dump(part, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _start_worker(args: tuple[object, ...]) -> subprocess.Popen[bytes]:
-    # A plain subprocess, not multiprocessing: spawning would re-import the caller's
-    # __main__ (a script without a main guard would run again), and forking a process that
-    # holds database connections and threads is unsafe.
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "eventlog._scan_worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+# Run with -P (no current directory on sys.path: a package named eventlog there must not run
+# with the chain key) and this package's own directory first.
+_WORKER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from eventlog.ledger_scan import worker_main; worker_main()"
+)
+
+
+def _start_worker(args: tuple[object, ...]) -> subprocess.Popen[bytes] | None:
+    """Start the worker for the upper range, or None where this interpreter cannot be run.
+
+    A plain subprocess, not multiprocessing: spawning would re-import the caller's __main__
+    (a script without a main guard would run again), and forking a process that holds
+    database connections and threads is unsafe.
+    """
+    executable = sys.executable or ""
+    if not os.path.basename(executable).startswith("python"):
+        return None  # an embedding application (PyInstaller, uWSGI): not an interpreter
+    root = str(Path(__file__).resolve().parent.parent)
+    try:
+        worker = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
+            [executable, "-P", "-c", _WORKER, root],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    except OSError:
+        return None
     assert worker.stdin is not None  # noqa: S101 - stdin=PIPE
-    # The key travels over the pipe only; a few hundred bytes never fill the pipe's buffer.
-    pickle.dump(args, worker.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-    worker.stdin.close()
+    try:
+        # The key travels over the pipe only; a few hundred bytes never fill its buffer.
+        pickle.dump(args, worker.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        worker.stdin.close()
+    except OSError:
+        _stop(worker)
+        return None
+    worker.stdin = None  # closed: communicate() must not touch it
     return worker
 
 
-def _result(worker: subprocess.Popen[bytes]) -> _Part | None:
-    """The worker's findings, or None if it failed (the caller then checks the range)."""
-    assert worker.stdout is not None  # noqa: S101 - stdout=PIPE
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    worker.kill()
+    with contextlib.suppress(Exception):
+        worker.communicate(timeout=5)
+
+
+def _result(worker: subprocess.Popen[bytes], timeout: float) -> _Part | None:
+    """The worker's findings, or None if it failed or took longer than ``timeout`` seconds
+    (the caller then checks the range itself)."""
     try:
-        with worker:  # closes the pipes and waits, however this ends
-            out = worker.stdout.read()
-            status = worker.wait()
-        part = pickle.loads(out) if status == 0 else None  # noqa: S301
+        out, err = worker.communicate(timeout=timeout)
+        part = pickle.loads(out) if worker.returncode == 0 else None  # noqa: S301
     except Exception:  # any failure there: check the range here instead
-        worker.kill()
+        _stop(worker)
         return None
+    if part is None and worker.returncode != 3:
+        _log.warning(
+            "verify's worker process failed (exit %s): checking its range here instead; %s",
+            worker.returncode,
+            err.decode("utf-8", "replace").strip().splitlines()[-1:] or "no output",
+        )
     return part if isinstance(part, _Part) else None
 
 
-def _split(store: EventStore) -> tuple[str, int] | None:
-    """``(path, boundary position)`` when the log is big enough to split, else None.
+def _split(store: EventStore) -> tuple[tuple[str, int, int], int] | None:
+    """``((path, st_dev, st_ino), boundary position)`` when the log is big enough to split.
 
     The lower range ends at a stored block whose leaf count is a multiple of ``2**m`` for an
     ``m`` close to the log's height, so each range's own Merkle levels up to ``m`` are the
-    whole tree's, side by side (see :func:`_combine`), within 1/16 of an even split.
+    whole tree's, side by side (see :func:`_tree`), within 1/16 of an even split. The blocks
+    only choose the boundary; a wrong one costs speed, never a wrong answer.
     """
-    path = store._reopen_path()
-    if path is None:
+    file = store._reopen_path()
+    if file is None:
         return None
-    blocks = store._tree_blocks()
+    _, blocks = store._tree_blocks()
     total = len(blocks) * BLOCK
     if total < PARALLEL_MIN:
         return None
     step = _step(total)
     leaves = max(step, round(total / 2 / step) * step)
-    return path, blocks[leaves // BLOCK - 1].last_position
+    boundary = blocks[leaves // BLOCK - 1].last_position
+    return (file, boundary) if type(boundary) is int else None
 
 
 def _step(total: int) -> int:
@@ -201,13 +250,19 @@ def scan(store: EventStore, last_position: int, size: int) -> tuple[Scan, merkle
     key, keyed_since = store._key, store._keyed_since
     split = _split(store)
     parts: list[_Part] = []
+    worker = None
     if split is not None:
-        path, boundary = split
-        worker = _start_worker((path, key, keyed_since, last_position, boundary))
+        (path, dev, ino), boundary = split
+        worker = _start_worker((path, (dev, ino), key, keyed_since, last_position, boundary))
+    if worker is not None and split is not None:
+        started = time.monotonic()
         try:
             parts.append(_scan_part(store.read_all, key, keyed_since, last_position, 0, boundary))
-        finally:
-            upper = _result(worker)
+        except BaseException:
+            _stop(worker)
+            raise
+        # The worker does about as much as this process did: a generous bound on its wait.
+        upper = _result(worker, timeout=max(60.0, 4 * (time.monotonic() - started)))
         if upper is None:
             upper = _scan_part(store.read_all, key, keyed_since, last_position, boundary, None)
         parts.append(upper)

@@ -30,6 +30,7 @@ in memory.
 from __future__ import annotations
 
 import bisect
+import hmac
 import threading
 from array import array
 from collections import OrderedDict
@@ -37,13 +38,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from eventlog import merkle
-from eventlog.errors import EventLogError
+from eventlog.errors import EventLogError, PersistenceError, ReadOnlyError, StaleTreeError
 
 if TYPE_CHECKING:
     from eventlog.models import Record
     from eventlog.store import EventStore
 
-__all__ = ["BLOCK", "BLOCK_LEVEL", "LedgerTree", "StaleTreeError", "TreeBlock"]
+__all__ = [
+    "BLOCK",
+    "BLOCK_LEVEL",
+    "LedgerTree",
+    "StaleTreeError",
+    "TreeBlock",
+    "block_mac",
+    "blocks_of",
+]
 
 BLOCK_LEVEL: Final = 8
 BLOCK: Final = 1 << BLOCK_LEVEL  # leaves per stored block
@@ -55,24 +64,43 @@ _PURGED = "memory_purged"
 
 
 class TreeBlock(NamedTuple):
-    """One stored block: the level-8 node over leaves ``[block * 256, (block + 1) * 256)``."""
+    """One stored block: the level-8 node over leaves ``[block * 256, (block + 1) * 256)``,
+    with its MAC under the chain key in a keyed ledger (empty otherwise)."""
 
     block: int
     first_position: int
     last_position: int
     node: bytes
+    mac: bytes = b""
 
 
-class StaleTreeError(EventLogError):
-    """The records of a stored tree block no longer hash to it: changed after it was built."""
+def block_mac(key: bytes, block: int, first: int, last: int, node: bytes) -> bytes:
+    """The MAC of a stored block in a keyed ledger: without the key nobody can store a block
+    (a forged root for the owner to sign) that a keyed store would load."""
+    text = f"chatledger.tree-block.v1\x1f{block}\x1f{first}\x1f{last}\x1f{node.hex()}"
+    return hmac.digest(key, text.encode(), "sha256")
 
-    def __init__(self, block: int, reason: str) -> None:
-        self.block = block
-        super().__init__(
-            f"ledger tree block {block} (leaves {block * BLOCK} to {(block + 1) * BLOCK - 1}) "
-            f"does not match the stored records: {reason}; the records changed after the "
-            "tree absorbed them - run store.verify(digest=...) with a digest kept elsewhere"
-        )
+
+def _well_formed(blocks: Sequence[TreeBlock], key: bytes | None) -> bool:
+    """Consecutive blocks of increasing positions, each with its MAC when ``key`` is given."""
+    for i, b in enumerate(blocks):
+        if not (
+            type(b.block) is int
+            and type(b.first_position) is int
+            and type(b.last_position) is int
+            and isinstance(b.node, bytes)
+            and isinstance(b.mac, bytes)
+            and b.block == i
+            and len(b.node) == _HASH
+            and 0 < b.first_position <= b.last_position
+            and (i == 0 or blocks[i - 1].last_position < b.first_position)
+        ):
+            return False
+        if key is not None and not hmac.compare_digest(
+            b.mac, block_mac(key, b.block, b.first_position, b.last_position, b.node)
+        ):
+            return False
+    return True
 
 
 class _Nodes:
@@ -150,6 +178,7 @@ class LedgerTree:
         self._store: EventStore | None = None
         self._loaded = False
         self._replace = False  # the stored blocks are wrong: the next save replaces them all
+        self._generation = 0  # the purge generation the tree's records were read under
         self._start(())
 
     def _start(self, blocks: Sequence[TreeBlock]) -> None:
@@ -241,8 +270,8 @@ class LedgerTree:
     def absorb(self, store: EventStore) -> None:
         """Bring the tree up to every record committed now; save complete blocks.
 
-        The first call loads the stored blocks; a purge of a stream the tree holds records
-        of makes it rebuild from the records.
+        The first call loads the stored blocks; a purge of records the tree holds (seen as a
+        tombstone of a stream it holds, or as a new purge generation) makes it rebuild.
 
         Raises:
             EventLogError: Purges kept erasing records while the tree was rebuilt.
@@ -251,8 +280,7 @@ class LedgerTree:
         if not self._loaded:
             self._load(store)
         for _ in range(_MAX_REBUILDS):
-            if self._absorb_pages(store):
-                self._save(store)
+            if self._absorb_pages(store) and self._save(store):
                 return
             self.rebuild(store)
         msg = (
@@ -265,31 +293,29 @@ class LedgerTree:
         """Forget everything, stored blocks included; the next :meth:`absorb` reads the log."""
         self._store = store
         self._loaded = True
+        # Read before any record: a purge from here on changes it, and the save is refused.
+        self._generation = store._tree_generation()
         self._start(())
         self._replace = True
 
     def _load(self, store: EventStore) -> None:
         self._loaded = True
         self._replace = False
-        blocks = store._tree_blocks()
+        self._generation, blocks = store._tree_blocks()
         if not blocks:
             return
-        ordered = all(
-            b.block == i
-            and len(b.node) == _HASH
-            and b.first_position <= b.last_position
-            and (i == 0 or blocks[i - 1].last_position < b.first_position)
-            for i, b in enumerate(blocks)
-        )
-        if ordered:
+        # A keyed ledger read without its key cannot check the blocks' MACs: use none.
+        trusted = not (store._keyed_db and store._key is None)
+        if trusted and _well_formed(blocks, store._key):
             self._start(blocks)
             try:
                 self.old_block(len(blocks) - 1)
                 return
             except StaleTreeError:
                 pass
-        # Rows out of order, or the newest block's records changed or gone (an older copy
-        # of the database restored, say): rebuild from the records and replace the rows.
+        # Rows malformed or out of order, a MAC that fails, or the newest block's records
+        # changed or gone (an older copy of the database restored, say): rebuild from the
+        # records and replace the rows.
         self.rebuild(store)
 
     def _absorb_pages(self, store: EventStore) -> bool:
@@ -307,14 +333,14 @@ class LedgerTree:
         """Whether a purge tombstone erased records this tree holds."""
         if tombstone.stream_id in self._streams:
             return True
-        # Records of stored blocks: the purge dropped the stored blocks in its transaction.
-        return self._saved_blocks > 0 and len(store._tree_blocks()) < self._saved_blocks
+        # Records of stored blocks: every purge bumps the generation in its transaction.
+        return store._tree_generation() != self._generation
 
     def _take(self, records: Sequence[Record]) -> None:
         if not records:
             return
         before = self.tree.size
-        self.tree.extend([bytes.fromhex(r.hash) for r in records])
+        self.tree.extend_hashed([merkle.hash_leaf(bytes.fromhex(r.hash)) for r in records])
         self._positions.extend(r.position for r in records)
         self._streams.update(r.stream_id for r in records)
         self.last_position = records[-1].position
@@ -323,16 +349,49 @@ class LedgerTree:
             self._blocks_first.append(self._positions[first])
             self._blocks_last.append(self._positions[first + BLOCK - 1])
 
-    def _save(self, store: EventStore) -> None:
+    def _save(self, store: EventStore) -> bool:
+        """Store the blocks completed since the last save. Best effort: a store that cannot
+        write now (read-only, locked, a standby) keeps the tree in memory and tries again
+        later. Returns False only when a purge happened since the tree's records were read
+        (the generation moved): the tree must be rebuilt."""
         complete = self.tree.size // BLOCK
         if complete <= self._saved_blocks and not self._replace:
-            return
+            return True
         start = 0 if self._replace else self._saved_blocks
-        rows = []
-        for block in range(start, complete):
-            node = self.nodes.get(BLOCK_LEVEL, block)
-            assert node is not None  # noqa: S101 - a complete block always has its node
-            rows.append(TreeBlock(block, self._blocks_first[block], self._blocks_last[block], node))
-        if store._save_tree_blocks(rows, replace=self._replace):
+        rows = [self._row(store, block) for block in range(start, complete)]
+        try:
+            stored = store._save_tree_blocks(
+                rows, replace=self._replace, generation=self._generation
+            )
+        except (PersistenceError, ReadOnlyError):
+            return True
+        if stored is None:
+            return True
+        if stored:
             self._saved_blocks = complete
             self._replace = False
+            return True
+        return store._tree_generation() == self._generation
+
+    def _row(self, store: EventStore, block: int) -> TreeBlock:
+        node = self.nodes.get(BLOCK_LEVEL, block)
+        assert node is not None  # noqa: S101 - a complete block always has its node
+        first, last = self._blocks_first[block], self._blocks_last[block]
+        key = store._key
+        mac = b"" if key is None else block_mac(key, block, first, last, node)
+        return TreeBlock(block, first, last, node, mac)
+
+
+def blocks_of(
+    store: EventStore, tree: merkle.MerkleTree, positions: Sequence[int]
+) -> list[TreeBlock]:
+    """The stored rows for every complete block of ``tree`` (leaf ``i`` at ``positions[i]``)."""
+    rows = []
+    key = store._key
+    for block in range(tree.size // BLOCK):
+        node = tree.node(BLOCK_LEVEL, block)
+        assert node is not None  # noqa: S101 - a complete block of the tree
+        first, last = positions[block * BLOCK], positions[(block + 1) * BLOCK - 1]
+        mac = b"" if key is None else block_mac(key, block, first, last, node)
+        rows.append(TreeBlock(block, first, last, node, mac))
+    return rows

@@ -51,6 +51,7 @@ class InMemoryEventStore(EventStore):
         self._snapshots: dict[tuple[str, str], dict[int, Snapshot]] = {}
         self._position = 0
         self._tree: list[TreeBlock] = []  # the ledger tree's blocks, as a database keeps them
+        self._tree_gen = 0  # bumped by every purge (see EventStore._tree_generation)
         self._closed = False
 
     def _open(self, operation: str) -> None:
@@ -96,19 +97,26 @@ class InMemoryEventStore(EventStore):
         mac = self._seal_of(key, head.seq, head.hash, erased_through)
         self._seals[key] = HeadSeal(head.seq, head.hash, mac, erased_through)
 
-    def _tree_blocks(self) -> list[TreeBlock]:
+    def _tree_generation(self) -> int:
+        return self._tree_gen
+
+    def _tree_blocks(self) -> tuple[int, list[TreeBlock]]:
         with self._lock:
             self._open("read the ledger tree")
-            return list(self._tree)
+            return self._tree_gen, list(self._tree)
 
-    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+    def _save_tree_blocks(
+        self, rows: Sequence[TreeBlock], *, replace: bool, generation: int
+    ) -> bool | None:
         with self._lock:
             self._open("save the ledger tree")
+            if generation != self._tree_gen:
+                return False
             if replace:
                 self._tree = []
-            if rows and rows[0].block > len(self._tree):
-                return False
             count = len(self._tree)
+            if rows and rows[0].block > count:
+                return False
             self._tree.extend(row for row in rows if row.block >= count)
             return True
 
@@ -143,6 +151,7 @@ class InMemoryEventStore(EventStore):
             for snap_key in [k for k in self._snapshots if k[0] == key]:
                 del self._snapshots[snap_key]
             self._tree = []  # the erased records were in it: the next digest rebuilds
+            self._tree_gen += 1
             self._streams[key] = []
             (row,) = self._build(key, head, [tomb], now)
             self._position += 1

@@ -846,6 +846,7 @@ class PostgresEventStore(EventStore):
             # rebuilds), under the lock savers take, so none slips stale blocks back in.
             conn.execute(pgsql.LOCK, (self._tree_key,))
             conn.execute(self._q["tree_drop"])
+            conn.execute(self._q["tree_bump"])  # a tree read before this must not be saved
             now = self._now()
             tomb = self._tombstone(head, count, reason, now)
             rows = self._build(key, head, [tomb], now)
@@ -1030,27 +1031,41 @@ class PostgresEventStore(EventStore):
     def _tree_key(self) -> int:
         return pgsql.lock_key("ledger-tree", self._schema)
 
-    def _tree_blocks(self) -> list[TreeBlock]:
-        rows = self._read(
-            "read the ledger tree", lambda c: c.execute(self._q["tree_read"]).fetchall()
-        )
-        return [
-            TreeBlock(int(b), int(first), int(last), bytes(node)) for b, first, last, node in rows
-        ]
+    def _generation_in(self, conn: Conn) -> int:
+        row = conn.execute(self._q["tree_gen"]).fetchone()
+        return int(row[0]) if row is not None else 0
 
-    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+    def _tree_generation(self) -> int:
+        return self._read("read the ledger tree", self._generation_in)
+
+    def _tree_blocks(self) -> tuple[int, list[TreeBlock]]:
+        def run(conn: Conn) -> tuple[int, list[TreeBlock]]:
+            generation = self._generation_in(conn)
+            rows = conn.execute(self._q["tree_read"]).fetchall()
+            return generation, [
+                TreeBlock(int(b), int(first), int(last), bytes(node), bytes(mac))
+                for b, first, last, node, mac in rows
+            ]
+
+        return self._read("read the ledger tree", run)
+
+    def _save_tree_blocks(
+        self, rows: Sequence[TreeBlock], *, replace: bool, generation: int
+    ) -> bool | None:
         if self._read_only:
-            return False
+            return None
         with self._write("save the ledger tree") as conn:
-            # Savers (other processes too) and purges queue here, so the count read below
-            # still holds when the rows go in.
+            # Savers (other processes too) and purges queue here, so what is read below still
+            # holds when the rows go in.
             conn.execute(pgsql.LOCK, (self._tree_key,))
+            if self._generation_in(conn) != generation:
+                return False  # a purge since the rows' records were read: rebuild instead
             if replace:
                 conn.execute(self._q["tree_drop"])
             row = conn.execute(self._q["tree_count"]).fetchone()
             count = int(row[0]) if row else 0
             if rows and rows[0].block > count:
-                return False  # a purge dropped the blocks meanwhile: rebuild, don't leave a gap
+                return False
             new = [r for r in rows if r.block >= count]
             if new:
                 conn.execute(
@@ -1060,6 +1075,7 @@ class PostgresEventStore(EventStore):
                         [r.first_position for r in new],
                         [r.last_position for r in new],
                         [r.node for r in new],
+                        [r.mac for r in new],
                     ),
                 )
             return True

@@ -113,7 +113,8 @@ MIGRATIONS: list[str] = [
         block bigint PRIMARY KEY,
         first_position bigint NOT NULL,
         last_position bigint NOT NULL,
-        node bytea NOT NULL
+        node bytea NOT NULL,
+        mac bytea NOT NULL
     );
     """,
 ]
@@ -293,13 +294,19 @@ _Q_SEAL_ERASURE = "UPDATE {schema}.heads SET erased_through = %s WHERE stream_id
 _Q_KEYED_RECORDS = "SELECT EXISTS (SELECT 1 FROM {schema}.events WHERE format = 3)"
 _Q_LAST_POSITION = "SELECT COALESCE(max(position), 0) FROM {schema}.events"
 _Q_TREE_READ = (
-    "SELECT block, first_position, last_position, node FROM {schema}.ledger_blocks ORDER BY block"
+    "SELECT block, first_position, last_position, node, mac FROM {schema}.ledger_blocks "
+    "ORDER BY block"
+)
+_Q_TREE_GEN = "SELECT value FROM {schema}.settings WHERE name = 'ledger_tree_generation'"
+_Q_TREE_BUMP = (
+    "INSERT INTO {schema}.settings (name, value) VALUES ('ledger_tree_generation', '1') "
+    "ON CONFLICT (name) DO UPDATE SET value = (settings.value::bigint + 1)::text"
 )
 _Q_TREE_COUNT = "SELECT count(*) FROM {schema}.ledger_blocks"
 _Q_TREE_DROP = "DELETE FROM {schema}.ledger_blocks"
 _Q_TREE_INSERT = (
-    "INSERT INTO {schema}.ledger_blocks (block, first_position, last_position, node) "
-    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[]) "
+    "INSERT INTO {schema}.ledger_blocks (block, first_position, last_position, node, mac) "
+    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], %s::bytea[]) "
     "ON CONFLICT (block) DO NOTHING"
 )
 _Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
@@ -351,6 +358,8 @@ _TEMPLATES = {
     "keyed_records": _Q_KEYED_RECORDS,
     "last_position": _Q_LAST_POSITION,
     "tree_read": _Q_TREE_READ,
+    "tree_gen": _Q_TREE_GEN,
+    "tree_bump": _Q_TREE_BUMP,
     "tree_count": _Q_TREE_COUNT,
     "tree_drop": _Q_TREE_DROP,
     "tree_insert": _Q_TREE_INSERT,

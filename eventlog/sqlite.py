@@ -160,7 +160,8 @@ def m005_ledger_tree(db: sqlite_utils.Database) -> None:
             block INTEGER PRIMARY KEY,
             first_position INTEGER NOT NULL,
             last_position INTEGER NOT NULL,
-            node BLOB NOT NULL
+            node BLOB NOT NULL,
+            mac BLOB NOT NULL
         )
         """
     )
@@ -221,12 +222,19 @@ _INSERT_IF_HEAD = (
 _SETTINGS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settings'"
 _HEADS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heads'"
 _TREE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_blocks'"
-_TREE_READ = "SELECT block, first_position, last_position, node FROM ledger_blocks ORDER BY block"
+_TREE_READ = (
+    "SELECT block, first_position, last_position, node, mac FROM ledger_blocks ORDER BY block"
+)
+_TREE_GEN = "SELECT value FROM settings WHERE name = 'ledger_tree_generation'"
+_TREE_BUMP = (
+    "INSERT INTO settings (name, value) VALUES ('ledger_tree_generation', '1') "
+    "ON CONFLICT (name) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+)
 _TREE_COUNT = "SELECT count(*) FROM ledger_blocks"
 _TREE_DROP = "DELETE FROM ledger_blocks"
 _TREE_INSERT = (
-    "INSERT OR IGNORE INTO ledger_blocks (block, first_position, last_position, node) "
-    "VALUES (?, ?, ?, ?)"
+    "INSERT OR IGNORE INTO ledger_blocks (block, first_position, last_position, node, mac) "
+    "VALUES (?, ?, ?, ?, ?)"
 )
 _GET_SETTING = "SELECT value FROM settings WHERE name = ?"
 _PUT_SETTING = "INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)"
@@ -389,6 +397,8 @@ class SQLiteEventStore(EventStore):
         PersistenceError: The file cannot be opened.
     """
 
+    _cleanup_pending = False  # an erase's WAL checkpoint that readers blocked
+
     def __init__(
         self,
         path: str | os.PathLike[str] | sqlite_utils.Database,
@@ -455,7 +465,6 @@ class SQLiteEventStore(EventStore):
         # data_version is unchanged, and dropped for a memory this store writes to.
         self._ends_cache: dict[str, Ends] = {}
         self._version = -1
-        self._cleanup_pending = False  # an erase's WAL checkpoint that readers blocked
 
         def prepare() -> None:
             self._conn.execute("PRAGMA busy_timeout = 0")  # for a Database passed in, too
@@ -482,6 +491,7 @@ class SQLiteEventStore(EventStore):
         with self._guard("open"):
             # Another process may be writing or migrating: wait as for any lock.
             self._retry_locked(prepare, "open")
+        self._file_id = self._identify(path)
         try:
             self._load_key_check()
             self._attach_witness(witness, self._where)
@@ -724,6 +734,7 @@ class SQLiteEventStore(EventStore):
             conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
             if self._tree_table:
                 conn.execute(_TREE_DROP)  # their records are gone: the next digest rebuilds
+                conn.execute(_TREE_BUMP)  # and a tree read before this must not be saved
             return record
 
         record = self._write("purge", work)
@@ -926,28 +937,63 @@ class SQLiteEventStore(EventStore):
             last = opened[-1]
         return seal, first, last
 
-    def _reopen_path(self) -> str | None:
-        # A path another process can open: not a Database object, not SQLite's in-memory name.
-        if self._where == "Database" or self._where.startswith((":memory:", "file:")):
+    def _identify(
+        self, path: str | os.PathLike[str] | sqlite_utils.Database
+    ) -> tuple[str, int, int] | None:
+        """Which file this is, resolved at open (see _reopen_path)."""
+        if isinstance(path, sqlite_utils.Database) or self._db.memory:
             return None
-        return self._where
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return os.path.abspath(path), st.st_dev, st.st_ino
 
-    def _tree_blocks(self) -> list[TreeBlock]:
+    def _reopen_path(self) -> tuple[str, int, int] | None:
+        # The file this store opened, if its path still names it: a relative path after a
+        # chdir, or a file renamed over it, would have a worker check another ledger.
+        if self._file_id is None:
+            return None
+        try:
+            st = os.stat(self._file_id[0])
+        except OSError:
+            return None
+        return self._file_id if self._file_id[1:] == (st.st_dev, st.st_ino) else None
+
+    @staticmethod
+    def _generation_in(conn: sqlite3.Connection) -> int:
+        row = conn.execute(_TREE_GEN).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def _tree_generation(self) -> int:
         if not self._tree_table:
-            return []
-        rows = self._read("read the ledger tree", lambda c: c.execute(_TREE_READ).fetchall())
-        return [TreeBlock(*row) for row in rows]
+            return 0
+        return self._read("read the ledger tree", self._generation_in)
 
-    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+    def _tree_blocks(self) -> tuple[int, list[TreeBlock]]:
+        if not self._tree_table:
+            return 0, []
+
+        def work(conn: sqlite3.Connection) -> tuple[int, list[TreeBlock]]:
+            generation = self._generation_in(conn)
+            return generation, [TreeBlock(*row) for row in conn.execute(_TREE_READ)]
+
+        return self._read("read the ledger tree", work)
+
+    def _save_tree_blocks(
+        self, rows: Sequence[TreeBlock], *, replace: bool, generation: int
+    ) -> bool | None:
         if self._read_only or not self._tree_table:
-            return False
+            return None
 
         def work(conn: sqlite3.Connection) -> bool:
+            if self._generation_in(conn) != generation:
+                return False  # a purge since the rows' records were read: rebuild instead
             if replace:
                 conn.execute(_TREE_DROP)
             (count,) = conn.execute(_TREE_COUNT).fetchone()
             if rows and rows[0].block > count:
-                return False  # a purge dropped the blocks meanwhile: rebuild, don't leave a gap
+                return False
             conn.executemany(_TREE_INSERT, [row for row in rows if row.block >= count])
             return True
 

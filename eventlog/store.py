@@ -722,23 +722,36 @@ class EventStore(ABC):
         newest = self.read(stream, desc=True, limit=1)
         return seal, first[0] if first else None, newest[0] if newest else None
 
-    def _reopen_path(self) -> str | None:
-        """Backend hook: a file path a worker process may open read-only to read this ledger
-        in parallel (see :mod:`eventlog.ledger_scan`); None when there is none."""
+    def _reopen_path(self) -> tuple[str, int, int] | None:
+        """Backend hook: ``(absolute path, st_dev, st_ino)`` of the file a worker process may
+        open read-only to read this ledger in parallel (see :mod:`eventlog.ledger_scan`);
+        None when there is none."""
         return None
 
-    def _tree_blocks(self) -> list[TreeBlock]:
-        """Backend hook: the stored blocks of the ledger tree (see :mod:`eventlog.ledger_tree`),
-        in block order; [] when the backend keeps none (the tree then lives in memory)."""
-        return []
+    def _tree_generation(self) -> int:
+        """Backend hook: the purge generation, which every purge bumps in its transaction (the
+        ledger tree's stored blocks are dropped by it, see :mod:`eventlog.ledger_tree`)."""
+        return 0
 
-    def _save_tree_blocks(self, rows: Sequence[TreeBlock], *, replace: bool) -> bool:
+    def _tree_blocks(self) -> tuple[int, list[TreeBlock]]:
+        """Backend hook: the purge generation, then the stored blocks of the ledger tree in
+        block order (read in that order: blocks newer than the generation are harmless, older
+        ones are not); ``(0, [])`` when the backend keeps none (the tree lives in memory)."""
+        return 0, []
+
+    def _save_tree_blocks(
+        self, rows: Sequence[TreeBlock], *, replace: bool, generation: int
+    ) -> bool | None:
         """Backend hook: store ``rows`` (consecutive blocks) after the stored ones, in one
         transaction; with ``replace``, drop every stored block first. Rows already stored are
-        kept (another process wrote the same blocks). Stores nothing and returns False when
-        ``rows`` would leave a gap (a purge dropped the blocks meanwhile) or the store is
-        read-only or keeps no blocks."""
-        return False
+        kept (another process wrote the same blocks).
+
+        Returns:
+            True when stored; False, storing nothing, when the purge generation is no longer
+            ``generation`` or ``rows`` would leave a gap (a purge happened since the rows'
+            records were read); None when the store keeps no blocks or is read-only.
+        """
+        return None
 
     @abstractmethod
     def _head_seal(self, key: str) -> HeadSeal | None:

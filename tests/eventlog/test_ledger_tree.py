@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 import sqlite3
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -77,7 +78,7 @@ def test_a_new_object_reads_the_stored_blocks_not_the_records(backend, store, mo
     _grow(store, 3 * BLOCK + 37)
     first = digest(store)
     # Check the first digest stored the three complete blocks, and only those.
-    assert [b.block for b in store._tree_blocks()] == [0, 1, 2]
+    assert [b.block for b in store._tree_blocks()[1]] == [0, 1, 2]
     again = _fresh(backend, store)
     counting = _Counting(again, monkeypatch)
     second = digest(again)
@@ -163,22 +164,22 @@ def test_a_record_rewritten_under_a_stored_block_is_never_proven(backend, store)
 def test_a_wrong_newest_block_is_rebuilt_from_the_records(backend, store):
     _grow(store, 2 * BLOCK + 5)
     good = digest(store)
-    blocks = store._tree_blocks()
+    blocks = store._tree_blocks()[1]
     # Check an edited stored node (or rows gone out of order) makes a new object rebuild.
     _edit_block(backend, store, blocks[-1].block, b"\x00" * 32)
     again = _fresh(backend, store)
     assert digest(again).root == good.root
-    assert again._tree_blocks() == blocks  # replaced with the right rows
+    assert again._tree_blocks()[1] == blocks  # replaced with the right rows
 
 
 def test_a_purge_drops_the_stored_blocks(backend, store):
     store.append("old", batch(*(f"old {i}" for i in range(300))))
     _grow(store, BLOCK)
     digest(store)
-    assert len(store._tree_blocks()) == 2
+    assert len(store._tree_blocks()[1]) == 2
     head = store.head(StreamKey("old"))
     store.purge("old", expected_seq=head.seq, reason="retention")
-    assert store._tree_blocks() == []
+    assert store._tree_blocks()[1] == []
     # Check the same object (its tree held the purged records) and a new one both rebuild.
     assert digest(store).root == _reference_root(store)
     again = _fresh(backend, store)
@@ -196,7 +197,7 @@ def test_a_read_only_ledger_uses_stored_blocks_and_writes_nothing(tmp_path):
     with SQLiteEventStore(path, read_only=True) as ro:
         d = digest(ro)
         assert d.root == reference
-        assert len(ro._tree_blocks()) == 2  # the block completed since is not written
+        assert len(ro._tree_blocks()[1]) == 2  # the block completed since is not written
         assert verify_consistency(first, d, ro.prove_consistency(first, digest=d))
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
@@ -303,3 +304,118 @@ def test_the_tree_of_two_ranges_is_the_tree_of_all_of_them(count, cut, size, ali
     assert tree.root() == whole.root(min(size, count))
     if tree.size >= BLOCK:
         assert tree.node(8, 0) == whole.node(8, 0)
+
+
+# ---------------------------------------------------------------- attacks on the stored tree
+
+_KEY = b"k" * 32
+
+
+def test_a_keyed_ledger_never_loads_a_block_forged_without_the_key(backend):
+    store = backend.open(key=_KEY)
+    _grow(store, 3 * BLOCK + 5)
+    honest = digest(store)
+    # Check a forger who rewrites an old block's node (records untouched, verify() passes)
+    # cannot get a keyed owner's new process to digest or sign the forged root.
+    _edit_block(backend, store, 0, hashlib.sha256(b"forged").digest())
+    owner = _fresh(backend, store) if backend.name == "memory" else backend.open(key=_KEY)
+    assert digest(owner).root == honest.root == _reference_root(owner)
+    from eventlog.note import generate_key
+
+    signer, verifier = generate_key("example.com/log")
+    note = owner.sign_checkpoint("example.com/log", signer)
+    assert owner.verify_checkpoint(note, verifier).ok
+    # The rebuild replaced the forged row with one the key vouches for.
+    assert owner._tree_blocks()[1][0].node != hashlib.sha256(b"forged").digest()
+
+
+@pytest.mark.skip_backend("memory")  # two objects on one database
+def test_a_purge_by_another_process_is_never_missed(backend, store):
+    store.append("gone", batch(*(f"gone {i}" for i in range(100))))
+    _grow(store, 4 * BLOCK)
+    digest(store)  # this object's tree holds "gone" in its stored blocks
+    other = backend.open()
+    other.purge("gone", expected_seq=100, reason="retention")
+    digest(other)  # rebuilt and stored as many blocks again
+    _grow(other, 10, start=5000)
+    # Check the first object notices the purge (the generation moved), not only a drop in
+    # the number of stored blocks.
+    assert digest(store).root == _reference_root(store)
+
+
+def test_blocks_read_before_a_purge_are_never_stored_after_it(backend, store):
+    store.append("gone", batch(*(f"gone {i}" for i in range(40))))
+    _grow(store, 2 * BLOCK)
+    generation = store._tree_generation()
+    rows = store._tree_blocks()[1]
+    store.purge("gone", expected_seq=40, reason="retention")
+    # Check a saver that read its records before the purge (even rebuilding from nothing)
+    # is refused, whatever is stored now.
+    assert store._save_tree_blocks(rows, replace=True, generation=generation) in (False, None)
+    assert digest(_fresh(backend, store)).root == _reference_root(store)
+
+
+def test_malformed_block_rows_cost_a_rebuild_never_an_error(tmp_path):
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        _grow(store, 4 * BLOCK)
+        d = digest(store)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ledger_blocks SET last_position = 'x' WHERE block = 1")
+    with SQLiteEventStore(path) as store:
+        assert verify_digest(store, d).ok
+        assert digest(store).root == d.root
+
+
+def test_the_worker_checks_its_range_and_sends_no_text(tmp_path):
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        _grow(store, 3 * BLOCK)
+        file = store._reopen_path()
+        assert file is not None
+        boundary = store._tree_blocks()[1][0].last_position if digest(store) else 0
+        worker = ledger_scan._start_worker((file[0], file[1:], None, 0, 1 << 62, boundary))
+        assert worker is not None
+        part = ledger_scan._result(worker, timeout=60)
+        here = ledger_scan._scan_part(store.read_all, None, 0, 1 << 62, boundary, None)
+    assert part is not None and part.bad is None
+    assert (part.size, part.levels, list(part.positions)) == (
+        here.size,
+        here.levels,
+        list(here.positions),
+    )
+    assert all(r.payload == "" for r in [*part.firsts.values(), *part.lasts.values()])
+
+
+def test_a_worker_that_cannot_run_leaves_the_pass_to_this_process(
+    tmp_path, split_small, monkeypatch
+):
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        _grow(store, 6 * BLOCK)
+        d = digest(store)
+        monkeypatch.setattr(sys, "executable", "")
+        assert ledger_scan._start_worker(("x",)) is None
+        assert verify_digest(store, d).ok
+        # A path that names another file now (renamed over it): no worker either.
+        monkeypatch.undo()
+        (tmp_path / "other.db").write_bytes(path.read_bytes())
+        (tmp_path / "other.db").replace(path)
+        assert store._reopen_path() is None
+
+
+def test_a_read_only_store_says_it_cannot_repair_a_block(tmp_path):
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        _grow(store, 2 * BLOCK)
+        d = digest(store)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ledger_blocks SET node = zeroblob(32) WHERE block = 0")
+    with SQLiteEventStore(path, read_only=True) as ro:
+        report = verify_digest(ro, d)
+    assert report.ok
+    assert "open the store writable and verify again" in report.message
+    with SQLiteEventStore(path) as store:
+        report = verify_digest(store, d)
+        assert "was rebuilt" in report.message
+        assert verify_digest(store, d).message.endswith(f"root {d.root})")
