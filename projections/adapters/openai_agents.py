@@ -11,7 +11,8 @@ System and developer items, reasoning items and every other type are custom mess
 message would be subject to LangChain4j's "one system message" rule, which is a window rule,
 not a history rule.
 
-The session's own list is the raw history (an unbounded window: nothing is evicted). What the
+The session's own list is the raw history (nothing is evicted), read by index: each call costs
+what it returns, not the history's length (see :mod:`projections.adapters.item_list`). What the
 model sees is chosen by :func:`window_callback`, a ``session_input_callback`` for ``RunConfig``:
 LangChain4j's window rules plus a provider-valid view, computed over the items, so the model
 sees a valid window while the log keeps everything.
@@ -42,6 +43,8 @@ except ImportError as e:
     )
     raise ModuleNotFoundError(msg, name=e.name) from e
 
+from eventlog.aio import off_loop
+from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import (
     AiMessage,
     ChatMessage,
@@ -51,6 +54,7 @@ from eventlog.messages import (
     UserMessage,
 )
 from eventlog.store import EventStore
+from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList
 from projections.memories import MessageWindowChatMemory
 from projections.validity import valid_items
 from projections.window import Entry, Window, WindowPolicy
@@ -59,8 +63,6 @@ __all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callbac
 
 ITEM_KEY = "openai_agents.item"
 """The attribute that carries the SDK's item, exactly as it was added."""
-
-UNBOUNDED = 2**31 - 1  # a session keeps every item: its window never evicts
 
 Item = dict[str, Any]
 _T = TypeVar("_T")
@@ -150,6 +152,9 @@ def item_of(message: ChatMessage) -> Item:
 class LedgerSession(SessionABC):
     """An OpenAI Agents SDK session whose items are events of a chatledger memory.
 
+    Each call costs what it returns, whatever the history's length (see
+    :mod:`projections.adapters.item_list`): a new object per request is cheap.
+
     Args:
         session_id: The session id; it is the memory id (``chatledger history <id>``).
         store: The ledger (SQLite, PostgreSQL or in-memory).
@@ -172,8 +177,19 @@ class LedgerSession(SessionABC):
             else SessionSettings()
         )
         self.store = store
-        self.memory = MessageWindowChatMemory(session_id, max_messages=UNBOUNDED, store=store)
+        self.items = ItemList(store, session_id)
+        self._memory: MessageWindowChatMemory | None = None
         self._closed = False
+
+    @property
+    def memory(self) -> MessageWindowChatMemory:
+        """The session as a chatledger memory, for its history and time travel (``history()``,
+        ``as_of``); its first use reads the whole list."""
+        if self._memory is None:
+            self._memory = MessageWindowChatMemory(
+                self.session_id, max_messages=UNBOUNDED, store=self.store
+            )
+        return self._memory
 
     def close(self) -> None:
         """Refuse further calls on this object (the store stays open: it may be shared)."""
@@ -190,10 +206,19 @@ class LedgerSession(SessionABC):
         """The items in order; with ``limit`` (or the settings' limit) the newest ``limit``."""
         self._check_open()
         wanted = resolve_session_limit(limit, self.session_settings)
-        items = [cast("TResponseInputItem", item_of(m)) for m in await self.memory.amessages()]
-        if wanted is None or wanted < 0:  # SQLiteSession: a negative limit means no limit
-            return items
-        return items[-wanted:] if wanted else []
+        if wanted is not None and wanted < 0:  # SQLiteSession: a negative limit means no limit
+            wanted = None
+        if wanted is not None and wanted <= CHUNK:
+            return await off_loop(self.store, self._items, wanted)
+        # A long list in steps on the worker, the event loop running between them.
+        steps = self.items.chunks(wanted, _items_of_stored)
+        items: list[TResponseInputItem] = []
+        while (part := await off_loop(self.store, next, steps, None)) is not None:
+            items.extend(part)
+        return items
+
+    def _items(self, wanted: int) -> list[TResponseInputItem]:
+        return _items_of_stored(self.items.newest(wanted))
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append the items as one atomic write (a bad item: nothing is written)."""
@@ -201,7 +226,7 @@ class LedgerSession(SessionABC):
         if not items:
             return
         messages = [message_of(item) for item in items]  # every item checked before writing
-        await _outcome(self.memory.aadd(messages))
+        await _outcome(off_loop(self.store, self.items.add, messages))
 
     async def pop_item(
         self, *, wrapper: Any = None, check: Callable[[Item], object] | None = None
@@ -214,14 +239,30 @@ class LedgerSession(SessionABC):
                 written (e.g. authenticate an encrypted item before removing it).
         """
         self._check_open()
-        seen = None if check is None else (lambda message: check(item_of(message)))
-        message = await _outcome(self.memory.apop(seen))
-        return None if message is None else cast("TResponseInputItem", item_of(message))
+        seen = None if check is None else (lambda obj: check(_item_of_stored(obj)))
+        obj = await _outcome(off_loop(self.store, self.items.pop, seen))
+        return None if obj is None else cast("TResponseInputItem", _item_of_stored(obj))
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Empty the session: a ``memory_cleared`` event; the history keeps every item."""
         self._check_open()
-        await _outcome(self.memory.aclear())
+        await _outcome(off_loop(self.store, self.items.clear))
+
+
+def _items_of_stored(stored: list[Any]) -> list[TResponseInputItem]:
+    return [cast("TResponseInputItem", _item_of_stored(obj)) for obj in stored]
+
+
+def _item_of_stored(obj: Any) -> Item:
+    """The item a stored message object carries, without building the message when it is
+    one this adapter wrote (the item sits in its attributes)."""
+    if isinstance(obj, dict):
+        attributes = obj.get("attributes")
+        if isinstance(attributes, dict):
+            item = attributes.get(ITEM_KEY)
+            if isinstance(item, dict):
+                return item
+    return item_of(message_from_obj(obj))
 
 
 async def _outcome(write: Awaitable[_T]) -> _T:
