@@ -32,6 +32,7 @@ __all__ = [
     "MessagesSet",
     "NewRecord",
     "Record",
+    "RecordQuarantined",
     "Snapshot",
     "StreamHead",
     "StreamInfo",
@@ -212,6 +213,30 @@ class CompactionRun(BaseModel):
     errors: tuple[str, ...] = ()
 
 
+class RecordQuarantined(BaseModel):
+    """The acknowledgement of a damaged record (:meth:`EventStore.quarantine`), in the store's
+    own ``~sys:quarantine`` stream: reads of the memory leave that one record out instead of
+    refusing, and ``verify()`` still reports the break.
+
+    Attributes:
+        memory: The stream key of the memory holding the damaged record.
+        seq: The damaged record's seq.
+        found: What was wrong with it when it was acknowledged (the read path's reason).
+        found_hash: The hash stored in its row then ("" when the row was gone).
+        quarantined_at: When it was acknowledged.
+        reason: Why, in the operator's words (e.g. ``"disk fault, ticket 42"``).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["record_quarantined"] = "record_quarantined"
+    memory: str
+    seq: int
+    found: str
+    found_hash: str
+    quarantined_at: datetime
+    reason: str
+
+
 Event: TypeAlias = Annotated[
     MessageAdded
     | MessagesSet
@@ -220,7 +245,8 @@ Event: TypeAlias = Annotated[
     | MessageRetracted
     | MemoryPurged
     | MemoryErased
-    | CompactionRun,
+    | CompactionRun
+    | RecordQuarantined,
     Field(discriminator="kind"),
 ]
 

@@ -51,7 +51,7 @@ from eventlog.models import MessageRetracted, NewRecord, Record
 from eventlog.serialization import added_record, cleared_record, encode_event, require_opened
 from eventlog.store import EventStore
 from projections.meta import EMPTYING_KINDS, WindowMeta
-from projections.replay import erased_error, read_checked, window_meta
+from projections.replay import erased_error, quarantined_seqs, read_checked, window_meta
 
 __all__ = ["CHUNK", "LANGCHAIN_KEY", "UNBOUNDED", "ItemList", "Ref", "is_system", "tail"]
 
@@ -194,7 +194,14 @@ class ItemList:
                 return []
             self._settle(batch[0], batch)
             have = {r.seq: r for r in batch}
-            return self._objects(tail(self._runs, count), have)
+            want = count
+            while True:
+                refs = tail(self._runs, want)
+                got = self._objects(refs, have)
+                # Acknowledged damage left out: take as many more from before it.
+                if want is None or len(got) >= count or len(refs) < want:  # type: ignore[operator]
+                    return got if count is None else got[-count:]
+                want += count - len(got)  # type: ignore[operator]
 
     def chunks(
         self, count: int | None, convert: Callable[[list[Any]], list[_T]], size: int = CHUNK
@@ -331,6 +338,10 @@ class ItemList:
         for page in self._pages(sorted(wanted), anchor if anchor is not None else []):
             for record in page:
                 place(record)
+        if wanted and wanted.keys() <= quarantined_seqs(self._store, self._key):
+            # Acknowledged damage (store.quarantine): those items are left out of the list.
+            gone = {p for positions in wanted.values() for p in positions}
+            return [obj for position, obj in enumerate(out) if position not in gone]
         if wanted:
             seq = min(wanted)
             msg = (
