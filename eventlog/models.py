@@ -21,6 +21,7 @@ __all__ = [
     "CURRENT_SCHEMA_VERSION",
     "CompactionRun",
     "ContentErased",
+    "ContextSent",
     "ErasureReceipt",
     "Event",
     "HeadSeal",
@@ -237,6 +238,29 @@ class RecordQuarantined(BaseModel):
     reason: str
 
 
+class ContextSent(BaseModel):
+    """What one model call was sent, recorded by a framework session (``window_callback``, a
+    LangChain history with ``window=``) in the memory's own stream, so the call's exact input
+    is replayed from the log.
+
+    Attributes:
+        sent: The input in order, each ``{"ref": [seq, index]}`` (a message of this memory's
+            log) or ``{"new": item}`` (input not in the log, kept exactly as sent).
+        policy: The window policy that chose it (e.g. ``"messages:20"``).
+        profile: The provider profile it was made valid for (None: none).
+        tokens: Its token count under a token policy (None for a message window).
+        adapter: Which adapter recorded it (``"openai_agents"``, ``"langchain"``).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["context_sent"] = "context_sent"
+    sent: tuple[dict[str, Any], ...]
+    policy: str
+    profile: str | None = None
+    tokens: int | None = None
+    adapter: str
+
+
 Event: TypeAlias = Annotated[
     MessageAdded
     | MessagesSet
@@ -246,7 +270,8 @@ Event: TypeAlias = Annotated[
     | MemoryPurged
     | MemoryErased
     | CompactionRun
-    | RecordQuarantined,
+    | RecordQuarantined
+    | ContextSent,
     Field(discriminator="kind"),
 ]
 

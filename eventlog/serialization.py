@@ -26,6 +26,7 @@ from eventlog.models import (
     CURRENT_SCHEMA_VERSION,
     CompactionRun,
     ContentErased,
+    ContextSent,
     Event,
     LoggedEvent,
     MemoryCleared,
@@ -94,7 +95,8 @@ def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> N
         | CompactionRun
         | SummaryRecorded
         | MessageRetracted
-        | RecordQuarantined,
+        | RecordQuarantined
+        | ContextSent,
     ):
         payload = _dumps(event.model_dump(mode="json", exclude={"kind"}))
     else:
@@ -176,6 +178,8 @@ def decode_event(record: Record) -> Event | ContentErased:
         return MessageRetracted.model_validate_json(payload)
     if kind == "record_quarantined":
         return RecordQuarantined.model_validate_json(payload)
+    if kind == "context_sent":
+        return ContextSent.model_validate_json(payload)
     msg = f"record {record.stream_id}#{record.seq} has unknown kind {kind!r}"
     raise ValueError(msg)
 

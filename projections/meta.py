@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMPTYING_KINDS",
+    "UNBOUNDED_LIMIT",
     "ForkOrigin",
     "Refs",
     "WindowMeta",
@@ -48,6 +49,10 @@ __all__ = [
 Refs = list[list[int]]
 """Run-length encoded refs: ``[a, b]`` is events a..b (index 0), ``[s, i, j]`` items i..j of
 the set event s."""
+
+UNBOUNDED_LIMIT = 2**31 - 1
+"""The limit a framework session's events record: its list keeps every item, so no window was
+chosen by it (readers show "no window recorded", never this number)."""
 
 EMPTYING_KINDS = frozenset({"memory_cleared", "memory_purged", "memory_erased"})
 """Event kinds after which the window is empty, whatever their meta says: a clear, a retention

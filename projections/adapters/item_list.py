@@ -47,15 +47,31 @@ from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, StreamKey, memory_key
 from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage, CustomMessage, SystemMessage
-from eventlog.models import MessageRetracted, NewRecord, Record
-from eventlog.serialization import added_record, cleared_record, encode_event, require_opened
+from eventlog.models import ContextSent, MessageRetracted, NewRecord, Record
+from eventlog.serialization import (
+    added_record,
+    cleared_record,
+    decode_event,
+    encode_event,
+    require_opened,
+)
 from eventlog.store import EventStore
-from projections.meta import EMPTYING_KINDS, WindowMeta
+from projections.meta import EMPTYING_KINDS, UNBOUNDED_LIMIT, WindowMeta
 from projections.replay import erased_error, quarantined_seqs, read_checked, window_meta
+from projections.window import TokenWindowPolicy, WindowPolicy
 
-__all__ = ["CHUNK", "LANGCHAIN_KEY", "UNBOUNDED", "ItemList", "Ref", "is_system", "tail"]
+__all__ = [
+    "CHUNK",
+    "LANGCHAIN_KEY",
+    "UNBOUNDED",
+    "ItemList",
+    "Ref",
+    "describe",
+    "is_system",
+    "tail",
+]
 
-UNBOUNDED = 2**31 - 1
+UNBOUNDED = UNBOUNDED_LIMIT
 """The limit a session's events record: a session keeps every item (its list never evicts)."""
 
 LANGCHAIN_KEY = "langchain.message"
@@ -178,6 +194,7 @@ class ItemList:
 
     def newest(self, count: int | None = None) -> list[Any]:
         """The newest ``count`` items (all for None), oldest first, as stored JSON objects.
+        (:meth:`newest_refs` also gives their refs.)
 
         Raises:
             ChainIntegrityError: A record read does not verify (nothing is served).
@@ -185,26 +202,36 @@ class ItemList:
             ValueError: The newest event records no list (not written by a chatledger memory),
                 or names an event that is not there.
         """
+        return self.newest_refs(count)[0]
+
+    def newest_refs(self, count: int | None = None) -> tuple[list[Any], list[Ref]]:
+        """:meth:`newest` and the refs of what it returns."""
         if count is not None and count <= 0:
-            return []
+            return [], []
         with self._lock:
             batch = self._verified(desc=True, limit=1 if count is None else count)
             if not batch:
                 self._settle(None)
-                return []
+                return [], []
             self._settle(batch[0], batch)
             have = {r.seq: r for r in batch}
+            if count is None:
+                return self._objects_refs(tail(self._runs, None), have)
             want = count
             while True:
                 refs = tail(self._runs, want)
-                got = self._objects(refs, have)
+                got, kept = self._objects_refs(refs, have)
                 # Acknowledged damage left out: take as many more from before it.
-                if want is None or len(got) >= count or len(refs) < want:  # type: ignore[operator]
-                    return got if count is None else got[-count:]
-                want += count - len(got)  # type: ignore[operator]
+                if len(got) >= count or len(refs) < want:
+                    return got[-count:], kept[-count:]
+                want += count - len(got)
 
     def chunks(
-        self, count: int | None, convert: Callable[[list[Any]], list[_T]], size: int = CHUNK
+        self,
+        count: int | None,
+        convert: Callable[[list[Any]], list[_T]],
+        size: int = CHUNK,
+        refs_out: list[Ref] | None = None,
     ) -> Iterator[list[_T]]:
         """:meth:`newest` in chunks of ``size`` items, each passed through ``convert``: an
         async caller runs one step at a time on a worker (``off_loop(store, next, it, None)``)
@@ -221,7 +248,10 @@ class ItemList:
         have = {r.seq: r for r in batch}
         anchor: list[Record] = []  # the last record read: the next chunk must chain to it
         for start in range(0, len(refs), size):
-            yield convert(self._objects(refs[start : start + size], have, anchor))
+            got, kept = self._objects_refs(refs[start : start + size], have, anchor)
+            if refs_out is not None:
+                refs_out.extend(kept)
+            yield convert(got)
 
     def snapshot(self) -> tuple[list[Run], list[Ref] | None]:
         """The list as of the newest event: its runs and system refs (None: not recorded).
@@ -313,7 +343,13 @@ class ItemList:
     def _objects(
         self, refs: Sequence[Ref], have: dict[int, Record], anchor: list[Record] | None = None
     ) -> list[Any]:
-        """The stored JSON objects of ``refs``, reading (verified) the events not in ``have``.
+        return self._objects_refs(refs, have, anchor)[0]
+
+    def _objects_refs(
+        self, refs: Sequence[Ref], have: dict[int, Record], anchor: list[Record] | None = None
+    ) -> tuple[list[Any], list[Ref]]:
+        """The stored JSON objects of ``refs`` and the refs they are (acknowledged damage is
+        left out), reading (verified) the events not in ``have``.
 
         Each page of records is decoded and dropped before the next is read: a list of a
         million items holds a page of records at a time, not a million."""
@@ -341,7 +377,8 @@ class ItemList:
         if wanted and wanted.keys() <= quarantined_seqs(self._store, self._key):
             # Acknowledged damage (store.quarantine): those items are left out of the list.
             gone = {p for positions in wanted.values() for p in positions}
-            return [obj for position, obj in enumerate(out) if position not in gone]
+            kept = [p for p in range(len(refs)) if p not in gone]
+            return [out[p] for p in kept], [refs[p] for p in kept]
         if wanted:
             seq = min(wanted)
             msg = (
@@ -349,7 +386,7 @@ class ItemList:
                 "(purged or altered); run verify()"
             )
             raise ValueError(msg)
-        return out
+        return out, list(refs)
 
     def _pages(self, needed: list[int], anchor: list[Record]) -> Iterator[list[Record]]:
         """Verified reads covering ``needed`` (sorted seqs): one per run of seqs closer than
@@ -460,6 +497,43 @@ class ItemList:
             stored = self._write(lambda *_: [cleared_record(_CLEARED_META)], need_system=False)
             return stored[-1]
 
+    def record_sent(self, event: ContextSent) -> Record:
+        """Append a ``context_sent`` event (what one model call was sent), one append; its
+        meta keeps the list, so the list is still read from the newest event."""
+        with self._lock:
+            (stored,) = self._write(
+                lambda _base, runs, found: [encode_event(event, self._meta(runs, found))],
+                need_system=True,
+            )
+            return stored
+
+    def sent(self, seq: int) -> list[tuple[str, Any]]:
+        """What the model call recorded at event ``seq`` was sent, in order: ``("ref", stored
+        object)`` for a message of the log, ``("new", item)`` for input kept in the event.
+
+        Raises:
+            ValueError: Event ``seq`` is not a ``context_sent`` event ("no window recorded").
+            ChainIntegrityError: A record read does not verify.
+        """
+        found = self._verified(gt=seq - 1, lte=seq) if seq >= 1 else []
+        if not found:
+            msg = f"sent({seq}): {self._id!r} has no event {seq}"
+            raise ValueError(msg)
+        event = decode_event(found[0])
+        if not isinstance(event, ContextSent):
+            msg = (
+                f"no window recorded at seq {seq} of {self._id!r} (a {found[0].kind} event): "
+                "only model calls made through window_callback() or a history with window= "
+                "record what was sent"
+            )
+            raise ValueError(msg)
+        refs = [_sent_ref(entry, seq) for entry in event.sent if "ref" in entry]
+        stored = iter(self.objects(refs))
+        return [
+            ("ref", next(stored)) if "ref" in entry else ("new", entry["new"])
+            for entry in event.sent
+        ]
+
     @staticmethod
     def _meta(runs: Sequence[Run], system: Sequence[Ref] | None) -> str:
         return WindowMeta(
@@ -519,6 +593,35 @@ class ItemList:
             if is_system(message_from_obj(obj)):
                 found.append(ref)
         return found
+
+
+def describe(policy: WindowPolicy, memory_id: MemoryId) -> str:
+    """A window policy as ``chatledger``'s ``--policy`` writes it: ``messages:N`` or
+    ``tokens:N:ESTIMATOR``, with ``:keep-system-first`` and ``:evict-to=0.7`` when set."""
+    limit = policy.limit_for(memory_id)
+    text = (
+        f"tokens:{limit}:{policy.identity}"
+        if isinstance(policy, TokenWindowPolicy)
+        else f"messages:{limit}"
+    )
+    if policy.always_keep_system_message_first:
+        text += ":keep-system-first"
+    if policy.evict_to is not None:
+        text += f":evict-to={policy.evict_to}"
+    return text
+
+
+def _sent_ref(entry: dict[str, Any], seq: int) -> Ref:
+    ref = entry.get("ref")
+    if (
+        isinstance(ref, list)
+        and len(ref) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ref)
+        and 1 <= ref[0] < seq
+    ):
+        return (ref[0], ref[1])
+    msg = f"context_sent event {seq} names {ref!r}, not an earlier message [seq, index]"
+    raise ValueError(msg)
 
 
 def _item(obj: Any, index: int) -> Any:

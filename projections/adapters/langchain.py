@@ -42,10 +42,18 @@ except ImportError as e:
 from eventlog import messages as cl
 from eventlog.aio import off_loop
 from eventlog.lc4j_json import message_from_obj
+from eventlog.models import ContextSent
 from eventlog.store import EventStore
-from projections.adapters.item_list import LANGCHAIN_KEY, UNBOUNDED, ItemList, Ref, tail
+from projections.adapters.item_list import (
+    LANGCHAIN_KEY,
+    UNBOUNDED,
+    ItemList,
+    Ref,
+    describe,
+    tail,
+)
 from projections.memories import MessageWindowChatMemory
-from projections.window import Entry, MessageWindowPolicy, Window, WindowPolicy
+from projections.window import Entry, MessageWindowPolicy, TokenWindowPolicy, Window, WindowPolicy
 
 __all__ = ["MESSAGE_KEY", "LedgerChatMessageHistory", "from_langchain", "to_langchain"]
 
@@ -155,15 +163,25 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         memory_id: The memory id (``chatledger history <id>``).
         store: The ledger (SQLite, PostgreSQL or in-memory).
         window: A policy (e.g. ``MessageWindowPolicy(20)``): ``messages`` is the window that
-            policy keeps, by LangChain4j's rules; None: the full history since the last clear.
+            policy keeps, by LangChain4j's rules, and each read of it appends a
+            ``context_sent`` event naming exactly the messages returned (what the model is
+            sent; :meth:`sent` gives them back); None: the full history since the last clear.
+        record: False: a window read records nothing (a reader that may not write, e.g. a
+            read-only store or a keyed one opened without its key).
     """
 
     def __init__(
-        self, memory_id: Any, *, store: EventStore, window: WindowPolicy | None = None
+        self,
+        memory_id: Any,
+        *,
+        store: EventStore,
+        window: WindowPolicy | None = None,
+        record: bool = True,
     ) -> None:
         self.items = ItemList(store, memory_id)
         self.store = store
         self.window = window
+        self.record = record
         self._memory: MessageWindowChatMemory | None = None
 
     @property
@@ -179,7 +197,37 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     def _read(self) -> list[BaseMessage]:
         if self.window is None:
             return _to_langchain_all(self.items.newest())
-        return _to_langchain_all(windowed(self.items, self.window))
+        policy = self.window
+        stored, refs = windowed_refs(self.items, policy)
+        if not self.record:
+            return _to_langchain_all(stored)
+        # What the model is sent, recorded: one append per read of the window.
+        tokens = None
+        if isinstance(policy, TokenWindowPolicy):
+            rules = [_for_rules(message_from_obj(obj)) for obj in stored]
+            tokens = int(policy.estimator.estimate_token_count_in_messages(rules))
+        self.items.record_sent(
+            ContextSent(
+                sent=tuple({"ref": list(ref)} for ref in refs),
+                policy=describe(policy, self.items.id),
+                tokens=tokens,
+                adapter="langchain",
+            )
+        )
+        return _to_langchain_all(stored)
+
+    def sent(self, seq: int) -> list[BaseMessage]:
+        """The messages the window read recorded at event ``seq`` returned (what the model was
+        sent from this history), exactly.
+
+        Raises:
+            ValueError: Event ``seq`` records no window ("no window recorded").
+        """
+        return _to_langchain_all([obj for _, obj in self.items.sent(seq)])
+
+    async def asent(self, seq: int) -> list[BaseMessage]:
+        """:meth:`sent`, without blocking the event loop."""
+        return await off_loop(self.store, self.sent, seq)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -239,6 +287,11 @@ def _to_langchain_all(stored: list[Any]) -> list[BaseMessage]:
 
 
 def windowed(items: ItemList, policy: WindowPolicy) -> list[Any]:
+    """The stored objects of :func:`windowed_refs`."""
+    return windowed_refs(items, policy)[0]
+
+
+def windowed_refs(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], list[Ref]]:
     """The stored objects of the window ``policy`` keeps over the list, by LangChain4j's rules,
     reading O(window) items.
 
@@ -252,19 +305,20 @@ def windowed(items: ItemList, policy: WindowPolicy) -> list[Any]:
     refs = tail(runs, None) if policy.evict_permille is not None or system is None else None
     cache: dict[Ref, Any] = {}
     if refs is not None:
-        return [cache[ref] for ref in _fold(items, policy, refs, None, cache)]
+        kept = _fold(items, policy, refs, None, cache)
+        return [cache[ref] for ref in kept], kept
     size = sum(run[-1] - run[-2] + 1 for run in runs)
     limit = policy.limit_for(items.id)
     span = limit + 8 if isinstance(policy, MessageWindowPolicy) else 32
     while True:
         if 2 * span >= size:
             kept = _fold(items, policy, tail(runs, None), None, cache)
-            return [cache[ref] for ref in kept]
+            return [cache[ref] for ref in kept], kept
         wide = tail(runs, 2 * span)
         narrow = _fold(items, policy, wide[span:], _seed(system or [], wide[span]), cache)
         broad = _fold(items, policy, wide, _seed(system or [], wide[0]), cache)
         if narrow == broad:
-            return [cache[ref] for ref in broad]
+            return [cache[ref] for ref in broad], broad
         span *= 4
 
 

@@ -53,11 +53,12 @@ from eventlog.messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from eventlog.models import ContextSent
 from eventlog.store import EventStore
-from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList
+from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList, Ref, describe
 from projections.memories import MessageWindowChatMemory
 from projections.validity import valid_items
-from projections.window import Entry, Window, WindowPolicy
+from projections.window import Entry, TokenWindowPolicy, Window, WindowPolicy
 
 __all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callback"]
 
@@ -180,6 +181,9 @@ class LedgerSession(SessionABC):
         self.items = ItemList(store, session_id)
         self._memory: MessageWindowChatMemory | None = None
         self._closed = False
+        # What get_items() last returned, with the refs of each item: window_callback()
+        # names the history items it sends by these refs.
+        self._served: tuple[list[Item], list[Ref]] = ([], [])
 
     @property
     def memory(self) -> MessageWindowChatMemory:
@@ -211,14 +215,19 @@ class LedgerSession(SessionABC):
         if wanted is not None and wanted <= CHUNK:
             return await off_loop(self.store, self._items, wanted)
         # A long list in steps on the worker, the event loop running between them.
-        steps = self.items.chunks(wanted, _items_of_stored)
+        refs: list[Ref] = []
+        steps = self.items.chunks(wanted, _items_of_stored, refs_out=refs)
         items: list[TResponseInputItem] = []
         while (part := await off_loop(self.store, next, steps, None)) is not None:
             items.extend(part)
+        self._served = (list(cast("list[Item]", items)), refs)  # the caller may edit its list
         return items
 
     def _items(self, wanted: int) -> list[TResponseInputItem]:
-        return _items_of_stored(self.items.newest(wanted))
+        stored, refs = self.items.newest_refs(wanted)
+        items = _items_of_stored(stored)
+        self._served = (list(cast("list[Item]", items)), refs)  # the caller may edit its list
+        return items
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append the items as one atomic write (a bad item: nothing is written)."""
@@ -247,6 +256,76 @@ class LedgerSession(SessionABC):
         """Empty the session: a ``memory_cleared`` event; the history keeps every item."""
         self._check_open()
         await _outcome(off_loop(self.store, self.items.clear))
+
+    def window_callback(
+        self, policy: WindowPolicy, *, valid_for: str | None = "openai"
+    ) -> Callable[[list[Item], list[Item]], Awaitable[list[Item]]]:
+        """:func:`window_callback` that also records, per model call, a ``context_sent`` event
+        naming exactly what was sent: the history items by the seqs of their events (as
+        :meth:`get_items` returned them), anything else - the new input, an item the SDK
+        changed - kept in the event as sent; with the policy, the profile and, for a token
+        policy, the token count. One append per call. :meth:`sent` gives it back.
+
+        Args:
+            policy: E.g. ``MessageWindowPolicy(20)`` or ``TokenWindowPolicy(4000, estimator)``.
+            valid_for: A provider profile (see :mod:`projections.validity`), or None.
+        """
+        select = window_callback(policy, valid_for=valid_for, memory_id=self.session_id)
+
+        async def record(history: list[Item], new_input: list[Item]) -> list[Item]:
+            chosen = select(history, new_input)
+            event = ContextSent(
+                sent=tuple(self._sent_entries(chosen)),
+                policy=describe(policy, self.session_id),
+                profile=valid_for,
+                tokens=_tokens(policy, chosen),
+                adapter="openai_agents",
+            )
+            await _outcome(off_loop(self.store, self.items.record_sent, event))
+            return chosen
+
+        return record
+
+    def _sent_entries(self, chosen: list[Item]) -> list[dict[str, Any]]:
+        """Each chosen item as a ref to the event holding an equal item that get_items()
+        served (each served item used once), else the item itself."""
+        served, refs = self._served
+        by_text: dict[str, list[Ref]] = {}
+        for item, ref in zip(served, refs, strict=True):
+            by_text.setdefault(_canonical(item), []).append(ref)
+        entries: list[dict[str, Any]] = []
+        for item in chosen:
+            free = by_text.get(_canonical(item))
+            if free:
+                entries.append({"ref": list(free.pop(0))})
+            else:
+                entries.append({"new": item})
+        return entries
+
+    async def sent(self, seq: int) -> list[TResponseInputItem]:
+        """The input of the model call recorded at event ``seq`` (by :meth:`window_callback`),
+        exactly as it was sent.
+
+        Raises:
+            ValueError: Event ``seq`` records no window ("no window recorded").
+        """
+        entries = await off_loop(self.store, self.items.sent, seq)
+        return [
+            cast("TResponseInputItem", _item_of_stored(obj) if kind == "ref" else obj)
+            for kind, obj in entries
+        ]
+
+
+def _canonical(item: object) -> str:
+    return json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _tokens(policy: WindowPolicy, chosen: list[Item]) -> int | None:
+    """The token count of what was sent, under a token policy's estimator."""
+    if not isinstance(policy, TokenWindowPolicy):
+        return None
+    units = [message for _, message in _units(chosen)]
+    return int(policy.estimator.estimate_token_count_in_messages(units))
 
 
 def _items_of_stored(stored: list[Any]) -> list[TResponseInputItem]:

@@ -41,6 +41,7 @@ COMMANDS: dict[str, Command] = {
     "key": ledger.key_cmd,
     "checkpoint": ledger.checkpoint_cmd,
     "quarantine": sessions.quarantine_cmd,
+    "sent": sessions.sent_cmd,
 }
 
 # Commands checked or made with files alone: the point is that no database is needed.

@@ -1,8 +1,10 @@
-"""Commands for damage and for what a model was sent: ``quarantine`` (and their parsers).
+"""Commands for damage and for what a model was sent: ``quarantine`` and ``sent``.
 
 ``chatledger quarantine --db X ID SEQ --reason R`` acknowledges one damaged record so reads
 of the memory (sessions, windows, history) leave it out; ``verify`` keeps reporting it (see
-:mod:`eventlog.quarantine`).
+:mod:`eventlog.quarantine`). ``chatledger sent --db X ID SEQ`` prints, as JSON, exactly what the
+model call recorded at event SEQ (a ``context_sent`` event) was sent; at any other event it
+says "no window recorded".
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from projections.cli.store import existing
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["add_commands", "quarantine_cmd"]
+__all__ = ["add_commands", "quarantine_cmd", "sent_cmd"]
+
+_CARRIED = ("openai_agents.item", "langchain.message")  # what the adapters keep in attributes
 
 
 def add_commands(commands: Any) -> None:
@@ -34,6 +38,15 @@ def add_commands(commands: Any) -> None:
     )
     p.add_argument("seq", type=_positive, metavar="SEQ", help="the damaged record's seq")
     p.add_argument("--reason", required=True, metavar="TEXT", help="recorded with it")
+
+    p = commands.add(
+        "sent",
+        "Print as JSON exactly what the model call recorded at event SEQ of memory ID was sent "
+        "(a context_sent event, written by window_callback() or a LangChain history with "
+        "window=), with its policy, profile and token count.",
+        ident="required",
+    )
+    p.add_argument("seq", type=_positive, metavar="SEQ", help="the context_sent event's seq")
 
 
 def quarantine_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -61,3 +74,47 @@ def quarantine_cmd(args: argparse.Namespace, store: EventStore) -> int:
         highlight=False,
     )
     return 0
+
+
+def sent_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    """``chatledger sent ID SEQ``: JSON of what the model call at SEQ was sent."""
+    from eventlog.models import ContextSent
+    from projections.adapters.item_list import ItemList
+    from projections.cli.errors import Failure
+    from projections.replay import read_checked
+
+    key = args.key
+    existing(store, args, key)
+    items = ItemList(store, key)
+    try:
+        entries = items.sent(args.seq)
+    except ValueError as e:
+        raise Failure(str(e)) from e
+    (record,) = read_checked(store, key, gt=args.seq - 1, lte=args.seq)
+    event = decode_event(record)
+    assert isinstance(event, ContextSent)  # noqa: S101 - items.sent() refused anything else
+    emit(
+        {
+            "memory": key,
+            "seq": args.seq,
+            "recorded_at": record.recorded_at_text,
+            "adapter": event.adapter,
+            "policy": event.policy,
+            "profile": event.profile,
+            "tokens": event.tokens,
+            "sent": [_shown(kind, obj) for kind, obj in entries],
+        }
+    )
+    return 0
+
+
+def _shown(kind: str, obj: Any) -> Any:
+    """A sent entry as the framework had it: the item or message an adapter stored in the
+    message's attributes, else the chatledger message; new input as it was sent."""
+    if kind == "ref" and isinstance(obj, dict):
+        attributes = obj.get("attributes")
+        if isinstance(attributes, dict):
+            for name in _CARRIED:
+                if isinstance(attributes.get(name), dict):
+                    return attributes[name]
+    return obj
