@@ -17,6 +17,10 @@ model sees is chosen by :func:`window_callback`, a ``session_input_callback`` fo
 LangChain4j's window rules plus a provider-valid view, computed over the items, so the model
 sees a valid window while the log keeps everything.
 
+``session.window_callback(policy)`` does the same and also records, per model call, a
+``context_sent`` event naming exactly what the model was sent (:meth:`LedgerSession.sent`
+replays it).
+
 Requires the ``openai-agents`` extra; from your chatledger clone:
 ``pip install -e '.[openai-agents]'``.
 """

@@ -20,7 +20,7 @@ from projections.cli.store import existing
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["add_commands", "quarantine_cmd", "sent_cmd"]
+__all__ = ["add_commands", "model_call_note", "quarantine_cmd", "sent_cmd"]
 
 _CARRIED = ("openai_agents.item", "langchain.message")  # what the adapters keep in attributes
 
@@ -118,3 +118,29 @@ def _shown(kind: str, obj: Any) -> Any:
                 if isinstance(attributes.get(name), dict):
                     return attributes[name]
     return obj
+
+
+def model_call_note(store: EventStore, key: str, seq: int, shown: list[Any]) -> str | None:
+    """For ``show --as-of SEQ`` at a recorded model call: what it sent of the list shown and
+    what it left out (None at any other event)."""
+    from eventlog.ids import StreamKey
+    from eventlog.models import ContextSent
+    from projections.replay import read_checked
+
+    if seq < 1:
+        return None
+    found = read_checked(store, StreamKey(key), gt=seq - 1, lte=seq)
+    event = decode_event(found[0]) if found else None
+    if not isinstance(event, ContextSent):
+        return None
+    sent = {tuple(entry["ref"]) for entry in event.sent if isinstance(entry.get("ref"), list)}
+    new = sum(1 for entry in event.sent if "new" in entry)
+    left = [ref for ref in shown if tuple(ref) not in sent]
+    where = ", ".join(str(ref[0]) if not ref[1] else f"{ref[0]}.{ref[1]}" for ref in left)
+    profile = f", valid for {event.profile}" if event.profile else ""
+    tokens = f", {event.tokens} tokens" if event.tokens is not None else ""
+    return (
+        f"model call at seq {seq} ({event.policy}{profile}{tokens}): sent {len(sent)} of these "
+        f"and {new} new input item(s); left out: {'events ' + where if left else 'none'} - "
+        f"`chatledger sent {shell_id(key)} {seq}` prints exactly what was sent"
+    )

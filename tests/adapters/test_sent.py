@@ -152,9 +152,16 @@ def test_the_command_line_prints_what_was_sent(tmp_path, cli) -> None:
     none = cli("sent", "--db", path, "conv", "3")
     assert none.returncode == 1
     assert "no window recorded at seq 3" in none.stderr
+    shown_view = cli("show", "--db", path, "conv", "--as-of", "6")
+    assert shown_view.returncode == 0, shown_view.stderr
+    assert "model call at seq 6 (messages:3, valid for openai): sent 2 of these" in (
+        shown_view.stdout
+    )
+    assert "left out: events 1, 2, 3" in shown_view.stdout
+    assert "model call" not in cli("show", "--db", path, "conv", "--as-of", "5").stdout
     history = cli("history", "--db", path, "conv")
     assert "sent 3 items to a model (messages:3)" in history.stdout
-    assert "2147483647" not in history.stdout + shown.stdout + none.stderr
+    assert "2147483647" not in history.stdout + shown.stdout + none.stderr + shown_view.stdout
 
 
 def test_a_recorded_call_survives_export_and_import(tmp_path) -> None:
