@@ -31,6 +31,12 @@ seq. Any continuation, of any length, by any number of writers, is normal and si
 
 A session written before this module (no ``"sys"`` in its meta) has its system messages found
 once, by reading the list, the first time an object writes to it.
+
+A ``context_sent`` event - what one model call was sent (:meth:`ItemList.record_sent`,
+:meth:`ItemList.sent`) - keeps the list in its meta like every other event, so a head that
+records a model call still says what the list is. A record acknowledged
+as damaged (:meth:`~eventlog.store.EventStore.quarantine`) is left out of the list where it
+is read, and ``newest(k)`` takes as many more from before it.
 """
 
 from __future__ import annotations
