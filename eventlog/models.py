@@ -21,6 +21,7 @@ __all__ = [
     "CURRENT_SCHEMA_VERSION",
     "CompactionRun",
     "ContentErased",
+    "ContextSent",
     "ErasureReceipt",
     "Event",
     "HeadSeal",
@@ -32,6 +33,7 @@ __all__ = [
     "MessagesSet",
     "NewRecord",
     "Record",
+    "RecordQuarantined",
     "Snapshot",
     "StreamHead",
     "StreamInfo",
@@ -212,6 +214,53 @@ class CompactionRun(BaseModel):
     errors: tuple[str, ...] = ()
 
 
+class RecordQuarantined(BaseModel):
+    """The acknowledgement of a damaged record (:meth:`EventStore.quarantine`), in the store's
+    own ``~sys:quarantine`` stream: reads of the memory leave that one record out instead of
+    refusing, and ``verify()`` still reports the break.
+
+    Attributes:
+        memory: The stream key of the memory holding the damaged record.
+        seq: The damaged record's seq.
+        found: What was wrong with it when it was acknowledged (the read path's reason).
+        found_hash: The hash stored in its row then ("" when the row was gone).
+        quarantined_at: When it was acknowledged.
+        reason: Why, in the operator's words (e.g. ``"disk fault, ticket 42"``).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["record_quarantined"] = "record_quarantined"
+    memory: str
+    seq: int
+    found: str
+    found_hash: str
+    quarantined_at: datetime
+    reason: str
+
+
+class ContextSent(BaseModel):
+    """What one model call was sent, recorded by a framework session (``window_callback``, a
+    LangChain history with ``window=``) in the memory's own stream, so the call's exact input
+    is replayed from the log.
+
+    Attributes:
+        sent: The input in order, each ``{"ref": [seq, index]}`` (a message of this memory's
+            log) or ``{"new": item}`` (input not in the log, kept exactly as sent).
+        policy: The window policy that chose it (e.g. ``"messages:20"``).
+        profile: The provider profile it was made valid for (None: none).
+        tokens: Its token count under a token policy (None for a message window).
+        adapter: Which adapter recorded it (``"openai_agents"``, ``"langchain"``).
+    """
+
+    model_config = _FROZEN
+    kind: Literal["context_sent"] = "context_sent"
+    sent: tuple[dict[str, Any], ...]
+    policy: str
+    profile: str | None = None
+    tokens: int | None = None
+    adapter: str
+
+
 Event: TypeAlias = Annotated[
     MessageAdded
     | MessagesSet
@@ -220,7 +269,9 @@ Event: TypeAlias = Annotated[
     | MessageRetracted
     | MemoryPurged
     | MemoryErased
-    | CompactionRun,
+    | CompactionRun
+    | RecordQuarantined
+    | ContextSent,
     Field(discriminator="kind"),
 ]
 

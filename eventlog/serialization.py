@@ -26,6 +26,7 @@ from eventlog.models import (
     CURRENT_SCHEMA_VERSION,
     CompactionRun,
     ContentErased,
+    ContextSent,
     Event,
     LoggedEvent,
     MemoryCleared,
@@ -36,6 +37,7 @@ from eventlog.models import (
     MessagesSet,
     NewRecord,
     Record,
+    RecordQuarantined,
     SummaryRecorded,
 )
 from eventlog.validation import Checked
@@ -87,7 +89,14 @@ def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> N
     elif isinstance(event, MemoryCleared):
         payload = "{}"
     elif isinstance(
-        event, MemoryPurged | MemoryErased | CompactionRun | SummaryRecorded | MessageRetracted
+        event,
+        MemoryPurged
+        | MemoryErased
+        | CompactionRun
+        | SummaryRecorded
+        | MessageRetracted
+        | RecordQuarantined
+        | ContextSent,
     ):
         payload = _dumps(event.model_dump(mode="json", exclude={"kind"}))
     else:
@@ -167,6 +176,10 @@ def decode_event(record: Record) -> Event | ContentErased:
         return SummaryRecorded.model_validate_json(payload)
     if kind == "message_retracted":
         return MessageRetracted.model_validate_json(payload)
+    if kind == "record_quarantined":
+        return RecordQuarantined.model_validate_json(payload)
+    if kind == "context_sent":
+        return ContextSent.model_validate_json(payload)
     msg = f"record {record.stream_id}#{record.seq} has unknown kind {kind!r}"
     raise ValueError(msg)
 

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from hashlib import sha256
 from types import TracebackType
@@ -52,6 +52,7 @@ from eventlog.models import (
     MemoryPurged,
     NewRecord,
     Record,
+    RecordQuarantined,
     Snapshot,
     StreamHead,
     StreamInfo,
@@ -712,6 +713,60 @@ class EventStore(ABC):
         found = self.read(memory_id, gt=gt, lte=lte, limit=limit, desc=desc)
         vouch(self, key, found, ends, gt=gt, lte=lte, limit=limit, desc=desc)
         return found
+
+    def quarantine(self, memory_id: MemoryId, seq: int, *, reason: str) -> Record:
+        """Acknowledge that record ``seq`` of a memory is damaged, so reads leave it out
+        instead of refusing the memory (see :mod:`eventlog.quarantine`). ``verify()`` keeps
+        reporting the break; the acknowledgement is a record of the ``~sys:quarantine``
+        stream, keyed when the ledger is.
+
+        Args:
+            memory_id: The memory id.
+            seq: The damaged record, as ``verify()`` or the read error names it.
+            reason: Why, recorded with the acknowledgement.
+
+        Returns:
+            The acknowledgement record (the existing one if ``seq`` was acknowledged before).
+
+        Raises:
+            ValueError: The record is intact (nothing to quarantine), the seq is past the head,
+                or the reason is empty.
+            ChainKeyError: The ledger is keyed and this store was opened without the key.
+            ReadOnlyError: The store was opened read-only.
+        """
+        from eventlog.quarantine import quarantine
+
+        return quarantine(self, memory_id, seq, reason=reason)
+
+    def quarantined(self, memory_id: MemoryId) -> dict[int, RecordQuarantined]:
+        """The acknowledged damaged records of a memory, by seq (see :meth:`quarantine`).
+
+        Raises:
+            ChainIntegrityError: The acknowledgements themselves do not verify.
+        """
+        from eventlog.quarantine import quarantined
+
+        return quarantined(self, memory_id)
+
+    def read_verified_excluding(
+        self,
+        memory_id: MemoryId,
+        skip: Collection[int],
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        limit: int | None = None,
+        desc: bool = False,
+    ) -> list[Record]:
+        """:meth:`read_verified` with the records ``skip`` names (acknowledged damage, see
+        :meth:`quarantined`) left out: not checked, not returned; the rest vouched for as usual.
+
+        Raises:
+            ChainIntegrityError: Something else does not verify.
+        """
+        from eventlog.quarantine import read_excluding
+
+        return read_excluding(self, memory_id, skip, gt=gt, lte=lte, limit=limit, desc=desc)
 
     def _ends(self, key: str) -> tuple[HeadSeal | None, Record | None, Record | None]:
         """The memory's head seal, first record and newest record, for the read path's

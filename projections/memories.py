@@ -238,11 +238,21 @@ class _WindowChatMemory(ChatMemory):
             if tail and tail[0].prev_hash == self._hash and tail[-1].seq == head_seq:
                 self._apply_tail(tail)
                 return
-        if self._seq >= 0:
+        if self._seq > 0 and not self._still_holds(head_seq):
             self._changed_under_us(f"the head is now seq {head_seq}, not a continuation")
         (record,) = read_checked(self._store, self._key, gt=head_seq - 1, lte=head_seq)
         self._settle(self._recorded(record, {}), head_seq, record.hash)
         self._observe(record)
+
+    def _still_holds(self, head_seq: int) -> bool:
+        """True when the event this object last saw is still in the log, with its hash: the
+        head moved on by a continuation (of any length, by any number of writers), so
+        nothing went backwards. One record read; only a head behind ours, or another record
+        at our seq (a restore, a failover that lost commits, a rewrite), is a change."""
+        if head_seq < self._seq:
+            return False
+        mine = read_checked(self._store, self._key, gt=self._seq - 1, lte=self._seq)
+        return bool(mine) and mine[0].hash == self._hash
 
     def _catch_up(self) -> None:
         """After a lost race: what others appended since our seq, in one query."""

@@ -15,7 +15,10 @@ Stored form (canonical JSON: sorted keys, compact), every key but ``"w"`` option
 * ``"ev"``: chunked eviction's low-water mark in thousandths of the limit (``evict_to``);
 * ``"sum"``: a summarizing memory's summary in force: the seq of its ``summary_recorded`` event;
 * ``"sth"``: a summarizing memory's coverage: every message that left the window by eviction
-  at or before this seq is in the summary (or deferred by it), later ones are still to fold.
+  at or before this seq is in the summary (or deferred by it), later ones are still to fold;
+* ``"sys"``: written by a framework session's item list (:mod:`projections.adapters.item_list`):
+  the refs ``[seq, index]`` of the system messages in the window, in order, so a window policy
+  applied over the list finds them without reading the list (absent: not known).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMPTYING_KINDS",
+    "UNBOUNDED_LIMIT",
     "ForkOrigin",
     "Refs",
     "WindowMeta",
@@ -45,6 +49,10 @@ __all__ = [
 Refs = list[list[int]]
 """Run-length encoded refs: ``[a, b]`` is events a..b (index 0), ``[s, i, j]`` items i..j of
 the set event s."""
+
+UNBOUNDED_LIMIT = 2**31 - 1
+"""The limit a framework session's events record: its list keeps every item, so no window was
+chosen by it (readers show "no window recorded", never this number)."""
 
 EMPTYING_KINDS = frozenset({"memory_cleared", "memory_purged", "memory_erased"})
 """Event kinds after which the window is empty, whatever their meta says: a clear, a retention
@@ -130,6 +138,8 @@ class WindowMeta:
         evict_permille: Chunked eviction's low-water mark, thousandths of the limit.
         summary: Seq of the ``summary_recorded`` event in force (summarizing memories).
         through: Seq up to which evicted messages are summarized (summarizing memories).
+        system: The refs ``[seq, index]`` of the window's system messages (a framework
+            session's item list records them); None: not recorded.
     """
 
     runs: Refs
@@ -140,6 +150,7 @@ class WindowMeta:
     evict_permille: int | None = None
     summary: int | None = None
     through: int | None = None
+    system: Refs | None = None
 
     @classmethod
     def of(
@@ -185,6 +196,7 @@ class WindowMeta:
             and self.summary is None
             and self.through is None
         ):
+            # A session's item list (``sys``) takes this path too: it writes on every add.
             # The add path: written directly, several times faster than the JSON encoder and
             # byte-identical to it (a test compares the two).
             window = ",".join(
@@ -192,6 +204,8 @@ class WindowMeta:
                 for run in self.runs
             )
             lim = "" if self.limit is None else f'"lim":{self.limit},'
+            if self.system is not None:
+                lim += '"sys":[' + ",".join(f"[{s},{i}]" for s, i in self.system) + "],"
             if self.tokens is None:
                 return f'{{{lim}"w":[{window}]}}'
             est = _dumps(self.estimator)
@@ -215,6 +229,8 @@ class WindowMeta:
             obj["sum"] = self.summary
         if self.through is not None:
             obj["sth"] = self.through
+        if self.system is not None:
+            obj["sys"] = self.system
         return obj
 
     @classmethod
@@ -255,6 +271,7 @@ class WindowMeta:
         evict = obj.get("ev")
         summary = obj.get("sum")
         through = obj.get("sth")
+        system = obj.get("sys")
         if (
             not _is_count(limit, allow_none=True)
             or not (
@@ -266,19 +283,35 @@ class WindowMeta:
             or not (evict is None or (_is_count(evict) and 0 < evict < 1000))
             or not _is_count(summary, allow_none=True)
             or not _is_count(through, allow_none=True)
+            or not (system is None or (isinstance(system, list) and all(map(_is_ref, system))))
         ):
             msg = f"event meta has a malformed window record: {text[:80]!r}"
             raise ValueError(msg)
         fork = (
             None if origin is None else ForkOrigin(origin["memory"], origin["seq"], origin["hash"])
         )
-        return cls(runs, limit, tokens, estimator, fork, evict, summary, through)
+        return cls(runs, limit, tokens, estimator, fork, evict, summary, through, system)
+
+    def holds(self, ref: Sequence[int]) -> bool:
+        """True when the window's runs name ``ref`` (``[seq, index]``), without expanding them."""
+        seq, index = ref[0], ref[1]
+        for run in self.runs:
+            if len(run) == 2:
+                if index == 0 and run[0] <= seq <= run[1]:
+                    return True
+            elif seq == run[0] and run[1] <= index <= run[2]:
+                return True
+        return False
 
 
 def _is_count(value: object, *, allow_none: bool = False) -> bool:
     if value is None:
         return allow_none
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_ref(ref: object) -> bool:
+    return isinstance(ref, list) and len(ref) == 2 and all(_is_count(v) for v in ref)
 
 
 def _is_run(run: object) -> bool:
@@ -356,4 +389,19 @@ def check_window_record(record: Record, brought: Brought) -> None:
     for (s1, _, j1), (s2, i2, _) in pairwise(sorted(sets)):
         if s1 == s2 and i2 <= j1:
             msg = f"refers to item {i2} of event {s2} twice"
+            raise ValueError(msg)
+    _check_system(meta)
+
+
+def _check_system(meta: WindowMeta) -> None:
+    """A session's system refs name messages of its window, once each, in order."""
+    if meta.system is None:
+        return
+    for ref in meta.system:
+        if not meta.holds(ref):
+            msg = f"names system message {ref} outside its window"
+            raise ValueError(msg)
+    for a, b in pairwise(meta.system):
+        if (a[0], a[1]) >= (b[0], b[1]):
+            msg = f"names system messages {a} and {b} out of order"
             raise ValueError(msg)

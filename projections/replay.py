@@ -38,6 +38,7 @@ __all__ = [
     "erased_error",
     "materialize",
     "origin_entries",
+    "quarantined_seqs",
     "read_checked",
     "records",
     "replay",
@@ -62,7 +63,28 @@ def read_checked(store: EventStore, memory_id: MemoryId, **bounds: Any) -> list[
     Raises:
         ChainIntegrityError: Something does not verify; it names the memory, seq and remedy.
     """
-    return store.read_verified(memory_id, **bounds)
+    try:
+        return store.read_verified(memory_id, **bounds)
+    except ChainIntegrityError:
+        # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
+        skip = _quarantined(store, memory_id)
+        if not skip:
+            raise
+        return store.read_verified_excluding(memory_id, skip, **bounds)
+
+
+def _quarantined(store: EventStore, memory_id: MemoryId) -> set[int]:
+    """The acknowledged damaged seqs of a memory (none when the acknowledgements themselves
+    do not verify: then the original refusal stands)."""
+    try:
+        return set(store.quarantined(memory_id))
+    except ChainIntegrityError:
+        return set()
+
+
+def quarantined_seqs(store: EventStore, memory_id: MemoryId) -> set[int]:
+    """:meth:`EventStore.quarantined`'s seqs; empty when they do not verify."""
+    return _quarantined(store, memory_id)
 
 
 def window_meta(record: Record) -> WindowMeta:
@@ -317,6 +339,9 @@ def materialize(
     try:
         return [have[ref] for ref in refs]
     except KeyError as e:
+        skip = quarantined_seqs(store, memory_id) if needed else set()
+        if skip and all(ref in have or ref[0] in skip for ref in refs):
+            return [have[ref] for ref in refs if ref in have]  # acknowledged damage left out
         msg = (
             f"the window of {memory_id!r} refers to event {e.args[0]}, which is not in the "
             "store (purged or altered); run verify()"
@@ -419,12 +444,20 @@ def records(
     """
     after = gt
     previous: Record | None = None
+    skip: set[int] | None = None
     while True:
         batch = read_checked(store, memory_id, gt=after, lte=lte, limit=page)
         for record in batch:
             if previous is not None and (
                 record.seq != previous.seq + 1 or record.prev_hash != previous.hash
             ):
+                skip = quarantined_seqs(store, memory_id) if skip is None else skip
+                if all(s in skip for s in range(previous.seq + 1, record.seq)) and (
+                    record.seq != previous.seq + 1 or record.seq in skip or previous.seq in skip
+                ):
+                    previous = record  # across acknowledged damage: no link to check
+                    yield record
+                    continue
                 raise ChainIntegrityError(
                     record.stream_id,
                     record.seq,

@@ -40,16 +40,25 @@ except ImportError as e:
     raise ModuleNotFoundError(msg, name=e.name) from e
 
 from eventlog import messages as cl
+from eventlog.aio import off_loop
+from eventlog.lc4j_json import message_from_obj
+from eventlog.models import ContextSent
 from eventlog.store import EventStore
+from projections.adapters.item_list import (
+    LANGCHAIN_KEY,
+    UNBOUNDED,
+    ItemList,
+    Ref,
+    describe,
+    tail,
+)
 from projections.memories import MessageWindowChatMemory
-from projections.window import Entry, Window, WindowPolicy
+from projections.window import Entry, MessageWindowPolicy, TokenWindowPolicy, Window, WindowPolicy
 
 __all__ = ["MESSAGE_KEY", "LedgerChatMessageHistory", "from_langchain", "to_langchain"]
 
-MESSAGE_KEY = "langchain.message"
+MESSAGE_KEY = LANGCHAIN_KEY
 """The attribute that carries the LangChain message (its ``message_to_dict`` form)."""
-
-UNBOUNDED = 2**31 - 1  # the history keeps every message: its window never evicts
 
 
 def _text(message: BaseMessage) -> str:
@@ -146,56 +155,193 @@ def _for_rules(message: cl.ChatMessage) -> cl.ChatMessage:
 class LedgerChatMessageHistory(BaseChatMessageHistory):
     """LangChain chat history stored in a chatledger memory.
 
+    Each read costs what it returns (the full list, or O(window) with ``window=``) and each
+    write what it writes, whatever the history's length (see
+    :mod:`projections.adapters.item_list`): a new object per request is cheap.
+
     Args:
         memory_id: The memory id (``chatledger history <id>``).
         store: The ledger (SQLite, PostgreSQL or in-memory).
         window: A policy (e.g. ``MessageWindowPolicy(20)``): ``messages`` is the window that
-            policy keeps, by LangChain4j's rules; None: the full history since the last clear.
+            policy keeps, by LangChain4j's rules, and each read of it appends a
+            ``context_sent`` event naming exactly the messages returned (what the model is
+            sent; :meth:`sent` gives them back); None: the full history since the last clear.
+        record: False: a window read records nothing (a reader that may not write, e.g. a
+            read-only store or a keyed one opened without its key).
     """
 
     def __init__(
-        self, memory_id: Any, *, store: EventStore, window: WindowPolicy | None = None
+        self,
+        memory_id: Any,
+        *,
+        store: EventStore,
+        window: WindowPolicy | None = None,
+        record: bool = True,
     ) -> None:
-        self.memory = MessageWindowChatMemory(memory_id, max_messages=UNBOUNDED, store=store)
+        self.items = ItemList(store, memory_id)
+        self.store = store
         self.window = window
+        self.record = record
+        self._memory: MessageWindowChatMemory | None = None
 
-    def _shown(self, stored: list[cl.ChatMessage]) -> list[BaseMessage]:
+    @property
+    def memory(self) -> MessageWindowChatMemory:
+        """The history as a chatledger memory, for time travel (``history()``, ``as_of``);
+        its first use reads the whole list."""
+        if self._memory is None:
+            self._memory = MessageWindowChatMemory(
+                self.items.id, max_messages=UNBOUNDED, store=self.store
+            )
+        return self._memory
+
+    def _read(self) -> list[BaseMessage]:
         if self.window is None:
-            return [to_langchain(m) for m in stored]
+            return _to_langchain_all(self.items.newest())
         policy = self.window
-        folded = Window(policy)
-        for index, message in enumerate(stored):
-            rules = _for_rules(message)
-            entry = Entry(rules, (index + 1, 0), policy.count(rules))
-            folded.add(entry, lambda: policy.limit_for(self.memory.id))
-        view = folded.view(policy.limit_for(self.memory.id))
-        return [to_langchain(stored[e.ref[0] - 1]) for e in view]
+        stored, refs = windowed_refs(self.items, policy)
+        if not self.record:
+            return _to_langchain_all(stored)
+        # What the model is sent, recorded: one append per read of the window.
+        tokens = None
+        if isinstance(policy, TokenWindowPolicy):
+            rules = [_for_rules(message_from_obj(obj)) for obj in stored]
+            tokens = int(policy.estimator.estimate_token_count_in_messages(rules))
+        self.items.record_sent(
+            ContextSent(
+                sent=tuple({"ref": list(ref)} for ref in refs),
+                policy=describe(policy, self.items.id),
+                tokens=tokens,
+                adapter="langchain",
+            )
+        )
+        return _to_langchain_all(stored)
+
+    def sent(self, seq: int) -> list[BaseMessage]:
+        """The messages the window read recorded at event ``seq`` returned (what the model was
+        sent from this history), exactly.
+
+        Raises:
+            ValueError: Event ``seq`` records no window ("no window recorded").
+        """
+        return _to_langchain_all([obj for _, obj in self.items.sent(seq)])
+
+    async def asent(self, seq: int) -> list[BaseMessage]:
+        """:meth:`sent`, without blocking the event loop."""
+        return await off_loop(self.store, self.sent, seq)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The full history since the last clear, or the window of ``window``."""
-        return self._shown(self.memory.messages())
+        return self._read()
 
     async def aget_messages(self) -> list[BaseMessage]:
-        """:attr:`messages`, without blocking the event loop."""
-        return self._shown(await self.memory.amessages())
+        """:attr:`messages`, without blocking the event loop (a long history is read in
+        steps, the event loop running between them)."""
+        if self.window is not None:
+            return await off_loop(self.store, self._read)
+        steps = self.items.chunks(None, _to_langchain_all)
+        messages: list[BaseMessage] = []
+        while (part := await off_loop(self.store, next, steps, None)) is not None:
+            messages.extend(part)
+        return messages
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages as one atomic write (a bad one: nothing is written)."""
         stored = [from_langchain(m) for m in messages]
         if stored:
-            self.memory.add(stored)
+            self.items.add(stored)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """:meth:`add_messages`, without blocking the event loop."""
         stored = [from_langchain(m) for m in messages]
         if stored:
-            await self.memory.aadd(stored)
+            await off_loop(self.store, self.items.add, stored)
 
     def clear(self) -> None:
         """Empty the conversation: one ``memory_cleared`` event; the history keeps all."""
-        self.memory.clear()
+        self.items.clear()
 
     async def aclear(self) -> None:
         """:meth:`clear`, without blocking the event loop."""
-        await self.memory.aclear()
+        await off_loop(self.store, self.items.clear)
+
+
+def _to_langchain_all(stored: list[Any]) -> list[BaseMessage]:
+    """The LangChain messages of stored message objects: the ones this adapter wrote in one
+    ``messages_from_dict`` call, without building chatledger messages first."""
+    out: list[BaseMessage | None] = []
+    carried: list[dict[str, Any]] = []
+    where: list[int] = []
+    for obj in stored:
+        attributes = obj.get("attributes") if isinstance(obj, dict) else None
+        carried_message = attributes.get(MESSAGE_KEY) if isinstance(attributes, dict) else None
+        if isinstance(carried_message, dict):
+            where.append(len(out))
+            carried.append(carried_message)
+            out.append(None)
+        else:
+            out.append(to_langchain(message_from_obj(obj)))
+    for index, message in zip(where, messages_from_dict(carried), strict=True):
+        out[index] = message
+    return [m for m in out if m is not None]
+
+
+def windowed(items: ItemList, policy: WindowPolicy) -> list[Any]:
+    """The stored objects of :func:`windowed_refs`."""
+    return windowed_refs(items, policy)[0]
+
+
+def windowed_refs(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], list[Ref]]:
+    """The stored objects of the window ``policy`` keeps over the list, by LangChain4j's rules,
+    reading O(window) items.
+
+    The rules evict from the front and keep the newest system message, so the window is that
+    system message plus a suffix of the list. It is folded over the newest ``span`` items
+    (seeded with the newest system message before them, which the list's meta names) and over
+    the newest ``2 * span``; when both agree, earlier items cannot change it, else ``span``
+    grows. Chunked eviction (``evict_to``) depends on the whole path, so it folds everything.
+    """
+    runs, system = items.snapshot()
+    refs = tail(runs, None) if policy.evict_permille is not None or system is None else None
+    cache: dict[Ref, Any] = {}
+    if refs is not None:
+        kept = _fold(items, policy, refs, None, cache)
+        return [cache[ref] for ref in kept], kept
+    size = sum(run[-1] - run[-2] + 1 for run in runs)
+    limit = policy.limit_for(items.id)
+    span = limit + 8 if isinstance(policy, MessageWindowPolicy) else 32
+    while True:
+        if 2 * span >= size:
+            kept = _fold(items, policy, tail(runs, None), None, cache)
+            return [cache[ref] for ref in kept], kept
+        wide = tail(runs, 2 * span)
+        narrow = _fold(items, policy, wide[span:], _seed(system or [], wide[span]), cache)
+        broad = _fold(items, policy, wide, _seed(system or [], wide[0]), cache)
+        if narrow == broad:
+            return [cache[ref] for ref in broad], broad
+        span *= 4
+
+
+def _seed(system: list[Ref], start: Ref) -> Ref | None:
+    """The newest system message before ``start``."""
+    before = [ref for ref in system if ref < start]
+    return before[-1] if before else None
+
+
+def _fold(
+    items: ItemList,
+    policy: WindowPolicy,
+    refs: list[Ref],
+    seed: Ref | None,
+    cache: dict[Ref, Any],
+) -> list[Ref]:
+    """The refs the window keeps after adding ``seed`` then ``refs`` (their objects cached)."""
+    order = ([seed] if seed is not None else []) + refs
+    missing = [ref for ref in order if ref not in cache]
+    for ref, obj in zip(missing, items.objects(missing), strict=True):
+        cache[ref] = obj
+    window = Window(policy)
+    for ref in order:
+        rules = _for_rules(message_from_obj(cache[ref]))
+        window.add(Entry(rules, ref, policy.count(rules)), lambda: policy.limit_for(items.id))
+    return [e.ref for e in window.view(policy.limit_for(items.id))]

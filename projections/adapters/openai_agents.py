@@ -11,10 +11,15 @@ System and developer items, reasoning items and every other type are custom mess
 message would be subject to LangChain4j's "one system message" rule, which is a window rule,
 not a history rule.
 
-The session's own list is the raw history (an unbounded window: nothing is evicted). What the
+The session's own list is the raw history (nothing is evicted), read by index: each call costs
+what it returns, not the history's length (see :mod:`projections.adapters.item_list`). What the
 model sees is chosen by :func:`window_callback`, a ``session_input_callback`` for ``RunConfig``:
 LangChain4j's window rules plus a provider-valid view, computed over the items, so the model
 sees a valid window while the log keeps everything.
+
+``session.window_callback(policy)`` does the same and also records, per model call, a
+``context_sent`` event naming exactly what the model was sent (:meth:`LedgerSession.sent`
+replays it).
 
 Requires the ``openai-agents`` extra; from your chatledger clone:
 ``pip install -e '.[openai-agents]'``.
@@ -42,6 +47,8 @@ except ImportError as e:
     )
     raise ModuleNotFoundError(msg, name=e.name) from e
 
+from eventlog.aio import off_loop
+from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import (
     AiMessage,
     ChatMessage,
@@ -50,17 +57,17 @@ from eventlog.messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from eventlog.models import ContextSent
 from eventlog.store import EventStore
+from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList, Ref, describe
 from projections.memories import MessageWindowChatMemory
 from projections.validity import valid_items
-from projections.window import Entry, Window, WindowPolicy
+from projections.window import Entry, TokenWindowPolicy, Window, WindowPolicy
 
 __all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callback"]
 
 ITEM_KEY = "openai_agents.item"
 """The attribute that carries the SDK's item, exactly as it was added."""
-
-UNBOUNDED = 2**31 - 1  # a session keeps every item: its window never evicts
 
 Item = dict[str, Any]
 _T = TypeVar("_T")
@@ -150,6 +157,9 @@ def item_of(message: ChatMessage) -> Item:
 class LedgerSession(SessionABC):
     """An OpenAI Agents SDK session whose items are events of a chatledger memory.
 
+    Each call costs what it returns, whatever the history's length (see
+    :mod:`projections.adapters.item_list`): a new object per request is cheap.
+
     Args:
         session_id: The session id; it is the memory id (``chatledger history <id>``).
         store: The ledger (SQLite, PostgreSQL or in-memory).
@@ -172,8 +182,22 @@ class LedgerSession(SessionABC):
             else SessionSettings()
         )
         self.store = store
-        self.memory = MessageWindowChatMemory(session_id, max_messages=UNBOUNDED, store=store)
+        self.items = ItemList(store, session_id)
+        self._memory: MessageWindowChatMemory | None = None
         self._closed = False
+        # What get_items() last returned, with the refs of each item: window_callback()
+        # names the history items it sends by these refs.
+        self._served: tuple[list[Item], list[Ref]] = ([], [])
+
+    @property
+    def memory(self) -> MessageWindowChatMemory:
+        """The session as a chatledger memory, for its history and time travel (``history()``,
+        ``as_of``); its first use reads the whole list."""
+        if self._memory is None:
+            self._memory = MessageWindowChatMemory(
+                self.session_id, max_messages=UNBOUNDED, store=self.store
+            )
+        return self._memory
 
     def close(self) -> None:
         """Refuse further calls on this object (the store stays open: it may be shared)."""
@@ -190,10 +214,24 @@ class LedgerSession(SessionABC):
         """The items in order; with ``limit`` (or the settings' limit) the newest ``limit``."""
         self._check_open()
         wanted = resolve_session_limit(limit, self.session_settings)
-        items = [cast("TResponseInputItem", item_of(m)) for m in await self.memory.amessages()]
-        if wanted is None or wanted < 0:  # SQLiteSession: a negative limit means no limit
-            return items
-        return items[-wanted:] if wanted else []
+        if wanted is not None and wanted < 0:  # SQLiteSession: a negative limit means no limit
+            wanted = None
+        if wanted is not None and wanted <= CHUNK:
+            return await off_loop(self.store, self._items, wanted)
+        # A long list in steps on the worker, the event loop running between them.
+        refs: list[Ref] = []
+        steps = self.items.chunks(wanted, _items_of_stored, refs_out=refs)
+        items: list[TResponseInputItem] = []
+        while (part := await off_loop(self.store, next, steps, None)) is not None:
+            items.extend(part)
+        self._served = (list(cast("list[Item]", items)), refs)  # the caller may edit its list
+        return items
+
+    def _items(self, wanted: int) -> list[TResponseInputItem]:
+        stored, refs = self.items.newest_refs(wanted)
+        items = _items_of_stored(stored)
+        self._served = (list(cast("list[Item]", items)), refs)  # the caller may edit its list
+        return items
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append the items as one atomic write (a bad item: nothing is written)."""
@@ -201,7 +239,7 @@ class LedgerSession(SessionABC):
         if not items:
             return
         messages = [message_of(item) for item in items]  # every item checked before writing
-        await _outcome(self.memory.aadd(messages))
+        await _outcome(off_loop(self.store, self.items.add, messages))
 
     async def pop_item(
         self, *, wrapper: Any = None, check: Callable[[Item], object] | None = None
@@ -214,14 +252,100 @@ class LedgerSession(SessionABC):
                 written (e.g. authenticate an encrypted item before removing it).
         """
         self._check_open()
-        seen = None if check is None else (lambda message: check(item_of(message)))
-        message = await _outcome(self.memory.apop(seen))
-        return None if message is None else cast("TResponseInputItem", item_of(message))
+        seen = None if check is None else (lambda obj: check(_item_of_stored(obj)))
+        obj = await _outcome(off_loop(self.store, self.items.pop, seen))
+        return None if obj is None else cast("TResponseInputItem", _item_of_stored(obj))
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Empty the session: a ``memory_cleared`` event; the history keeps every item."""
         self._check_open()
-        await _outcome(self.memory.aclear())
+        await _outcome(off_loop(self.store, self.items.clear))
+
+    def window_callback(
+        self, policy: WindowPolicy, *, valid_for: str | None = "openai"
+    ) -> Callable[[list[Item], list[Item]], Awaitable[list[Item]]]:
+        """:func:`window_callback` that also records, per model call, a ``context_sent`` event
+        naming exactly what was sent: the history items by the seqs of their events (as
+        :meth:`get_items` returned them), anything else - the new input, an item the SDK
+        changed - kept in the event as sent; with the policy, the profile and, for a token
+        policy, the token count. One append per call. :meth:`sent` gives it back.
+
+        Args:
+            policy: E.g. ``MessageWindowPolicy(20)`` or ``TokenWindowPolicy(4000, estimator)``.
+            valid_for: A provider profile (see :mod:`projections.validity`), or None.
+        """
+        select = window_callback(policy, valid_for=valid_for, memory_id=self.session_id)
+
+        async def record(history: list[Item], new_input: list[Item]) -> list[Item]:
+            chosen = select(history, new_input)
+            event = ContextSent(
+                sent=tuple(self._sent_entries(chosen)),
+                policy=describe(policy, self.session_id),
+                profile=valid_for,
+                tokens=_tokens(policy, chosen),
+                adapter="openai_agents",
+            )
+            await _outcome(off_loop(self.store, self.items.record_sent, event))
+            return chosen
+
+        return record
+
+    def _sent_entries(self, chosen: list[Item]) -> list[dict[str, Any]]:
+        """Each chosen item as a ref to the event holding an equal item that get_items()
+        served (each served item used once), else the item itself."""
+        served, refs = self._served
+        by_text: dict[str, list[Ref]] = {}
+        for item, ref in zip(served, refs, strict=True):
+            by_text.setdefault(_canonical(item), []).append(ref)
+        entries: list[dict[str, Any]] = []
+        for item in chosen:
+            free = by_text.get(_canonical(item))
+            if free:
+                entries.append({"ref": list(free.pop(0))})
+            else:
+                entries.append({"new": item})
+        return entries
+
+    async def sent(self, seq: int) -> list[TResponseInputItem]:
+        """The input of the model call recorded at event ``seq`` (by :meth:`window_callback`),
+        exactly as it was sent.
+
+        Raises:
+            ValueError: Event ``seq`` records no window ("no window recorded").
+        """
+        entries = await off_loop(self.store, self.items.sent, seq)
+        return [
+            cast("TResponseInputItem", _item_of_stored(obj) if kind == "ref" else obj)
+            for kind, obj in entries
+        ]
+
+
+def _canonical(item: object) -> str:
+    return json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _tokens(policy: WindowPolicy, chosen: list[Item]) -> int | None:
+    """The token count of what was sent, under a token policy's estimator."""
+    if not isinstance(policy, TokenWindowPolicy):
+        return None
+    units = [message for _, message in _units(chosen)]
+    return int(policy.estimator.estimate_token_count_in_messages(units))
+
+
+def _items_of_stored(stored: list[Any]) -> list[TResponseInputItem]:
+    return [cast("TResponseInputItem", _item_of_stored(obj)) for obj in stored]
+
+
+def _item_of_stored(obj: Any) -> Item:
+    """The item a stored message object carries, without building the message when it is
+    one this adapter wrote (the item sits in its attributes)."""
+    if isinstance(obj, dict):
+        attributes = obj.get("attributes")
+        if isinstance(attributes, dict):
+            item = attributes.get(ITEM_KEY)
+            if isinstance(item, dict):
+                return item
+    return item_of(message_from_obj(obj))
 
 
 async def _outcome(write: Awaitable[_T]) -> _T:

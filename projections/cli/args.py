@@ -434,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspection_commands(commands)
     _add_maintenance_commands(commands)
     _add_key_command(commands)
+    from projections.cli import sessions  # its own module: it imports from this one
+
+    sessions.add_commands(commands)
     return parser
 
 

@@ -175,6 +175,12 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         name, text = describe(message)
         table.add_row(str(number), ref_text(ref), role(name), plain(text))
     console().print(table)
+    if args.policy is None:
+        from projections.cli.sessions import model_call_note
+
+        note = model_call_note(store, key, seq, [ref for ref, _ in view])
+        if note is not None:
+            console().print(plain(note))
     summary = None if args.policy is not None else model.summary_at(store, key, seq)
     if summary is not None:
         # A summarizing memory sent this summary before the window (after its system message).

@@ -24,12 +24,14 @@ from eventlog.messages import (
 from eventlog.models import (
     CompactionRun,
     ContentErased,
+    ContextSent,
     MemoryErased,
     MemoryPurged,
     MessageAdded,
     MessageRetracted,
     MessagesSet,
     Record,
+    RecordQuarantined,
     SummaryRecorded,
 )
 from eventlog.serialization import decode_event, require_opened
@@ -187,6 +189,12 @@ def record_summary(record: Record) -> tuple[Text, int | None]:
     if isinstance(event, SummaryRecorded):
         text = f"summary of {plural(len(event.covers), 'evicted message')}: {event.summary}"
         return Text(short(text), style="cyan"), size
+    if isinstance(event, ContextSent):
+        what = f"sent {plural(len(event.sent), 'item')} to a model ({event.policy})"
+        return Text(what, style="magenta"), size
+    if isinstance(event, RecordQuarantined):
+        text = f"quarantined {event.memory} seq {event.seq} ({event.found}): {event.reason}"
+        return Text(short(text), style="red"), 0
     if isinstance(event, CompactionRun):
         text = (
             f"compacted {len(event.compacted)}, purged {len(event.purged)}, "
@@ -220,6 +228,8 @@ def record_json(record: Record) -> dict[str, Any]:
         "compaction_run",
         "summary_recorded",
         "message_retracted",
+        "record_quarantined",
+        "context_sent",
     ):
         obj["event"] = payload
     origin = forked_from(record)

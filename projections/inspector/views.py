@@ -47,7 +47,7 @@ from projections.inspector.badges import (
     records_badge,
 )
 from projections.inspector.text import link_target
-from projections.meta import WindowMeta
+from projections.meta import UNBOUNDED_LIMIT, WindowMeta
 from projections.replay import read_checked, what_if
 from projections.window import Entry
 
@@ -317,7 +317,8 @@ def step_view(
             len(departures),
         ),
         tokens=tokens,
-        limit=None if meta is None else meta.limit,
+        # A session's list records no window: shown as such, never as its sentinel limit.
+        limit=None if meta is None or meta.limit == UNBOUNDED_LIMIT else meta.limit,
         summary=None if summary is None else summary[1],
         timeline=timeline,
         badge=badge,

@@ -1,0 +1,637 @@
+"""A framework session's item list, read by index: the cost of a call is what it returns.
+
+An OpenAI Agents SDK session and a LangChain history are lists: every item added since the last
+clear, minus the ones taken back. They are stored as the memories' events (``message_added``,
+``message_retracted``, ``memory_cleared``), and each event records in its meta, like every event
+a memory writes, the list right after it (:class:`~projections.meta.WindowMeta`): its refs
+run-length encoded - ``[[1, 20000]]`` for twenty thousand adds - plus the refs of its system
+messages (``"sys"``), so a window policy applied over the list needs no scan to find them.
+
+So nothing is ever searched for:
+
+* the newest event says what the list is, clears and retractions included: a clear empties it,
+  a retraction drops the ref, an add extends the last run;
+* ``newest(k)`` is one verified read of the newest ``k`` events, newest first: in the common
+  case (no retraction among them) those are the items; otherwise the refs name exactly the
+  events still to read, in as few range reads as they have gaps;
+* ``add(n)`` writes ``n`` events in one append whose expected seq and hash are the object's
+  (a lost race reloads the newest event and retries), each meta costing O(runs): one run per
+  ``pop`` followed by an add, whatever the list's length;
+* a cold object costs one read of the newest event plus what it returns.
+
+Every read goes through :meth:`~eventlog.store.EventStore.read_verified` (each record's hash and
+commitment, the links inside the range, the memory's sealed head and first record), and a read
+of everything in pages links each page to the one before: nothing is served that the chain
+does not vouch for, at a cost independent of the history's length.
+
+The object remembers the seq and hash of the newest event it saw. When it next sees the memory,
+history only counts as changed under it (a restore, a failover that lost commits, a rewrite)
+when that event is no longer there with that hash: a head behind it, or another record at its
+seq. Any continuation, of any length, by any number of writers, is normal and silent.
+
+A session written before this module (no ``"sys"`` in its meta) has its system messages found
+once, by reading the list, the first time an object writes to it.
+
+A ``context_sent`` event - what one model call was sent (:meth:`ItemList.record_sent`,
+:meth:`ItemList.sent`) - keeps the list in its meta like every other event, so a head that
+records a model call still says what the list is. A record acknowledged
+as damaged (:meth:`~eventlog.store.EventStore.quarantine`) is left out of the list where it
+is read, and ``newest(k)`` takes as many more from before it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from eventlog.errors import ChainIntegrityError, ConcurrencyError
+from eventlog.hashing import GENESIS
+from eventlog.ids import MemoryId, StreamKey, memory_key
+from eventlog.lc4j_json import message_from_obj
+from eventlog.messages import ChatMessage, CustomMessage, SystemMessage
+from eventlog.models import ContextSent, MessageRetracted, NewRecord, Record
+from eventlog.serialization import (
+    added_record,
+    cleared_record,
+    decode_event,
+    encode_event,
+    require_opened,
+)
+from eventlog.store import EventStore
+from projections.meta import EMPTYING_KINDS, UNBOUNDED_LIMIT, WindowMeta
+from projections.replay import erased_error, quarantined_seqs, read_checked, window_meta
+from projections.window import TokenWindowPolicy, WindowPolicy
+
+__all__ = [
+    "CHUNK",
+    "LANGCHAIN_KEY",
+    "UNBOUNDED",
+    "ItemList",
+    "Ref",
+    "describe",
+    "is_system",
+    "tail",
+]
+
+UNBOUNDED = UNBOUNDED_LIMIT
+"""The limit a session's events record: a session keeps every item (its list never evicts)."""
+
+LANGCHAIN_KEY = "langchain.message"
+"""The attribute carrying a LangChain message (see :mod:`projections.adapters.langchain`)."""
+
+Ref = tuple[int, int]
+_T = TypeVar("_T")
+Run = tuple[int, ...]
+
+_GAP = 64  # read the events between two wanted ones rather than issue another query
+_PAGE = 4_096  # events per read when the whole list is wanted: bounded memory per step
+CHUNK = 512
+"""Items per step of :meth:`ItemList.chunks`: a few milliseconds of work, so an async caller
+gives the event loop back well within the interpreter's 5 ms thread switch interval."""
+_RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
+_CLEARED_META = WindowMeta([]).encode()
+_log = logging.getLogger("chatledger.sessions")
+
+
+def is_system(message: ChatMessage) -> bool:
+    """True for a message a window policy treats as a system message: a chatledger one, or a
+    LangChain system message stored by the LangChain adapter (a custom message)."""
+    if isinstance(message, SystemMessage):
+        return True
+    if isinstance(message, CustomMessage):
+        stored = message.attributes.get(LANGCHAIN_KEY)
+        return isinstance(stored, dict) and stored.get("type") == "system"
+    return False
+
+
+def _extend(runs: list[Run], seq: int) -> None:
+    last = runs[-1] if runs else None
+    if last is not None and len(last) == 2 and last[1] == seq - 1:
+        runs[-1] = (last[0], seq)
+    else:
+        runs.append((seq, seq))
+
+
+def _drop_last(runs: list[Run]) -> Ref:
+    """Remove the newest ref of ``runs`` (not empty) and return it."""
+    last = runs[-1]
+    if len(last) == 2:
+        a, b = last
+        ref = (b, 0)
+        if a == b:
+            runs.pop()
+        else:
+            runs[-1] = (a, b - 1)
+        return ref
+    s, i, j = last
+    if i == j:
+        runs.pop()
+    else:
+        runs[-1] = (s, i, j - 1)
+    return (s, j)
+
+
+def tail(runs: Sequence[Run], count: int | None) -> list[Ref]:
+    """The newest ``count`` refs (all of them for None), oldest first, in O(runs + count)."""
+    picked: list[Ref] = []
+    for run in reversed(runs):
+        want = None if count is None else count - len(picked)
+        if want is not None and want <= 0:
+            break
+        lo, hi = run[-2], run[-1]
+        if want is not None:
+            lo = max(lo, hi - want + 1)
+        if len(run) == 2:
+            picked.extend((s, 0) for s in range(hi, lo - 1, -1))
+        else:
+            picked.extend((run[0], i) for i in range(hi, lo - 1, -1))
+    picked.reverse()
+    return picked
+
+
+def _size(runs: Sequence[Run]) -> int:
+    return sum(run[-1] - run[-2] + 1 for run in runs)
+
+
+class ItemList:
+    """The list of one memory (items after the last clear, minus retractions), read by index.
+
+    Thread-safe; every method does blocking I/O (adapters call them off the event loop).
+
+    Args:
+        store: The ledger.
+        memory_id: The memory id.
+    """
+
+    def __init__(self, store: EventStore, memory_id: MemoryId) -> None:
+        if memory_id is None:
+            msg = "id cannot be None; pass a str, int, UUID or tuple memory id"
+            raise ValueError(msg)
+        self._key = StreamKey(memory_key(memory_id))  # TypeError for unsupported id types
+        self._id = memory_id
+        self._store = store
+        self._lock = threading.RLock()
+        self._seq = -1  # nothing seen yet
+        self._hash = ""
+        self._runs: list[Run] = []
+        self._system: list[Ref] | None = []  # None: the newest event did not record them
+        self._broken: ChainIntegrityError | None = None
+
+    @property
+    def id(self) -> MemoryId:
+        """The memory id."""
+        return self._id
+
+    @property
+    def key(self) -> StreamKey:
+        """The memory's stream key."""
+        return self._key
+
+    @property
+    def store(self) -> EventStore:
+        """The ledger."""
+        return self._store
+
+    # ------------------------------------------------------------------ reading
+
+    def newest(self, count: int | None = None) -> list[Any]:
+        """The newest ``count`` items (all for None), oldest first, as stored JSON objects.
+        (:meth:`newest_refs` also gives their refs.)
+
+        Raises:
+            ChainIntegrityError: A record read does not verify (nothing is served).
+            ContentErasedError: An item's content was erased.
+            ValueError: The newest event records no list (not written by a chatledger memory),
+                or names an event that is not there.
+        """
+        return self.newest_refs(count)[0]
+
+    def newest_refs(self, count: int | None = None) -> tuple[list[Any], list[Ref]]:
+        """:meth:`newest` and the refs of what it returns."""
+        if count is not None and count <= 0:
+            return [], []
+        with self._lock:
+            batch = self._verified(desc=True, limit=1 if count is None else count)
+            if not batch:
+                self._settle(None)
+                return [], []
+            self._settle(batch[0], batch)
+            have = {r.seq: r for r in batch}
+            if count is None:
+                return self._objects_refs(tail(self._runs, None), have)
+            want = count
+            while True:
+                refs = tail(self._runs, want)
+                got, kept = self._objects_refs(refs, have)
+                # Acknowledged damage left out: take as many more from before it.
+                if len(got) >= count or len(refs) < want:
+                    return got[-count:], kept[-count:]
+                want += count - len(got)
+
+    def chunks(
+        self,
+        count: int | None,
+        convert: Callable[[list[Any]], list[_T]],
+        size: int = CHUNK,
+        refs_out: list[Ref] | None = None,
+    ) -> Iterator[list[_T]]:
+        """:meth:`newest` in chunks of ``size`` items, each passed through ``convert``: an
+        async caller runs one step at a time on a worker (``off_loop(store, next, it, None)``)
+        and gives the event loop back between steps, however long the list is. The list is
+        the one of the newest event when the first step runs; each chunk is verified and
+        chained to the one before it.
+        """
+        if count is not None and count <= 0:
+            return
+        with self._lock:
+            batch = self._verified(desc=True, limit=1 if count is None else min(count, size))
+            self._settle(batch[0] if batch else None, batch)
+            refs = tail(self._runs, count)
+        have = {r.seq: r for r in batch}
+        anchor: list[Record] = []  # the last record read: the next chunk must chain to it
+        for start in range(0, len(refs), size):
+            got, kept = self._objects_refs(refs[start : start + size], have, anchor)
+            if refs_out is not None:
+                refs_out.extend(kept)
+            yield convert(got)
+
+    def snapshot(self) -> tuple[list[Run], list[Ref] | None]:
+        """The list as of the newest event: its runs and system refs (None: not recorded).
+
+        Raises:
+            ChainIntegrityError: The newest event does not verify.
+        """
+        with self._lock:
+            self._load()
+            return list(self._runs), None if self._system is None else list(self._system)
+
+    def objects(self, refs: Sequence[Ref]) -> list[Any]:
+        """The stored JSON objects of ``refs``, read in as few verified reads as they have gaps.
+
+        Raises:
+            ChainIntegrityError: A record read does not verify.
+            ValueError: A ref names an event that is not an add or set, or is not there.
+        """
+        with self._lock:
+            return self._objects(refs, {})
+
+    def messages(self, refs: Sequence[Ref]) -> list[ChatMessage]:
+        """The chatledger messages of ``refs`` (see :meth:`objects`)."""
+        return [message_from_obj(obj) for obj in self.objects(refs)]
+
+    def _verified(self, **bounds: Any) -> list[Record]:
+        try:
+            return read_checked(self._store, self._key, **bounds)
+        except ChainIntegrityError as e:
+            self._broken = e  # never append onto a history that does not verify
+            raise
+
+    def _load(self) -> Record | None:
+        batch = self._verified(desc=True, limit=1)
+        self._settle(batch[0] if batch else None, batch)
+        return batch[0] if batch else None
+
+    def _settle(self, head: Record | None, batch: Sequence[Record] = ()) -> None:
+        """Adopt ``head`` (None: the memory has no events) as the list, after checking that it
+        continues what this object saw before."""
+        if self._seq > 0:
+            self._check_continuation(head, batch)
+        if head is None:
+            self._seq, self._hash, self._runs, self._system = 0, "", [], []
+            return
+        if head.kind in EMPTYING_KINDS:
+            runs: list[Run] = []
+            system: list[Ref] | None = []
+        else:
+            meta = window_meta(head)  # ValueError: an event no chatledger memory wrote
+            runs = [tuple(run) for run in meta.runs]
+            system = None
+            if meta.system is not None:
+                system = [(s, i) for s, i in meta.system]
+                if not all(meta.holds(ref) for ref in system):
+                    msg = (
+                        f"event {head.stream_id}#{head.seq} names system messages outside its "
+                        "list; it was not written by a chatledger session - run verify()"
+                    )
+                    raise ValueError(msg)
+        self._seq, self._hash, self._runs, self._system = head.seq, head.hash, runs, system
+
+    def _check_continuation(self, head: Record | None, batch: Sequence[Record]) -> None:
+        """Warn when the event this object last saw is gone or replaced: only then did history
+        go backwards. Costs nothing when the head is still it, or ``batch`` holds it; one read
+        of one record otherwise."""
+        seq, known = self._seq, self._hash
+        if head is None:
+            self._changed(f"the memory has no events now (this object held seq {seq})")
+            return
+        if head.seq < seq:
+            self._changed(f"the head is seq {head.seq}, behind seq {seq} this object held")
+            return
+        mine = next((r for r in batch if r.seq == seq), None)
+        if mine is None:
+            found = self._verified(gt=seq - 1, lte=seq)
+            mine = found[0] if found else None
+        if mine is None or mine.hash != known:
+            self._changed(f"seq {seq}, which this object held, is another record now")
+
+    def _changed(self, what: str) -> None:
+        _log.warning(
+            "memory %r: history changed under this object (%s); reloading from the store - "
+            "run verify() if nothing restored or failed over the database",
+            self._key,
+            what,
+        )
+
+    def _objects(
+        self, refs: Sequence[Ref], have: dict[int, Record], anchor: list[Record] | None = None
+    ) -> list[Any]:
+        return self._objects_refs(refs, have, anchor)[0]
+
+    def _objects_refs(
+        self, refs: Sequence[Ref], have: dict[int, Record], anchor: list[Record] | None = None
+    ) -> tuple[list[Any], list[Ref]]:
+        """The stored JSON objects of ``refs`` and the refs they are (acknowledged damage is
+        left out), reading (verified) the events not in ``have``.
+
+        Each page of records is decoded and dropped before the next is read: a list of a
+        million items holds a page of records at a time, not a million."""
+        wanted: dict[int, list[int]] = {}
+        for position, (seq, _) in enumerate(refs):
+            wanted.setdefault(seq, []).append(position)
+        out: list[Any] = [None] * len(refs)
+
+        def place(record: Record) -> None:
+            positions = wanted.pop(record.seq, None)
+            if positions is None:
+                return
+            obj = self._decoded(record)
+            for position in positions:
+                index = refs[position][1]
+                out[position] = (
+                    obj if index == 0 and not isinstance(obj, list) else _item(obj, index)
+                )
+
+        for seq in [s for s in wanted if s in have]:
+            place(have[seq])
+        for page in self._pages(sorted(wanted), anchor if anchor is not None else []):
+            for record in page:
+                place(record)
+        if wanted and wanted.keys() <= quarantined_seqs(self._store, self._key):
+            # Acknowledged damage (store.quarantine): those items are left out of the list.
+            gone = {p for positions in wanted.values() for p in positions}
+            kept = [p for p in range(len(refs)) if p not in gone]
+            return [out[p] for p in kept], [refs[p] for p in kept]
+        if wanted:
+            seq = min(wanted)
+            msg = (
+                f"the list of {self._id!r} refers to event {seq}, which is not in the store "
+                "(purged or altered); run verify()"
+            )
+            raise ValueError(msg)
+        return out, list(refs)
+
+    def _pages(self, needed: list[int], anchor: list[Record]) -> Iterator[list[Record]]:
+        """Verified reads covering ``needed`` (sorted seqs): one per run of seqs closer than
+        ``_GAP``, in pages of ``_PAGE``; each page chained to the one before it, the first to
+        ``anchor`` (the last record of an earlier call, kept there for the next one)."""
+        start = 0
+        previous: Record | None = anchor[-1] if anchor else None
+        while start < len(needed):
+            end = start
+            while (
+                end + 1 < len(needed)
+                and needed[end + 1] - needed[end] <= _GAP
+                and needed[end + 1] - needed[start] < _PAGE
+            ):
+                end += 1
+            page = self._verified(gt=needed[start] - 1, lte=needed[end])
+            if (
+                previous is not None
+                and page
+                and page[0].seq == previous.seq + 1
+                and page[0].prev_hash != previous.hash
+            ):
+                raise ChainIntegrityError(
+                    page[0].stream_id,
+                    page[0].seq,
+                    f"it does not chain to seq {previous.seq} read before it (a record was "
+                    "removed or replaced); not served (run verify())",
+                )
+            previous = page[-1] if page else None
+            anchor[:] = [] if previous is None else [previous]
+            yield page
+            start = end + 1
+
+    def _decoded(self, record: Record) -> Any:
+        seq = record.seq
+        if record.kind not in ("message_added", "messages_set"):
+            msg = (
+                f"the list of {self._id!r} refers to event {seq}, a {record.kind} that brings "
+                "no message; it was not written by a chatledger memory - run verify()"
+            )
+            raise ValueError(msg)
+        if record.erased:
+            raise erased_error(self._store, record)
+        require_opened(record)
+        return json.loads(record.payload)
+
+    # ------------------------------------------------------------------ writing
+
+    def add(self, messages: Sequence[ChatMessage]) -> list[Record]:
+        """Append one ``message_added`` event per message, in one atomic append.
+
+        Raises:
+            ChainIntegrityError: This object found the chain broken earlier.
+            ConcurrencyError: Other writers kept winning for 30 seconds.
+        """
+        system = [is_system(m) for m in messages]
+
+        def build(base: int, runs: list[Run], found: list[Ref]) -> list[NewRecord]:
+            records = []
+            for offset, message in enumerate(messages):
+                seq = base + offset + 1
+                _extend(runs, seq)
+                if system[offset]:
+                    found.append((seq, 0))
+                records.append(added_record(message, self._meta(runs, found)))
+            return records
+
+        if not messages:
+            return []
+        with self._lock:
+            return self._write(build, need_system=True)
+
+    def pop(self, check: Callable[[Any], object] | None = None) -> Any | None:
+        """Take back the newest item: one ``message_retracted`` event.
+
+        Args:
+            check: Called with the item's stored object before anything is written; if it
+                raises, nothing is written.
+
+        Returns:
+            The stored object taken back, or None when the list is empty (nothing written).
+        """
+        taken: list[Any] = []
+
+        def build(base: int, runs: list[Run], found: list[Ref]) -> list[NewRecord]:
+            taken.clear()
+            if not runs:
+                return []
+            ref = tail(runs, 1)[0]
+            (obj,) = self._objects([ref], {})
+            if check is not None:
+                check(obj)
+            _drop_last(runs)
+            if ref in found:
+                found.remove(ref)
+            taken.append(obj)
+            event = MessageRetracted(seq=ref[0], index=ref[1])
+            return [encode_event(event, self._meta(runs, found))]
+
+        with self._lock:
+            self._load()  # a pop takes what is newest now, not what this object saw
+            self._write(build, need_system=True)
+        return taken[0] if taken else None
+
+    def clear(self) -> Record:
+        """Empty the list: one ``memory_cleared`` event (the history keeps every item)."""
+        with self._lock:
+            stored = self._write(lambda *_: [cleared_record(_CLEARED_META)], need_system=False)
+            return stored[-1]
+
+    def record_sent(self, event: ContextSent) -> Record:
+        """Append a ``context_sent`` event (what one model call was sent), one append; its
+        meta keeps the list, so the list is still read from the newest event."""
+        with self._lock:
+            (stored,) = self._write(
+                lambda _base, runs, found: [encode_event(event, self._meta(runs, found))],
+                need_system=True,
+            )
+            return stored
+
+    def sent(self, seq: int) -> list[tuple[str, Any]]:
+        """What the model call recorded at event ``seq`` was sent, in order: ``("ref", stored
+        object)`` for a message of the log, ``("new", item)`` for input kept in the event.
+
+        Raises:
+            ValueError: Event ``seq`` is not a ``context_sent`` event ("no window recorded").
+            ChainIntegrityError: A record read does not verify.
+        """
+        found = self._verified(gt=seq - 1, lte=seq) if seq >= 1 else []
+        if not found:
+            msg = f"sent({seq}): {self._id!r} has no event {seq}"
+            raise ValueError(msg)
+        event = decode_event(found[0])
+        if not isinstance(event, ContextSent):
+            msg = (
+                f"no window recorded at seq {seq} of {self._id!r} (a {found[0].kind} event): "
+                "only model calls made through window_callback() or a history with window= "
+                "record what was sent"
+            )
+            raise ValueError(msg)
+        refs = [_sent_ref(entry, seq) for entry in event.sent if "ref" in entry]
+        stored = iter(self.objects(refs))
+        return [
+            ("ref", next(stored)) if "ref" in entry else ("new", entry["new"])
+            for entry in event.sent
+        ]
+
+    @staticmethod
+    def _meta(runs: Sequence[Run], system: Sequence[Ref] | None) -> str:
+        return WindowMeta(
+            [list(run) for run in runs],
+            UNBOUNDED,
+            system=None if system is None else [[s, i] for s, i in system],
+        ).encode()
+
+    def _write(
+        self, build: Callable[[int, list[Run], list[Ref]], list[NewRecord]], *, need_system: bool
+    ) -> list[Record]:
+        if self._broken is not None:
+            broken = self._broken
+            raise ChainIntegrityError(
+                broken.stream_id,
+                broken.seq,
+                f"{broken.reason}; this session object stopped appending when it found the "
+                "break (open a new one once the ledger is repaired)",
+            )
+        deadline = 0.0  # set at the first lost race: the common path never reads the clock
+        if self._seq < 0:
+            self._load()
+        while True:
+            if need_system and self._system is None:
+                self._system = self._find_system()
+            runs = list(self._runs)
+            found = list(self._system or [])
+            records = build(self._seq, runs, found)
+            if not records:
+                return []
+            try:
+                stored = self._store.append(
+                    self._key,
+                    records,
+                    expected_seq=self._seq,
+                    expected_hash=self._hash or GENESIS,
+                )
+            except ConcurrencyError:
+                now = time.monotonic()
+                deadline = deadline or now + _RETRY_FOR
+                if now > deadline:
+                    raise
+                self._load()
+                continue
+            last = stored[-1]
+            self._seq, self._hash = last.seq, last.hash
+            self._runs = [] if last.kind in EMPTYING_KINDS else runs
+            self._system = [] if last.kind in EMPTYING_KINDS else found
+            return stored
+
+    def _find_system(self) -> list[Ref]:
+        """The system messages of a list whose newest event did not record them (written
+        before item lists): read once, then recorded by every event this object writes."""
+        refs = tail(self._runs, None)
+        found = []
+        for ref, obj in zip(refs, self._objects(refs, {}), strict=True):
+            if is_system(message_from_obj(obj)):
+                found.append(ref)
+        return found
+
+
+def describe(policy: WindowPolicy, memory_id: MemoryId) -> str:
+    """A window policy as ``chatledger``'s ``--policy`` writes it: ``messages:N`` or
+    ``tokens:N:ESTIMATOR``, with ``:keep-system-first`` and ``:evict-to=0.7`` when set."""
+    limit = policy.limit_for(memory_id)
+    text = (
+        f"tokens:{limit}:{policy.identity}"
+        if isinstance(policy, TokenWindowPolicy)
+        else f"messages:{limit}"
+    )
+    if policy.always_keep_system_message_first:
+        text += ":keep-system-first"
+    if policy.evict_to is not None:
+        text += f":evict-to={policy.evict_to}"
+    return text
+
+
+def _sent_ref(entry: dict[str, Any], seq: int) -> Ref:
+    ref = entry.get("ref")
+    if (
+        isinstance(ref, list)
+        and len(ref) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ref)
+        and 1 <= ref[0] < seq
+    ):
+        return (ref[0], ref[1])
+    msg = f"context_sent event {seq} names {ref!r}, not an earlier message [seq, index]"
+    raise ValueError(msg)
+
+
+def _item(obj: Any, index: int) -> Any:
+    if isinstance(obj, list) and 0 <= index < len(obj):
+        return obj[index]
+    msg = f"a list refers to item {index} of an event that did not bring it; run verify()"
+    raise ValueError(msg)

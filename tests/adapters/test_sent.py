@@ -1,0 +1,176 @@
+"""What the model was sent is recorded: a `context_sent` event per model call, replayed byte for
+byte by `sent(seq)` and `chatledger sent`."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from eventlog import SQLiteEventStore
+from eventlog.jsonl import export_jsonl, import_jsonl
+from eventlog.models import ContextSent
+from eventlog.serialization import decode_event
+from projections import MessageWindowPolicy, TokenWindowPolicy
+from projections.adapters.langchain import LedgerChatMessageHistory
+from projections.adapters.openai_agents import LedgerSession
+from projections.meta import check_window_record
+from projections.tokens import OpenAiTokenCountEstimator
+from tests.adapters.test_item_list import CountingStore
+
+HISTORY: list[Any] = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city": "P"}'},
+    {"type": "function_call_output", "call_id": "c1", "output": "21 C"},
+    {"role": "assistant", "content": "21 degrees."},
+    {"role": "user", "content": "Thanks."},
+]
+NEW: list[Any] = [{"role": "user", "content": "And Rome?"}]
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _call(session: LedgerSession, policy: Any, new: list[Any], **kwargs: Any) -> list[Any]:
+    """One model call as the SDK makes it: get_items(), then the session_input_callback."""
+    callback = session.window_callback(policy, **kwargs)
+
+    async def run() -> list[Any]:
+        history: list[Any] = list(await session.get_items())
+        return await callback(history, new)
+
+    return asyncio.run(run())
+
+
+def test_a_recorded_call_is_reproduced_byte_for_byte(tmp_path) -> None:
+    store = CountingStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    store.appends = store.rows_read = 0
+    chosen = _call(session, MessageWindowPolicy(3), NEW)
+    # Check one append per call, and the window is LangChain4j's (a call with its output).
+    assert store.appends == 1
+    assert chosen == [HISTORY[3], HISTORY[4], NEW[0]]
+    (event_record,) = store.read("conv", gt=5)
+    event = decode_event(event_record)
+    assert isinstance(event, ContextSent)
+    # Check history items are named by their events' seqs, the new input is kept as sent.
+    assert event.sent == ({"ref": [4, 0]}, {"ref": [5, 0]}, {"new": NEW[0]})
+    assert (event.policy, event.profile, event.tokens) == ("messages:3", "openai", None)
+    # Check a new object replays it exactly, and the session's list is unchanged by it.
+    fresh = LedgerSession("conv", store=store)
+    assert _canonical(asyncio.run(fresh.sent(6))) == _canonical(chosen)
+    assert asyncio.run(fresh.get_items()) == HISTORY
+
+
+def test_an_item_the_framework_changed_is_kept_as_it_was_sent(tmp_path) -> None:
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def run() -> list[Any]:
+        history: list[Any] = list(await session.get_items())
+        history[0] = {**history[0], "content": "Weather in Paris? (edited by a hook)"}
+        return await callback(history, [])
+
+    chosen = asyncio.run(run())
+    record = store.read("conv")[-1]
+    event = decode_event(record)
+    assert isinstance(event, ContextSent)
+    assert event.sent[0] == {"new": chosen[0]}  # not the stored item: what was really sent
+    assert all("ref" in entry for entry in event.sent[1:])
+    assert _canonical(asyncio.run(session.sent(record.seq))) == _canonical(chosen)
+
+
+def test_a_token_policy_records_its_count_and_no_window_is_never_a_sentinel(tmp_path) -> None:
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    estimator = OpenAiTokenCountEstimator("gpt-4o")
+    chosen = _call(session, TokenWindowPolicy(60, estimator), NEW)
+    event = decode_event(store.read("conv")[-1])
+    assert isinstance(event, ContextSent)
+    assert event.tokens is not None
+    assert 0 < event.tokens <= 60 + 10  # the budget, plus the reply priming
+    assert event.policy.startswith("tokens:60:")
+    assert chosen[-1] == NEW[0]
+    with pytest.raises(ValueError, match="no window recorded at seq 2") as caught:
+        asyncio.run(session.sent(2))
+    assert "2147483647" not in str(caught.value)
+
+
+def test_a_langchain_window_read_records_what_it_returned(tmp_path) -> None:
+    store = SQLiteEventStore(tmp_path / "h.db")
+    LedgerChatMessageHistory("h", store=store).add_messages(
+        [SystemMessage("be terse"), HumanMessage("hi"), AIMessage("hello"), HumanMessage("bye")]
+    )
+    history = LedgerChatMessageHistory("h", store=store, window=MessageWindowPolicy(2))
+    shown = history.messages
+    assert [m.content for m in shown] == ["be terse", "bye"]
+    head = store.read("h")[-1]
+    assert head.kind == "context_sent"
+    event = decode_event(head)
+    assert isinstance(event, ContextSent)
+    assert event.sent == ({"ref": [1, 0]}, {"ref": [4, 0]})
+    assert (event.policy, event.adapter) == ("messages:2", "langchain")
+    assert LedgerChatMessageHistory("h", store=store).sent(head.seq) == shown
+    assert asyncio.run(history.asent(head.seq)) == shown
+    # Check the full history (no window) records nothing and still reads the whole list.
+    full = LedgerChatMessageHistory("h", store=store)
+    assert len(full.messages) == 4
+    assert store.read("h")[-1].seq == head.seq
+    quiet = LedgerChatMessageHistory("h", store=store, window=MessageWindowPolicy(2), record=False)
+    assert quiet.messages == shown
+    assert store.read("h")[-1].seq == head.seq
+
+
+def test_the_command_line_prints_what_was_sent(tmp_path, cli) -> None:
+    path = tmp_path / "s.db"
+    with SQLiteEventStore(path) as store:
+        session = LedgerSession("conv", store=store)
+        asyncio.run(session.add_items(HISTORY))
+        chosen = _call(session, MessageWindowPolicy(3), NEW)
+    shown = cli("sent", "--db", path, "conv", "6")
+    assert shown.returncode == 0, shown.stderr
+    printed = json.loads(shown.stdout)
+    assert _canonical(printed["sent"]) == _canonical(chosen)
+    assert (printed["policy"], printed["profile"], printed["adapter"]) == (
+        "messages:3",
+        "openai",
+        "openai_agents",
+    )
+    none = cli("sent", "--db", path, "conv", "3")
+    assert none.returncode == 1
+    assert "no window recorded at seq 3" in none.stderr
+    shown_view = cli("show", "--db", path, "conv", "--as-of", "6")
+    assert shown_view.returncode == 0, shown_view.stderr
+    assert "model call at seq 6 (messages:3, valid for openai): sent 2 of these" in (
+        shown_view.stdout
+    )
+    assert "left out: events 1, 2, 3" in shown_view.stdout
+    assert "model call" not in cli("show", "--db", path, "conv", "--as-of", "5").stdout
+    history = cli("history", "--db", path, "conv")
+    assert "sent 3 items to a model (messages:3)" in history.stdout
+    assert "2147483647" not in history.stdout + shown.stdout + none.stderr + shown_view.stdout
+
+
+def test_a_recorded_call_survives_export_and_import(tmp_path) -> None:
+    store = SQLiteEventStore(tmp_path / "a.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    chosen = _call(session, MessageWindowPolicy(3), NEW)
+    out = io.StringIO()
+    export_jsonl(store, out)
+    copy = SQLiteEventStore(tmp_path / "b.db")
+    import_jsonl(copy, out.getvalue().splitlines(), check=check_window_record)
+    assert _canonical(asyncio.run(LedgerSession("conv", store=copy).sent(6))) == _canonical(chosen)

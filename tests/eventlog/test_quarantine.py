@@ -1,0 +1,177 @@
+"""A way back from damage: an acknowledged record is left out, nothing else is, and only the
+chain key's holder can acknowledge anything in a keyed ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+
+from eventlog import ChainIntegrityError, ChainKeyError, SQLiteEventStore
+from eventlog.models import RecordQuarantined
+from eventlog.quarantine import QUARANTINE_STREAM
+from eventlog.serialization import encode_event
+from projections import MessageWindowChatMemory
+from projections.adapters.openai_agents import LedgerSession
+from tests.eventlog.contract.records import user_payload
+from tests.eventlog.test_forger import KEY, Db
+
+pytestmark = pytest.mark.skip_backend("memory")  # the damage is done with SQL on the files
+
+ITEMS: list[Any] = [{"role": "user", "content": f"item {i}"} for i in range(1, 7)]
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def _damaged(backend: Any, *, keyed: bool, seqs: tuple[int, ...] = (5,)) -> Db:
+    """Six items in "conv" and three in "other", then the content of ``seqs`` of "conv"
+    edited by hand (a disk fault, or someone with SQL access)."""
+    store = backend.open(key=KEY if keyed else None)
+    _run(LedgerSession("conv", store=store).add_items(ITEMS))
+    _run(LedgerSession("other", store=store).add_items(ITEMS[:3]))
+    store.close()
+    db = Db(backend)
+    db.keyed = keyed
+    for seq in seqs:
+        db.run(
+            "UPDATE {events} SET payload = ? WHERE stream_id = ? AND seq = ?",
+            user_payload("damaged"),
+            "conv",
+            seq,
+        )
+    return db
+
+
+def _items(store: Any, **kwargs: Any) -> Any:
+    return _run(LedgerSession("conv", store=store).get_items(**kwargs))
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_an_acknowledged_record_is_left_out_and_the_session_works_again(backend, keyed) -> None:
+    _damaged(backend, keyed=keyed)
+    store = backend.open(key=KEY if keyed else None)
+    # Check reads fail closed, naming the seq and the remedy.
+    with pytest.raises(ChainIntegrityError) as caught:
+        _items(store)
+    assert caught.value.seq == 5
+    assert "not served" in str(caught.value)
+    ack = store.quarantine("conv", 5, reason="disk fault, ticket 42")
+    assert ack.stream_id == QUARANTINE_STREAM
+    assert ack.format == (3 if keyed else 2)  # keyed when the chain is
+    assert set(store.quarantined("conv")) == {5}
+    assert store.quarantined("other") == {}
+    # Check every read path works again, without the damaged item and with every other one.
+    without = ITEMS[:4] + ITEMS[5:]
+    assert _items(store) == without
+    assert _items(store, limit=2) == without[-2:]  # topped up from before the damage
+    assert _items(store, limit=3) == without[-3:]
+    session = LedgerSession("conv", store=store)
+    _run(session.add_items([{"role": "user", "content": "after"}]))
+    assert _items(store)[-1] == {"role": "user", "content": "after"}
+    assert _run(session.pop_item()) == {"role": "user", "content": "after"}
+    memory = MessageWindowChatMemory("conv", max_messages=2**31 - 1, store=store)
+    assert [e.seq for e in memory.history()] == [1, 2, 3, 4, 6, 7, 8]
+    assert len(memory.messages()) == 5
+    # Check verify still reports the acknowledged break, and quarantining again is a no-op.
+    report = store.verify("conv")
+    assert not report.ok
+    assert report.failures["conv"][0] == 5
+    assert store.quarantine("conv", 5, reason="again") == ack
+
+
+def test_only_a_damaged_record_can_be_acknowledged_and_only_it_is_left_out(backend) -> None:
+    _damaged(backend, keyed=False, seqs=(3, 5))
+    store = backend.open()
+    # Check an intact record cannot be hidden.
+    with pytest.raises(ValueError, match="nothing to quarantine"):
+        store.quarantine("conv", 4, reason="hide it")
+    with pytest.raises(ValueError, match="records end at seq 6"):
+        store.quarantine("conv", 7, reason="past the head")
+    with pytest.raises(ValueError, match="reason must be a non-empty string"):
+        store.quarantine("conv", 5, reason=" ")
+    # Check acknowledging seq 5 leaves seq 3's damage refused, in every range that holds it.
+    store.quarantine("conv", 5, reason="disk fault")
+    with pytest.raises(ChainIntegrityError) as caught:
+        _items(store)
+    assert caught.value.seq == 3
+    assert _items(store, limit=2) == [ITEMS[3], ITEMS[5]]  # seqs 4 and 6: intact, served
+    with pytest.raises(ChainIntegrityError):
+        _items(store, limit=3)  # reaches seq 3
+    # Check another memory's damage at the same seq is not covered.
+    Db(backend).run(
+        "UPDATE {events} SET payload = ? WHERE stream_id = ? AND seq = 3",
+        user_payload("damaged"),
+        "other",
+    )
+    with pytest.raises(ChainIntegrityError):
+        _run(LedgerSession("other", store=store).get_items())
+
+
+def test_without_the_chain_key_no_acknowledgement_silences_a_break(backend, tmp_path) -> None:
+    db = _damaged(backend, keyed=True)
+    # Check a store opened without the key cannot acknowledge anything.
+    keyless = backend.open()
+    with pytest.raises(ChainKeyError):
+        keyless.quarantine("conv", 5, reason="forged")
+    keyless.close()
+    # Check a forger writing an acknowledgement row by hand (an unkeyed record: a valid
+    # SHA-256 chain, all it can compute) is refused, and the break stays refused.
+    scratch = SQLiteEventStore(tmp_path / "scratch.db")
+    event = RecordQuarantined(
+        memory="conv",
+        seq=5,
+        found="forged",
+        found_hash="",
+        quarantined_at=scratch._now(),
+        reason="forged",
+    )
+    scratch.append(QUARANTINE_STREAM, [encode_event(event)])
+    scratch.close()
+    with sqlite3.connect(tmp_path / "scratch.db") as conn:
+        row = conn.execute(
+            "SELECT stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
+            "prev_hash, hash, salt, commitment, format FROM events"
+        ).fetchone()
+    (top,) = db.run("SELECT max(position) FROM {events}")[0]
+    db.run(
+        "INSERT INTO {events} (position, stream_id, seq, recorded_at, kind, schema_version, "
+        "payload, meta, prev_hash, hash, salt, commitment, format) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        top + 1,
+        *row,
+    )
+    store = backend.open(key=KEY)
+    with pytest.raises(ChainIntegrityError) as caught:
+        _items(store)
+    assert (caught.value.stream_id, caught.value.seq) == ("conv", 5)
+    with pytest.raises(ChainIntegrityError):
+        store.quarantined("conv")  # the forged acknowledgement itself is refused
+
+
+def test_an_acknowledgement_survives_export_and_import(backend, tmp_path) -> None:
+    import io
+    import json
+
+    from eventlog.jsonl import export_jsonl, import_jsonl
+    from eventlog.serialization import decode_event
+
+    _damaged(backend, keyed=False)
+    store = backend.open()
+    ack = store.quarantine("conv", 5, reason="disk fault")
+    out = io.StringIO()
+    export_jsonl(store, out, include_system=True)
+    copy = SQLiteEventStore(tmp_path / "copy.db")
+    # The damaged memory itself would be refused by the import (its chain is broken).
+    header, *rows = out.getvalue().splitlines()
+    lines = [header, *(r for r in rows if json.loads(r)["memory"] != "conv")]
+    import_jsonl(copy, lines)
+    (imported,) = copy.read(QUARANTINE_STREAM)
+    assert imported.payload == ack.payload
+    assert decode_event(imported) == decode_event(ack)
+    assert isinstance(decode_event(imported), RecordQuarantined)
