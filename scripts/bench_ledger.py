@@ -21,7 +21,11 @@ Each figure comes from this process, which opens the file fresh:
   ``raw_read_hashes_ms``: raw ``sqlite3`` reading every record's hash in order, the least a
   tree rebuilt from the records would cost.
 
-    python scripts/bench_ledger.py --path /tmp/ledger-1m.db --n 1000000
+    python scripts/bench_ledger.py --path ledger-1m.db --n 1000000
+    python scripts/bench_ledger.py --dsn "host=127.0.0.1 dbname=test" --schema bench_1m
+
+With ``--dsn`` the log is a PostgreSQL schema (kept, like the file, for later runs) and the raw
+floor reads the hashes with psycopg.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from eventlog import SQLiteEventStore
 from eventlog.ids import StreamKey
 from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_inclusion
 from eventlog.models import NewRecord
+from eventlog.store import EventStore
 
 
 def _payload(i: int) -> str:
@@ -50,13 +55,44 @@ def _payload(i: int) -> str:
     )
 
 
-def _count(store: SQLiteEventStore) -> int:
+def _count(store: EventStore) -> int:
     return sum(info.event_count for info in store.streams(include_system=True))
 
 
-def build(path: Path, n: int, streams: int, batch: int) -> None:
-    """Top the file up to ``n`` records: rounds of one ``batch`` per stream, round-robin."""
-    with SQLiteEventStore(path) as store:
+def _open(path: Path, dsn: str | None, schema: str) -> EventStore:
+    if dsn is None:
+        return SQLiteEventStore(path)
+    from eventlog.postgres import PostgresEventStore
+
+    return PostgresEventStore(dsn, schema=schema)
+
+
+def _raw_hashes_ms(path: Path, dsn: str | None, schema: str) -> float:
+    """Raw driver time to read every record's hash in global order: a rebuild's floor."""
+    start = time.perf_counter()
+    if dsn is None:
+        conn = sqlite3.connect(path)
+        for _ in conn.execute("SELECT hash FROM events ORDER BY position"):
+            pass
+        conn.close()
+    else:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(dsn) as pg, pg.cursor(name="hashes") as cur:
+            cur.execute(
+                sql.SQL("SELECT hash FROM {}.events ORDER BY position").format(
+                    sql.Identifier(schema)
+                )
+            )
+            for _ in cur:
+                pass
+    return (time.perf_counter() - start) * 1e3
+
+
+def build(path: Path, n: int, streams: int, batch: int, *, dsn: str | None, schema: str) -> None:
+    """Top the log up to ``n`` records: rounds of one ``batch`` per stream, round-robin."""
+    with _open(path, dsn, schema) as store:
         have = _count(store)
         start = time.perf_counter()
         i = have
@@ -83,32 +119,35 @@ def _median_ms(call: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) / 1e6
 
 
-def new_process(path: Path, stream: str, seq: int, old: str) -> dict[str, float]:
-    """The first ``digest()``, ``prove()`` and ``prove_consistency()`` of this (fresh) process."""
+def new_process(  # noqa: PLR0917 - the child's command line, one to one
+    path: Path, dsn: str | None, schema: str, stream: str, seq: int, old: str
+) -> dict[str, float]:
+    """The first ``digest()``, ``prove()`` and ``prove_consistency()`` of a fresh store object
+    each (a new process's tree starts empty), and the raw floor."""
     results = {}
-    with SQLiteEventStore(path) as store:
+    with _open(path, dsn, schema) as store:
         start = time.perf_counter()
         digest(store)
         results["new_process_digest_ms"] = (time.perf_counter() - start) * 1e3
+    with _open(path, dsn, schema) as store:
         start = time.perf_counter()
         prove(store, StreamKey(stream), seq)
         results["new_process_prove_ms"] = (time.perf_counter() - start) * 1e3
-    with SQLiteEventStore(path) as store:
+    with _open(path, dsn, schema) as store:
         start = time.perf_counter()
         store.prove_consistency(LedgerDigest.from_json(old))
         results["new_process_consistency_ms"] = (time.perf_counter() - start) * 1e3
-    conn = sqlite3.connect(path)
-    start = time.perf_counter()
-    for _ in conn.execute("SELECT hash FROM events ORDER BY position"):
-        pass
-    results["raw_read_hashes_ms"] = (time.perf_counter() - start) * 1e3
-    conn.close()
+    results["raw_read_hashes_ms"] = _raw_hashes_ms(path, dsn, schema)
     return results
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, default=Path("ledger-bench.db"))
+    parser.add_argument("--dsn", help="a PostgreSQL DSN: use a schema there instead of a file")
+    parser.add_argument(
+        "--schema", default="ledger_bench", help="with --dsn (default ledger_bench)"
+    )
     parser.add_argument("--n", type=int, default=1_000_000, help="records (default 1,000,000)")
     parser.add_argument("--streams", type=int, default=10_000, help="memories (default 10,000)")
     parser.add_argument("--batch", type=int, default=20, help="records per append")
@@ -121,14 +160,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
     if args.new_process:
         stream, seq, old_json = args.new_process
-        figures = new_process(args.path, stream, int(seq), old_json)
+        figures = new_process(args.path, args.dsn, args.schema, stream, int(seq), old_json)
         print(json.dumps(figures))
         return figures
 
-    build(args.path, args.n, args.streams, args.batch)
+    build(args.path, args.n, args.streams, args.batch, dsn=args.dsn, schema=args.schema)
     rng = random.Random(args.seed)
     results: dict[str, float] = {}
-    with SQLiteEventStore(args.path) as store:
+    with _open(args.path, args.dsn, args.schema) as store:
         start = time.perf_counter()
         old = digest(store)
         results["first_digest_s"] = time.perf_counter() - start
@@ -176,6 +215,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             __file__,
             "--path",
             str(args.path),
+            "--schema",
+            args.schema,
+            *(["--dsn", args.dsn] if args.dsn else []),
             "--new-process",
             key,
             str(seq),
