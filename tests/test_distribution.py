@@ -47,7 +47,7 @@ def test_each_distribution_is_listed_once_and_test_takes_the_other_extras_by_nam
     names += [canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]]
     assert sorted({n for n in names if names.count(n) > 1}) == []
     (itself,) = [Requirement(r) for r in extras["test"] if Requirement(r).name == "chatledger"]
-    assert itself.extras == {"postgres", "inspector", "openai-agents", "langchain"}
+    assert itself.extras == {"postgres", "inspector", "openai-agents", "langchain", "langgraph"}
 
 
 def _pinned_version(script: str) -> str:

@@ -1,0 +1,769 @@
+"""A LangGraph checkpointer on the ledger: ``LedgerSaver``, a ``BaseCheckpointSaver``.
+
+Each thread (and checkpoint namespace) is one chatledger memory, id
+``(thread_id, "langgraph", checkpoint_ns)``; checkpoints, pending writes and channel values are
+its events, so ``chatledger verify`` and inclusion proofs cover them, a read is refused when the
+chain does not vouch for it, and :meth:`LedgerSaver.delete_thread` is an erasure with a receipt.
+Every event is a ``message_added`` of a :class:`~eventlog.messages.CustomMessage` whose
+``langgraph`` attribute says what it is (``op``): a ``checkpoint``, the ``writes`` of a task,
+checkpoints ``removed`` (``prune``, ``delete_for_runs``: hidden from LangGraph, kept in the
+history), or the origin of a ``copied`` thread. Values go through the saver's ``serde``
+(LangGraph's serializer) and are stored as ``[type, base64]``.
+
+A checkpoint stores only the channels that changed (``new_versions``); the others refer to the
+event that holds their value. A list channel that grew by appending, like ``messages`` with the
+``add_messages`` reducer, stores only the new items and refers to its previous value, so a
+thread's storage grows with the conversation, not with its square.
+
+Requires the ``langgraph`` extra; from your chatledger clone: ``pip install -e '.[langgraph]'``.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        PendingWrite,
+        get_checkpoint_id,
+        get_serializable_checkpoint_metadata,
+        writes_sort_key,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+except ImportError as e:
+    msg = (
+        f"projections.adapters.langgraph needs the [langgraph] extra ({e}); from your "
+        "chatledger clone: pip install -e '.[langgraph]'"
+    )
+    raise ModuleNotFoundError(msg, name=e.name) from e
+
+from eventlog.aio import off_loop
+from eventlog.errors import ConcurrencyError
+from eventlog.ids import memory_key
+from eventlog.messages import CustomMessage
+from eventlog.models import ErasureReceipt, MessageAdded, Record
+from eventlog.serialization import added_record, decode_event
+from eventlog.store import EventStore
+
+__all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
+
+TAG = "langgraph"
+"""The second part of a thread's memory id: ``(thread_id, "langgraph", checkpoint_ns)``."""
+
+KEY = "langgraph"
+"""The attribute of the stored custom message that carries the event."""
+
+_RETRIES = 8  # appends retried after another writer moved the head (each one re-reads)
+
+Blob = list[str]  # [serde type, base64 of the bytes]
+Body = dict[str, Any]  # the decoded ``langgraph`` attribute of one event
+_Bodies = list[Body]
+
+
+def thread_memory_id(thread_id: object, checkpoint_ns: str = "") -> tuple[str, str, str]:
+    """The memory id that stores a thread's checkpoints in ``checkpoint_ns``."""
+    return (str(thread_id), TAG, checkpoint_ns)
+
+
+def _is_thread_memory(memory_id: object) -> bool:
+    return (
+        isinstance(memory_id, tuple)
+        and len(memory_id) == 3
+        and memory_id[1] == TAG
+        and all(isinstance(part, str) for part in memory_id)
+    )
+
+
+@dataclass
+class _Thread:
+    """What one memory's events say, folded in seq order (a projection of verified reads)."""
+
+    seq: int = 0
+    hash: str = ""
+    bodies: dict[int, Body] = field(default_factory=dict)  # seq -> event body
+    checkpoints: dict[str, int] = field(default_factory=dict)  # checkpoint id -> seq
+    # checkpoint id -> (task id, idx) -> (task id, channel, blob, task path)
+    writes: dict[str, dict[tuple[str, int], tuple[str, str, Blob, str]]] = field(
+        default_factory=dict
+    )
+    versions: dict[tuple[str, str], int] = field(default_factory=dict)  # (channel, version)
+    # channel -> (seq holding it, the list put last): the base of the next append-only delta
+    lists: dict[str, tuple[int, list[Any]]] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        """Forget the content (an erasure or a purge): the memory starts empty after it."""
+        self.bodies.clear()
+        self.checkpoints.clear()
+        self.writes.clear()
+        self.versions.clear()
+        self.lists.clear()
+
+    def apply(self, record: Record) -> None:
+        if record.kind in ("memory_erased", "memory_purged"):
+            self.reset()
+        elif record.kind == "message_added" and not record.erased:
+            event = decode_event(record)
+            message = event.message if isinstance(event, MessageAdded) else None
+            if isinstance(message, CustomMessage) and isinstance(message.attributes.get(KEY), dict):
+                self._fold(record.seq, message.attributes[KEY])
+        self.seq, self.hash = record.seq, record.hash
+
+    def _fold(self, seq: int, body: Body) -> None:
+        op = body.get("op")
+        if op == "checkpoint":
+            self.bodies[seq] = body
+            self.checkpoints[body["id"]] = seq
+            for channel, entry in body["values"].items():
+                self.versions[(channel, entry["version"])] = seq
+        elif op == "writes":
+            self.bodies[seq] = body
+            task, path = body["task"], body["path"]
+            stored = self.writes.setdefault(body["checkpoint"], {})
+            for idx, channel, blob in body["writes"]:
+                if idx >= 0 and (task, idx) in stored:
+                    continue  # regular writes are kept once: the first one wins
+                stored[(task, idx)] = (task, channel, blob, path)
+        elif op == "removed":
+            self.bodies[seq] = body
+            for checkpoint_id in body["checkpoints"]:
+                self.checkpoints.pop(checkpoint_id, None)
+                self.writes.pop(checkpoint_id, None)
+        elif op == "copied":
+            self.bodies[seq] = body
+
+    def live(self) -> list[str]:
+        """Checkpoint ids, newest first (LangGraph's ids sort by time)."""
+        return sorted(self.checkpoints, reverse=True)
+
+
+def _blob(typed: tuple[str, bytes]) -> Blob:
+    kind, data = typed
+    return [kind, base64.b64encode(data).decode("ascii")]
+
+
+def _bytes(blob: Blob) -> tuple[str, bytes]:
+    return blob[0], base64.b64decode(blob[1])
+
+
+def _array_body(data: bytes) -> tuple[int, bytes] | None:
+    """``(length, items)`` of a msgpack array, None when ``data`` is not one."""
+    if not data:
+        return None
+    head = data[0]
+    if 0x90 <= head <= 0x9F:
+        return head & 0x0F, data[1:]
+    if head == 0xDC and len(data) >= 3:
+        return int.from_bytes(data[1:3], "big"), data[3:]
+    if head == 0xDD and len(data) >= 5:
+        return int.from_bytes(data[1:5], "big"), data[5:]
+    return None
+
+
+def _array_head(length: int) -> bytes:
+    if length < 16:
+        return bytes([0x90 | length])
+    if length < 1 << 16:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
+
+
+class LedgerSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer whose checkpoints are events of chatledger memories.
+
+    Thread-safe; the async methods run the store's calls on its worker threads, so they never
+    block the event loop. A small cache of folded threads (``cache_size`` memories) catches up
+    from the store on every call, with a verified read (:meth:`EventStore.read_verified`), so
+    other writers (another process, another saver) are seen and nothing is served that the
+    chain does not vouch for.
+
+    Args:
+        store: The ledger (SQLite, PostgreSQL or in-memory).
+        serde: LangGraph's serializer for values (default: ``JsonPlusSerializer``).
+        cache_size: Memories whose folded state is kept between calls.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        serde: SerializerProtocol | None = None,
+        cache_size: int = 256,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not isinstance(store, EventStore):
+            msg = (
+                f"LedgerSaver needs a chatledger EventStore (InMemoryEventStore, "
+                f"SQLiteEventStore, PostgresEventStore), not {type(store).__name__}"
+            )
+            raise TypeError(msg)
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+            msg = f"LedgerSaver: cache_size must be an int >= 1, got {cache_size!r}"
+            raise ValueError(msg)
+        self.store = store
+        self._cache: OrderedDict[str, _Thread] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ reading the ledger
+
+    def _thread(self, memory_id: tuple[str, str, str]) -> _Thread:
+        """The memory's folded state, caught up with a verified read."""
+        key = memory_key(memory_id)
+        state = self._cache.get(key)
+        if state is not None:
+            self._cache.move_to_end(key)
+            fresh = self.store.read_verified(memory_id, gt=state.seq)
+            if fresh and fresh[0].prev_hash != state.hash:
+                state = None  # the history under the cache changed: fold it again
+            else:
+                for record in fresh:
+                    state.apply(record)
+        if state is None:
+            state = _Thread()
+            for record in self.store.read_verified(memory_id):
+                state.apply(record)
+            self._cache[key] = state
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return state
+
+    def _memories(self, thread_id: str | None = None) -> builtins.list[tuple[str, str, str]]:
+        """Every LangGraph memory of the store, or of one thread."""
+        found = []
+        for info in self.store.streams():
+            memory_id = info.memory_id
+            if _is_thread_memory(memory_id):
+                ours = cast("tuple[str, str, str]", memory_id)
+                if thread_id is None or ours[0] == thread_id:
+                    found.append(ours)
+        return found
+
+    def _append(
+        self, memory_id: tuple[str, str, str], build: Callable[[_Thread], _Bodies]
+    ) -> builtins.list[Record]:
+        """Append what ``build(state)`` returns, after the head it was built on; when another
+        writer moved the head meanwhile, catch up and build again."""
+        conflict: ConcurrencyError | None = None
+        for _ in range(_RETRIES):
+            state = self._thread(memory_id)
+            bodies = build(state)
+            if not bodies:
+                return []
+            items = [added_record(CustomMessage({KEY: body})) for body in bodies]
+            try:
+                records = self.store.append(memory_id, items, expected_seq=state.seq)
+            except ConcurrencyError as e:
+                conflict = e  # another writer: catch up and build again
+                continue
+            for record in records:
+                state.apply(record)
+            return records
+        # Other writers moved the head _RETRIES times in a row: the last conflict says where.
+        raise cast("ConcurrencyError", conflict)
+
+    # ------------------------------------------------------------------ values
+
+    def _value(self, state: _Thread, seq: int, channel: str) -> Any:
+        """The value of ``channel`` stored at ``seq`` (following append-only deltas)."""
+        chain: list[Blob] = []
+        entry = state.bodies[seq]["values"][channel]
+        while "base" in entry:
+            chain.append(entry["append"])
+            entry = state.bodies[entry["base"]]["values"][channel]
+        chain.append(entry["value"])
+        chain.reverse()
+        if len(chain) == 1:
+            return self.serde.loads_typed(_bytes(chain[0]))
+        parts = [_bytes(blob) for blob in chain]
+        if all(kind == "msgpack" for kind, _ in parts):
+            # One msgpack array made of every part's items: one decode, as fast as reading the
+            # whole list stored in one piece.
+            arrays = [_array_body(data) for _, data in parts]
+            if all(a is not None for a in arrays):
+                total = sum(a[0] for a in arrays if a is not None)
+                data = _array_head(total) + b"".join(a[1] for a in arrays if a is not None)
+                return self.serde.loads_typed(("msgpack", data))
+        value = list(self.serde.loads_typed(parts[0]))
+        for part in parts[1:]:
+            value.extend(self.serde.loads_typed(part))
+        return value
+
+    def _tuple(self, memory_id: tuple[str, str, str], state: _Thread, cid: str) -> CheckpointTuple:
+        thread_id, _, ns = memory_id
+        seq = state.checkpoints[cid]
+        body = state.bodies[seq]
+        checkpoint = cast("Checkpoint", self.serde.loads_typed(_bytes(body["checkpoint"])))
+        values = {channel: self._value(state, seq, channel) for channel in body["values"]}
+        for channel, at in body["refs"].items():
+            values[channel] = self._value(state, at, channel)
+        checkpoint["channel_values"] = values
+        metadata = cast("CheckpointMetadata", self.serde.loads_typed(_bytes(body["metadata"])))
+        indexed = sorted(
+            (writes_sort_key(path, task, idx), task, channel, blob)
+            for (task, idx), (_, channel, blob, path) in state.writes.get(cid, {}).items()
+        )
+        pending: list[PendingWrite] = [
+            (task, channel, self.serde.loads_typed(_bytes(blob)))
+            for _, task, channel, blob in indexed
+        ]
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+        }
+        parent = body.get("parent")
+        parent_config: RunnableConfig | None = (
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
+            if parent
+            else None
+        )
+        return CheckpointTuple(config, checkpoint, metadata, parent_config, pending)
+
+    # ------------------------------------------------------------------ the saver contract
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (the newest of its thread and namespace when it
+        names none), with its pending writes in ``writes_sort_key`` order; None if absent.
+
+        Raises:
+            ChainIntegrityError: The thread's events do not verify.
+        """
+        memory_id = _memory_of(config, "get_tuple")
+        with self._lock:
+            state = self._thread(memory_id)
+            cid = get_checkpoint_id(config)
+            if cid is None:
+                live = state.live()
+                if not live:
+                    return None
+                cid = live[0]
+            if cid not in state.checkpoints:
+                return None
+            return self._tuple(memory_id, state, cid)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of ``config``'s thread (and namespace, when it names one;
+        every thread when ``config`` is None), whose metadata has every item of ``filter``,
+        older than ``before``'s checkpoint, at most ``limit``."""
+        return iter(self._list(config, filter=filter, before=before, limit=limit))
+
+    def _list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> builtins.list[CheckpointTuple]:
+        if limit is not None and (isinstance(limit, bool) or limit < 0):
+            msg = f"list: limit must be None or an int >= 0, got {limit!r}"
+            raise ValueError(msg)
+        configurable = (config or {}).get("configurable", {})
+        thread_id = configurable.get("thread_id")
+        checkpoint_id = configurable.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        with self._lock:
+            if thread_id is not None and "checkpoint_ns" in configurable:
+                memories = [thread_memory_id(thread_id, configurable["checkpoint_ns"])]
+            else:
+                memories = self._memories(None if thread_id is None else str(thread_id))
+            candidates = []
+            for memory_id in memories:
+                state = self._thread(memory_id)
+                for cid in state.checkpoints:
+                    if checkpoint_id is not None and cid != checkpoint_id:
+                        continue
+                    if before_id is not None and cid >= before_id:
+                        continue
+                    candidates.append((cid, memory_id, state))
+            candidates.sort(key=lambda c: c[0], reverse=True)
+            found: builtins.list[CheckpointTuple] = []
+            for cid, memory_id, state in candidates:
+                if limit is not None and len(found) >= limit:
+                    break
+                if filter:
+                    body = state.bodies[state.checkpoints[cid]]
+                    metadata = self.serde.loads_typed(_bytes(body["metadata"]))
+                    if any(metadata.get(k) != v for k, v in filter.items()):
+                        continue
+                found.append(self._tuple(memory_id, state, cid))
+            return found
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint: the channels in ``new_versions`` with their values (only the
+        new items of a list that grew by appending), the others as references."""
+        memory_id = _memory_of(config, "put")
+        parent = get_checkpoint_id(config)
+        bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        head = _blob(self.serde.dumps_typed(bare))
+        meta = _blob(self.serde.dumps_typed(get_serializable_checkpoint_metadata(config, metadata)))
+        channel_values = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
+        lists: dict[str, builtins.list[Any]] = {}
+
+        def build(state: _Thread) -> _Bodies:
+            parent_seq = state.checkpoints.get(parent or "")
+            parent_body = None if parent_seq is None else state.bodies[parent_seq]
+            values: dict[str, Any] = {}
+            refs: dict[str, int] = {}
+            for channel, version in versions.items():
+                wanted = str(version)
+                if channel in new_versions:
+                    if channel in channel_values:
+                        base = _holder_any(parent_seq, parent_body, channel)
+                        values[channel] = self._entry(
+                            state,
+                            base,
+                            channel,
+                            channel_values[channel],
+                            version=wanted,
+                            lists=lists,
+                        )
+                    continue
+                at = _holder(parent_seq, parent_body, channel, wanted, state)
+                if at is not None:
+                    refs[channel] = at
+            return [
+                {
+                    "op": "checkpoint",
+                    "id": checkpoint["id"],
+                    "parent": parent,
+                    "checkpoint": head,
+                    "metadata": meta,
+                    "values": values,
+                    "refs": refs,
+                }
+            ]
+
+        with self._lock:
+            (record,) = self._append(memory_id, build)
+            state = self._thread(memory_id)
+            for channel, value in lists.items():
+                state.lists[channel] = (record.seq, value)
+        return {
+            "configurable": {
+                "thread_id": config["configurable"]["thread_id"],
+                "checkpoint_ns": memory_id[2],
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def _entry(
+        self,
+        state: _Thread,
+        base: int | None,
+        channel: str,
+        value: Any,
+        *,
+        version: str,
+        lists: dict[str, builtins.list[Any]],
+    ) -> dict[str, Any]:
+        """How a changed channel is stored: the new items after its previous value (held by
+        the event at seq ``base``) when it is a list that grew by appending, else the whole
+        value."""
+        if isinstance(value, list):
+            lists[channel] = list(value)
+            if base is not None:
+                previous = self._previous_list(state, base, channel)
+                if previous is not None and _extends(value, previous):
+                    return {
+                        "version": version,
+                        "base": base,
+                        "append": _blob(self.serde.dumps_typed(value[len(previous) :])),
+                    }
+        return {"version": version, "value": _blob(self.serde.dumps_typed(value))}
+
+    def _previous_list(self, state: _Thread, seq: int, channel: str) -> builtins.list[Any] | None:
+        cached = state.lists.get(channel)
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        value = self._value(state, seq, channel)
+        if not isinstance(value, list):
+            return None
+        state.lists[channel] = (seq, value)
+        return value
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes for the checkpoint of ``config``. Idempotent per
+        ``(task_id, index)``: a regular write stored once stays as it was; a special one
+        (error, interrupt, ...) is replaced by the newest."""
+        memory_id = _memory_of(config, "put_writes")
+        cid = get_checkpoint_id(config)
+        if cid is None:
+            msg = f"put_writes on {memory_id!r}: the config names no checkpoint_id"
+            raise ValueError(msg)
+        indexed = [(WRITES_IDX_MAP.get(c, i), c, v) for i, (c, v) in enumerate(writes)]
+
+        def build(state: _Thread) -> _Bodies:
+            stored = state.writes.get(cid, {})
+            fresh = [
+                [idx, channel, _blob(self.serde.dumps_typed(value))]
+                for idx, channel, value in indexed
+                if idx < 0 or (task_id, idx) not in stored
+            ]
+            if not fresh:
+                return []
+            return [
+                {
+                    "op": "writes",
+                    "checkpoint": cid,
+                    "task": task_id,
+                    "path": task_path,
+                    "writes": fresh,
+                }
+            ]
+
+        with self._lock:
+            self._append(memory_id, build)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Erase the thread (every namespace): see :meth:`erase_thread`."""
+        self.erase_thread(thread_id)
+
+    def erase_thread(
+        self, thread_id: str, *, reason: str = "LangGraph delete_thread"
+    ) -> builtins.list[ErasureReceipt]:
+        """Erase the content of every event of the thread, in every namespace, leaving a
+        receipt per memory (:meth:`EventStore.erase_subject`): its checkpoints are gone,
+        proofs of everything else still verify, and the thread id can be used again.
+
+        Returns:
+            One receipt per namespace that had something to erase.
+        """
+        with self._lock:
+            receipts = self.store.erase_subject((str(thread_id), TAG), reason=reason)
+            for memory_id in self._memories(str(thread_id)):
+                self._cache.pop(memory_key(memory_id), None)
+            return receipts
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove the checkpoints (and their writes) whose metadata ``run_id`` is one of
+        ``run_ids``, in every thread: a ``removed`` event hides them; the history keeps them
+        (:meth:`erase_thread` erases content)."""
+        wanted = set(run_ids)
+        if not wanted:
+            return
+        with self._lock:
+            for memory_id in self._memories():
+
+                def build(state: _Thread) -> _Bodies:
+                    doomed = [
+                        cid
+                        for cid, seq in state.checkpoints.items()
+                        if self.serde.loads_typed(_bytes(state.bodies[seq]["metadata"])).get(
+                            "run_id"
+                        )
+                        in wanted
+                    ]
+                    return [_removed(doomed, "delete_for_runs")] if doomed else []
+
+                self._append(memory_id, build)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's newest checkpoint and hide the others (a
+        ``removed`` event; the history keeps them). ``delete``: erase the threads
+        (:meth:`erase_thread`)."""
+        if strategy not in ("keep_latest", "delete"):
+            msg = f"prune: unknown strategy {strategy!r}; use 'keep_latest' or 'delete'"
+            raise ValueError(msg)
+        with self._lock:
+            for thread_id in thread_ids:
+                if strategy == "delete":
+                    self.erase_thread(thread_id, reason="LangGraph prune(strategy='delete')")
+                    continue
+                for memory_id in self._memories(str(thread_id)):
+
+                    def build(state: _Thread) -> _Bodies:
+                        older = state.live()[1:]
+                        return [_removed(older, "prune keep_latest")] if older else []
+
+                    self._append(memory_id, build)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every namespace of a thread to another thread: the target's events start with
+        one that names its origin (thread and head seq and hash of the source)."""
+        source, target = str(source_thread_id), str(target_thread_id)
+        with self._lock:
+            for memory_id in self._memories(source):
+                origin = self._thread(memory_id)
+                kept = sorted(s for s, b in origin.bodies.items() if b["op"] != "copied")
+                if not kept:
+                    continue
+                ns = memory_id[2]
+                target_id = thread_memory_id(target, ns)
+
+                def build(state: _Thread, kept: builtins.list[int] = kept, origin: _Thread = origin,
+                          ns: str = ns) -> _Bodies:  # fmt: skip
+                    # Seqs the copies will take: the events refer to each other by seq.
+                    moved = {seq: state.seq + 2 + i for i, seq in enumerate(kept)}
+                    first: Body = {
+                        "op": "copied",
+                        "from": source,
+                        "namespace": ns,
+                        "seq": origin.seq,
+                        "hash": origin.hash,
+                    }
+                    return [first, *(_moved(origin.bodies[s], moved) for s in kept)]
+
+                self._append(target_id, build)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """A version greater than ``current`` whose random tail keeps forks apart."""
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:032}.{secrets.randbelow(10**16):016}"
+
+    # ------------------------------------------------------------------ async twins
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """:meth:`get_tuple` without blocking the event loop."""
+        return await off_loop(self.store, self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """:meth:`list` without blocking the event loop."""
+        found = await off_loop(
+            self.store, self._list, config, filter=filter, before=before, limit=limit
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """:meth:`put` without blocking the event loop."""
+        return await off_loop(self.store, self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """:meth:`put_writes` without blocking the event loop."""
+        await off_loop(self.store, self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """:meth:`delete_thread` without blocking the event loop."""
+        await off_loop(self.store, self.erase_thread, thread_id)
+
+    async def aerase_thread(
+        self, thread_id: str, *, reason: str = "LangGraph delete_thread"
+    ) -> builtins.list[ErasureReceipt]:
+        """:meth:`erase_thread` without blocking the event loop."""
+        return await off_loop(self.store, self.erase_thread, thread_id, reason=reason)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """:meth:`delete_for_runs` without blocking the event loop."""
+        await off_loop(self.store, self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`copy_thread` without blocking the event loop."""
+        await off_loop(self.store, self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """:meth:`prune` without blocking the event loop."""
+        await off_loop(self.store, self.prune, thread_ids, strategy=strategy)
+
+
+def _memory_of(config: RunnableConfig, operation: str) -> tuple[str, str, str]:
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None:
+        msg = (
+            f"{operation}: the config has no configurable.thread_id; pass "
+            "{'configurable': {'thread_id': ...}}"
+        )
+        raise ValueError(msg)
+    ns = configurable.get("checkpoint_ns") or ""
+    return thread_memory_id(thread_id, ns)
+
+
+def _holder(
+    parent_seq: int | None, parent: Body | None, channel: str, version: str, state: _Thread
+) -> int | None:
+    """The seq of the event holding ``channel`` at ``version``: the parent's (the usual case),
+    else the newest event that stored that version."""
+    if parent_seq is not None and parent is not None:
+        entry = parent["values"].get(channel)
+        if entry is not None and entry["version"] == version:
+            return parent_seq
+        at = parent["refs"].get(channel)
+        if at is not None and state.bodies[at]["values"][channel]["version"] == version:
+            return int(at)
+    return state.versions.get((channel, version))
+
+
+def _holder_any(parent_seq: int | None, parent: Body | None, channel: str) -> int | None:
+    """The seq of the event holding the parent's value of ``channel``, whatever its version."""
+    if parent_seq is None or parent is None:
+        return None
+    if channel in parent["values"]:
+        return parent_seq
+    at = parent["refs"].get(channel)
+    return None if at is None else int(at)
+
+
+def _extends(value: list[Any], previous: list[Any]) -> bool:
+    """``value`` is ``previous`` plus items at the end (same objects, or equal ones)."""
+    n = len(previous)
+    if len(value) < n:
+        return False
+    return all(a is b or a == b for a, b in zip(value[:n], previous, strict=True))
+
+
+def _removed(checkpoint_ids: Sequence[str], why: str) -> Body:
+    return {"op": "removed", "checkpoints": sorted(checkpoint_ids), "reason": why}
+
+
+def _moved(body: Body, moved: dict[int, int]) -> Body:
+    """A copy of an event whose references to other events follow them to their new seqs."""
+    if body["op"] != "checkpoint":
+        return body
+    values = {
+        channel: {**entry, "base": moved[entry["base"]]} if "base" in entry else entry
+        for channel, entry in body["values"].items()
+    }
+    refs = {channel: moved[at] for channel, at in body["refs"].items()}
+    return {**body, "values": values, "refs": refs}
