@@ -103,6 +103,8 @@ class _Thread:
     versions: dict[tuple[str, str], int] = field(default_factory=dict)  # (channel, version)
     # channel -> (seq holding it, the list put last): the base of the next append-only delta
     lists: dict[str, tuple[int, list[Any]]] = field(default_factory=dict)
+    # channel -> (msgpack items of the newest list read, seq -> (count, end) of its prefixes)
+    spans: dict[str, tuple[bytes, dict[int, tuple[int, int]]]] = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget the content (an erasure or a purge): the memory starts empty after it."""
@@ -111,6 +113,7 @@ class _Thread:
         self.writes.clear()
         self.versions.clear()
         self.lists.clear()
+        self.spans.clear()
 
     def apply(self, record: Record) -> None:
         if record.kind in ("memory_erased", "memory_purged"):
@@ -279,28 +282,57 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     def _value(self, state: _Thread, seq: int, channel: str) -> Any:
         """The value of ``channel`` stored at ``seq`` (following append-only deltas)."""
-        chain: list[Blob] = []
         entry = state.bodies[seq]["values"][channel]
+        if "base" not in entry:
+            return self.serde.loads_typed(_bytes(entry["value"]))
+        items = self._items(state, seq, channel)
+        if items is not None:
+            # One msgpack array of every part's items: one decode, as fast as reading the
+            # whole list stored in one piece.
+            count, body = items
+            return self.serde.loads_typed(("msgpack", _array_head(count) + body))
+        chain = []
         while "base" in entry:
             chain.append(entry["append"])
             entry = state.bodies[entry["base"]]["values"][channel]
-        chain.append(entry["value"])
-        chain.reverse()
-        if len(chain) == 1:
-            return self.serde.loads_typed(_bytes(chain[0]))
-        parts = [_bytes(blob) for blob in chain]
-        if all(kind == "msgpack" for kind, _ in parts):
-            # One msgpack array made of every part's items: one decode, as fast as reading the
-            # whole list stored in one piece.
-            arrays = [_array_body(data) for _, data in parts]
-            if all(a is not None for a in arrays):
-                total = sum(a[0] for a in arrays if a is not None)
-                data = _array_head(total) + b"".join(a[1] for a in arrays if a is not None)
-                return self.serde.loads_typed(("msgpack", data))
-        value = list(self.serde.loads_typed(parts[0]))
-        for part in parts[1:]:
-            value.extend(self.serde.loads_typed(part))
+        value = list(self.serde.loads_typed(_bytes(entry["value"])))
+        for blob in reversed(chain):
+            value.extend(self.serde.loads_typed(_bytes(blob)))
         return value
+
+    def _items(self, state: _Thread, seq: int, channel: str) -> tuple[int, bytes] | None:
+        """``(count, the msgpack items)`` of the list at ``seq``, or None when a part is not a
+        msgpack array (another serde). The newest list read is kept with where each of its
+        prefixes ends, so the next read (a turn later, or an older checkpoint) decodes only
+        what is new."""
+        memo = state.spans.get(channel)
+        parts: list[tuple[int, bytes, int]] = []  # (seq, items, count), newest first
+        at: int | None = seq
+        start: tuple[int, bytes, dict[int, tuple[int, int]]] | None = None
+        while at is not None:
+            if memo is not None and at in memo[1]:
+                count, end = memo[1][at]
+                start = (count, memo[0][:end], {s: v for s, v in memo[1].items() if v[1] <= end})
+                break
+            entry = state.bodies[at]["values"][channel]
+            kind, data = _bytes(entry.get("append") or entry["value"])
+            array = _array_body(data) if kind == "msgpack" else None
+            if array is None:
+                return None
+            parts.append((at, array[1], array[0]))
+            at = entry.get("base")
+        count, body, ends = start if start is not None else (0, b"", {})
+        pieces = [body]
+        size = len(body)
+        for at, data, n in reversed(parts):
+            count += n
+            size += len(data)
+            pieces.append(data)
+            ends[at] = (count, size)
+        joined = b"".join(pieces)
+        if memo is None or seq not in memo[1]:
+            state.spans[channel] = (joined, ends)
+        return count, joined
 
     def _tuple(self, memory_id: tuple[str, str, str], state: _Thread, cid: str) -> CheckpointTuple:
         thread_id, _, ns = memory_id
