@@ -153,6 +153,9 @@ class _Thread:
         return sorted(self.checkpoints, reverse=True)
 
 
+_Found = tuple[tuple[str, str, str], _Thread, str, int]  # memory id, its state, id, seq
+
+
 def _blob(typed: tuple[str, bytes]) -> Blob:
     kind, data = typed
     return [kind, base64.b64encode(data).decode("ascii")]
@@ -395,17 +398,22 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of ``config``'s thread (and namespace, when it names one;
         every thread when ``config`` is None), whose metadata has every item of ``filter``,
-        older than ``before``'s checkpoint, at most ``limit``."""
-        return iter(self._list(config, filter=filter, before=before, limit=limit))
+        older than ``before``'s checkpoint, at most ``limit``. Chosen when called; each is
+        read as it is reached, so a consumer holds one checkpoint's values at a time."""
+        for found in self._matches(config, filter=filter, before=before, limit=limit):
+            item = self._read(found)
+            if item is not None:
+                yield item
 
-    def _list(
+    def _matches(
         self,
         config: RunnableConfig | None,
         *,
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> builtins.list[CheckpointTuple]:
+    ) -> builtins.list[_Found]:
+        """``(memory id, its state, checkpoint id, seq)`` of what :meth:`list` returns."""
         if limit is not None and (isinstance(limit, bool) or limit < 0):
             msg = f"list: limit must be None or an int >= 0, got {limit!r}"
             raise ValueError(msg)
@@ -421,24 +429,31 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             candidates = []
             for memory_id in memories:
                 state = self._thread(memory_id)
-                for cid in state.checkpoints:
+                for cid, seq in state.checkpoints.items():
                     if checkpoint_id is not None and cid != checkpoint_id:
                         continue
                     if before_id is not None and cid >= before_id:
                         continue
-                    candidates.append((cid, memory_id, state))
-            candidates.sort(key=lambda c: c[0], reverse=True)
-            found: builtins.list[CheckpointTuple] = []
-            for cid, memory_id, state in candidates:
+                    candidates.append((memory_id, state, cid, seq))
+            candidates.sort(key=lambda c: c[2], reverse=True)
+            found: builtins.list[_Found] = []
+            for memory_id, state, cid, seq in candidates:
                 if limit is not None and len(found) >= limit:
                     break
                 if filter:
-                    body = state.bodies[state.checkpoints[cid]]
-                    metadata = self.serde.loads_typed(_bytes(body["metadata"]))
+                    metadata = self.serde.loads_typed(_bytes(state.bodies[seq]["metadata"]))
                     if any(metadata.get(k) != v for k, v in filter.items()):
                         continue
-                found.append(self._tuple(memory_id, state, cid))
+                found.append((memory_id, state, cid, seq))
             return found
+
+    def _read(self, found: _Found) -> CheckpointTuple | None:
+        """One checkpoint :meth:`_matches` chose; None when an erasure took it meanwhile."""
+        memory_id, state, cid, seq = found
+        with self._lock:
+            if state.checkpoints.get(cid) != seq:
+                return None
+            return self._tuple(memory_id, state, cid)
 
     def put(
         self,
@@ -689,12 +704,15 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """:meth:`list` without blocking the event loop."""
-        found = await off_loop(
-            self.store, self._list, config, filter=filter, before=before, limit=limit
+        """:meth:`list` without blocking the event loop (each checkpoint read off the loop as
+        it is reached)."""
+        chosen = await off_loop(
+            self.store, self._matches, config, filter=filter, before=before, limit=limit
         )
-        for item in found:
-            yield item
+        for found in chosen:
+            item = await off_loop(self.store, self._read, found)
+            if item is not None:
+                yield item
 
     async def aput(
         self,
