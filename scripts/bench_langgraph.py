@@ -385,8 +385,8 @@ def check_goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[tuple[str,
         return found[0] if found else None
 
     goals: list[tuple[str, bool, str]] = []
-    small, large = min(sizes), max(sizes)
-    for backend in sorted({r["backend"] for r in rows}):
+    small, large = min(sizes, default=0), max(sizes, default=0)
+    for backend in sorted({r["backend"] for r in rows}) if sizes else []:
         ls, ps = row(backend, "LedgerSaver", small), row(backend, "peer", small)
         ll, pl = row(backend, "LedgerSaver", large), row(backend, "peer", large)
         if None in (ls, ps, ll, pl):
