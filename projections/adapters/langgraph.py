@@ -154,6 +154,8 @@ class _Thread:
 
 
 _Found = tuple[tuple[str, str, str], _Thread, str, int]  # memory id, its state, id, seq
+# (id of a thread's state, channel) -> (a list decoded in this list() call, seq -> its length)
+_Shared = dict[tuple[int, str], tuple[list[Any], dict[int, int]]]
 
 
 def _blob(typed: tuple[str, bytes]) -> Blob:
@@ -283,17 +285,31 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ values
 
-    def _value(self, state: _Thread, seq: int, channel: str) -> Any:
-        """The value of ``channel`` stored at ``seq`` (following append-only deltas)."""
+    def _value(self, state: _Thread, seq: int, channel: str, shared: _Shared | None = None) -> Any:
+        """The value of ``channel`` stored at ``seq`` (following append-only deltas).
+
+        ``shared`` is one :meth:`list` call's: a list that is a prefix of one decoded earlier
+        in the call (an older checkpoint of the same conversation) is a slice of it, holding
+        the same message objects, as the lists of successive steps do in a running graph."""
         entry = state.bodies[seq]["values"][channel]
         if "base" not in entry:
             return self.serde.loads_typed(_bytes(entry["value"]))
+        known = None if shared is None else shared.get((id(state), channel))
+        if known is not None and seq in known[1]:
+            return known[0][: known[1][seq]]
         items = self._items(state, seq, channel)
         if items is not None:
             # One msgpack array of every part's items: one decode, as fast as reading the
             # whole list stored in one piece.
             count, body = items
-            return self.serde.loads_typed(("msgpack", _array_head(count) + body))
+            value = self.serde.loads_typed(("msgpack", _array_head(count) + body))
+            if shared is not None and isinstance(value, list):
+                ends = state.spans[channel][1]
+                shared[(id(state), channel)] = (
+                    list(value),  # a copy: the caller may change the list it was given
+                    {s: n for s, (n, _) in ends.items() if n <= count},
+                )
+            return value
         chain = []
         while "base" in entry:
             chain.append(entry["append"])
@@ -337,14 +353,20 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             state.spans[channel] = (joined, ends)
         return count, joined
 
-    def _tuple(self, memory_id: tuple[str, str, str], state: _Thread, cid: str) -> CheckpointTuple:
+    def _tuple(
+        self,
+        memory_id: tuple[str, str, str],
+        state: _Thread,
+        cid: str,
+        shared: _Shared | None = None,
+    ) -> CheckpointTuple:
         thread_id, _, ns = memory_id
         seq = state.checkpoints[cid]
         body = state.bodies[seq]
         checkpoint = cast("Checkpoint", self.serde.loads_typed(_bytes(body["checkpoint"])))
-        values = {channel: self._value(state, seq, channel) for channel in body["values"]}
+        values = {c: self._value(state, seq, c, shared) for c in body["values"]}
         for channel, at in body["refs"].items():
-            values[channel] = self._value(state, at, channel)
+            values[channel] = self._value(state, at, channel, shared)
         checkpoint["channel_values"] = values
         metadata = cast("CheckpointMetadata", self.serde.loads_typed(_bytes(body["metadata"])))
         indexed = sorted(
@@ -400,8 +422,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         every thread when ``config`` is None), whose metadata has every item of ``filter``,
         older than ``before``'s checkpoint, at most ``limit``. Chosen when called; each is
         read as it is reached, so a consumer holds one checkpoint's values at a time."""
+        shared: _Shared = {}
         for found in self._matches(config, filter=filter, before=before, limit=limit):
-            item = self._read(found)
+            item = self._read(found, shared)
             if item is not None:
                 yield item
 
@@ -447,13 +470,13 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 found.append((memory_id, state, cid, seq))
             return found
 
-    def _read(self, found: _Found) -> CheckpointTuple | None:
+    def _read(self, found: _Found, shared: _Shared) -> CheckpointTuple | None:
         """One checkpoint :meth:`_matches` chose; None when an erasure took it meanwhile."""
         memory_id, state, cid, seq = found
         with self._lock:
             if state.checkpoints.get(cid) != seq:
                 return None
-            return self._tuple(memory_id, state, cid)
+            return self._tuple(memory_id, state, cid, shared)
 
     def put(
         self,
@@ -685,6 +708,14 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
                 self._append(target_id, build)
 
+    def checkpoint_seq(self, config: RunnableConfig) -> int | None:
+        """The seq of the event that stores the checkpoint ``config`` names (what
+        ``chatledger prove`` and ``EventStore.prove`` take), or None when it has none."""
+        memory_id = _memory_of(config, "checkpoint_seq")
+        cid = get_checkpoint_id(config)
+        with self._lock:
+            return None if cid is None else self._thread(memory_id).checkpoints.get(cid)
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A version greater than ``current`` whose random tail keeps forks apart."""
         number = 0 if current is None else int(str(current).split(".")[0])
@@ -709,8 +740,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         chosen = await off_loop(
             self.store, self._matches, config, filter=filter, before=before, limit=limit
         )
+        shared: _Shared = {}
         for found in chosen:
-            item = await off_loop(self.store, self._read, found)
+            item = await off_loop(self.store, self._read, found, shared)
             if item is not None:
                 yield item
 

@@ -44,6 +44,7 @@ READ_COMMANDS = frozenset(
         "export",
         "serve",
         "checkpoint",
+        "langgraph",
     )
 )
 

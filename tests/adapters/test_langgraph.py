@@ -194,6 +194,9 @@ def test_every_checkpoint_reads_back_what_was_put(steps: list[list[int] | None])
         for n, (cfg, expected) in enumerate(stored_cfgs):
             got = reader.get_tuple(cfg)
             assert got.checkpoint["channel_values"] == {"items": expected, "other": n}
+        # Check list (which decodes a grown list once and slices the older ones) agrees.
+        listed = [t.checkpoint["channel_values"] for t in reader.list(None)]
+        assert listed == [{"items": v, "other": n} for n, (_, v) in enumerate(stored_cfgs)][::-1]
 
 
 def test_delete_thread_is_an_erasure_with_a_receipt(store: EventStore) -> None:
@@ -322,3 +325,53 @@ def test_bad_input_names_the_operation_and_the_remedy(tmp_path: Any) -> None:
             saver.put_writes({"configurable": {"thread_id": "t"}}, [("a", 1)], "task")
         with pytest.raises(ValueError, match="cache_size must be an int >= 1"):
             LedgerSaver(store, cache_size=0)
+
+
+def test_the_cli_shows_a_thread_in_langgraph_terms(tmp_path, cli) -> None:
+    path = tmp_path / "lg.db"
+    with SQLiteEventStore(path) as store:
+        saver = LedgerSaver(store)
+        app = chat_app(saver)
+        for turn in (1, 2):
+            app.invoke({"messages": [HumanMessage(f"question {turn}")]}, config("cli"))
+        tuples = list(saver.list(config("cli")))
+        first_turn = next(t for t in tuples if len(t.checkpoint["channel_values"]["messages"]) == 2)
+        app.invoke({"messages": [HumanMessage("to erase")]}, config("gone"))
+        saver.erase_thread("gone", reason="request 9")
+    # Check the steps: one JSON line per checkpoint, oldest first, with the seq prove takes.
+    listed = cli("langgraph", "cli", "--db", path, "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [r["checkpoint_id"] for r in rows] == [t.checkpoint["id"] for t in reversed(tuples)]
+    assert [r["messages"] for r in rows] == [0, 1, 2, 2, 3, 4]
+    assert rows[0]["source"] == "input" and rows[0]["parent_id"] is None
+    assert "messages" in rows[2]["changed"] and rows[3]["changed"] == ["__start__"]
+    seq = rows[-1]["seq"]
+    assert (
+        cli(
+            "prove", "~t:" + json.dumps(["cli", "langgraph", ""]), seq, "--db", path, "-o", "-"
+        ).returncode
+        == 0
+    )
+    table = cli("langgraph", "cli", "--db", path)
+    assert table.returncode == 0 and "6 checkpoints" in table.stdout
+    # Check a checkpoint's conversation, and what changed between two.
+    latest = cli("langgraph", "cli", "--db", path, "--checkpoint", "latest")
+    lines = latest.stdout.splitlines()
+    assert lines[0] == f"checkpoint {rows[-1]['checkpoint_id']}: 4 messages"
+    assert [line.split(":", 1)[0].strip() for line in lines[1:]] == ["human", "ai"] * 2
+    assert lines[3] == " human: question 2"
+    assert lines[4].startswith("    ai: reply 2 yyy")
+    diff = cli(
+        "langgraph", "cli", "--db", path, "--json", "--diff", first_turn.checkpoint["id"], "latest"
+    )
+    changes = json.loads(diff.stdout)
+    assert [m["text"][:14] for m in changes["messages_added"]] == ["question 2", "reply 2 yyyyyy"]
+    assert changes["messages_dropped"] == [] and "messages" in changes["channels_changed"]
+    # Check the errors: an unknown checkpoint (usage), an erased thread and an unknown one.
+    bad = cli("langgraph", "cli", "--db", path, "--checkpoint", "nope")
+    assert bad.returncode == 2 and "no checkpoint 'nope'" in bad.stderr
+    erased = cli("langgraph", "gone", "--db", path)
+    assert erased.returncode == 1 and "was erased" in erased.stderr and "request 9" in erased.stderr
+    missing = cli("langgraph", "nobody", "--db", path)
+    assert missing.returncode == 1 and "has no checkpoints" in missing.stderr

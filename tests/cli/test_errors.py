@@ -144,6 +144,7 @@ READ_COMMANDS = [
     ("prove", "x", "1", "-o", "-"),
     ("export", "-o", "-"),
     ("serve", "--port", "8799"),
+    ("langgraph", "x"),
 ]
 
 
