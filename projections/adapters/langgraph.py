@@ -125,6 +125,11 @@ class _Thread:
                 self._fold(record.seq, message.attributes[KEY])
         self.seq, self.hash = record.seq, record.hash
 
+    def appended(self, record: Record, body: Body) -> None:
+        """Fold a record this saver just appended (its body known: not decoded again)."""
+        self._fold(record.seq, body)
+        self.seq, self.hash = record.seq, record.hash
+
     def _fold(self, seq: int, body: Body) -> None:
         op = body.get("op")
         if op == "checkpoint":
@@ -277,8 +282,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             except ConcurrencyError as e:
                 conflict = e  # another writer: catch up and build again
                 continue
-            for record in records:
-                state.apply(record)
+            for record, body in zip(records, bodies, strict=True):
+                state.appended(record, body)
             return records
         # Other writers moved the head _RETRIES times in a row: the last conflict says where.
         raise cast("ConcurrencyError", conflict)
