@@ -375,3 +375,31 @@ def test_the_cli_shows_a_thread_in_langgraph_terms(tmp_path, cli) -> None:
     assert erased.returncode == 1 and "was erased" in erased.stderr and "request 9" in erased.stderr
     missing = cli("langgraph", "nobody", "--db", path)
     assert missing.returncode == 1 and "has no checkpoints" in missing.stderr
+
+
+def test_prune_and_delete_for_runs_hide_checkpoints_and_keep_the_history(store: EventStore) -> None:
+    saver = LedgerSaver(store)
+    app = chat_app(saver)
+    for turn in range(2):
+        app.invoke({"messages": [HumanMessage(f"q{turn}")]}, config("p"))
+    before = len(store.read(thread_memory_id("p")))
+    saver.prune(["p"], strategy="keep_latest")
+    # Check LangGraph sees only the newest checkpoint, whole; the ledger gained one event.
+    (kept,) = list(saver.list(config("p")))
+    assert len(kept.checkpoint["channel_values"]["messages"]) == 4
+    assert [b["op"] for b in bodies(store, "p")][before:] == ["removed"]
+    assert bodies(store, "p")[-1]["reason"] == "prune keep_latest"
+    # Check the thread goes on from the kept checkpoint.
+    out = app.invoke({"messages": [HumanMessage("q2")]}, config("p"))
+    assert len(out["messages"]) == 6
+    run_id = "run-to-drop"
+    app.invoke(
+        {"messages": [HumanMessage("q3")]},
+        {"configurable": {"thread_id": "p"}, "metadata": {"run_id": run_id}},
+    )
+    ours = [t for t in saver.list(config("p")) if t.metadata.get("run_id") == run_id]
+    assert ours
+    saver.delete_for_runs([run_id])
+    assert not [t for t in saver.list(config("p")) if t.metadata.get("run_id") == run_id]
+    assert len(app.get_state(config("p")).values["messages"]) == 6
+    assert store.verify().ok
