@@ -336,6 +336,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         while at is not None:
             if memo is not None and at in memo[1]:
                 count, end = memo[1][at]
+                if not parts and end == len(memo[0]):
+                    return count, memo[0]  # the newest list read, read again: no copy
                 start = (count, memo[0][:end], {s: v for s, v in memo[1].items() if v[1] <= end})
                 break
             entry = state.bodies[at]["values"][channel]
