@@ -94,6 +94,7 @@ class _Thread:
 
     seq: int = 0
     hash: str = ""
+    size: int = 0  # payload characters folded since the last reset: what the cache holds
     bodies: dict[int, Body] = field(default_factory=dict)  # seq -> event body
     checkpoints: dict[str, int] = field(default_factory=dict)  # checkpoint id -> seq
     # checkpoint id -> (task id, idx) -> (task id, channel, blob, task path)
@@ -108,6 +109,7 @@ class _Thread:
 
     def reset(self) -> None:
         """Forget the content (an erasure or a purge): the memory starts empty after it."""
+        self.size = 0
         self.bodies.clear()
         self.checkpoints.clear()
         self.writes.clear()
@@ -128,6 +130,7 @@ class _Thread:
     def appended(self, record: Record, body: Body) -> None:
         """Fold a record this saver just appended (its body known: not decoded again)."""
         self._fold(record.seq, body)
+        self.size += len(record.payload)
         self.seq, self.hash = record.seq, record.hash
 
     def _fold(self, seq: int, body: Body) -> None:
@@ -207,6 +210,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         store: The ledger (SQLite, PostgreSQL or in-memory).
         serde: LangGraph's serializer for values (default: ``JsonPlusSerializer``).
         cache_size: Memories whose folded state is kept between calls.
+        cache_bytes: About how much of their events (payload characters) the kept states may
+            hold; the least recently used are dropped beyond it (the one in use never is).
     """
 
     def __init__(
@@ -215,6 +220,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         cache_size: int = 256,
+        cache_bytes: int = 128 * 2**20,
     ) -> None:
         super().__init__(serde=serde)
         if not isinstance(store, EventStore):
@@ -226,9 +232,13 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
             msg = f"LedgerSaver: cache_size must be an int >= 1, got {cache_size!r}"
             raise ValueError(msg)
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            msg = f"LedgerSaver: cache_bytes must be an int >= 0, got {cache_bytes!r}"
+            raise ValueError(msg)
         self.store = store
         self._cache: OrderedDict[str, _Thread] = OrderedDict()
         self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ reading the ledger
@@ -250,8 +260,13 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             for record in self.store.read_verified(memory_id):
                 state.apply(record)
             self._cache[key] = state
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        # Bounded by count and by size; the newest entry (this one) always stays.
+        total = sum(t.size for t in self._cache.values())
+        while len(self._cache) > 1 and (
+            len(self._cache) > self._cache_size or total > self._cache_bytes
+        ):
+            _, dropped = self._cache.popitem(last=False)
+            total -= dropped.size
         return state
 
     def _memories(self, thread_id: str | None = None) -> builtins.list[tuple[str, str, str]]:

@@ -403,3 +403,18 @@ def test_prune_and_delete_for_runs_hide_checkpoints_and_keep_the_history(store: 
     assert not [t for t in saver.list(config("p")) if t.metadata.get("run_id") == run_id]
     assert len(app.get_state(config("p")).values["messages"]) == 6
     assert store.verify().ok
+
+
+def test_a_saver_with_no_room_to_cache_reads_every_thread_again(store: EventStore) -> None:
+    saver = LedgerSaver(store, cache_bytes=0)
+    app = chat_app(saver)
+    for turn in range(2):
+        for thread in ("a", "b"):
+            app.invoke({"messages": [HumanMessage(f"{thread}{turn}")]}, config(thread))
+    # Check only the thread in use is kept, and nothing is lost by dropping the other.
+    assert len(saver._cache) == 1
+    for thread in ("a", "b"):
+        texts = [m.content for m in app.get_state(config(thread)).values["messages"]][0::2]
+        assert texts == [f"{thread}0", f"{thread}1"]
+    with pytest.raises(ValueError, match="cache_bytes must be an int >= 0"):
+        LedgerSaver(store, cache_bytes=-1)
