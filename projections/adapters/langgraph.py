@@ -118,6 +118,7 @@ class _Thread:
         self.spans.clear()
 
     def apply(self, record: Record) -> None:
+        """Fold a record read from the store (events of other apps on the id are skipped)."""
         if record.kind in ("memory_erased", "memory_purged"):
             self.reset()
         elif record.kind == "message_added" and not record.erased:
@@ -125,6 +126,7 @@ class _Thread:
             message = event.message if isinstance(event, MessageAdded) else None
             if isinstance(message, CustomMessage) and isinstance(message.attributes.get(KEY), dict):
                 self._fold(record.seq, message.attributes[KEY])
+                self.size += len(record.payload)
         self.seq, self.hash = record.seq, record.hash
 
     def appended(self, record: Record, body: Body) -> None:

@@ -418,3 +418,14 @@ def test_a_saver_with_no_room_to_cache_reads_every_thread_again(store: EventStor
         assert texts == [f"{thread}0", f"{thread}1"]
     with pytest.raises(ValueError, match="cache_bytes must be an int >= 0"):
         LedgerSaver(store, cache_bytes=-1)
+
+
+def test_a_cold_saver_counts_what_it_caches_like_a_warm_one(store: EventStore) -> None:
+    warm = LedgerSaver(store)
+    chat_app(warm).invoke({"messages": [HumanMessage("hello")]}, config())
+    cold = LedgerSaver(store)
+    cold.get_tuple(config())
+    key = memory_key(thread_memory_id("t-1"))
+    # Check the size the byte budget counts is the thread's payloads, however they were folded.
+    payloads = sum(len(r.payload) for r in store.read(thread_memory_id("t-1")))
+    assert warm._cache[key].size == cold._cache[key].size == payloads
