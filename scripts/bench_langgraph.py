@@ -20,7 +20,11 @@ PostgreSQL (a fresh schema each, dropped afterwards; ``CHATLEDGER_TEST_PG_DSN`` 
 server). Ratios are LedgerSaver / peer.
 
     python scripts/bench_langgraph.py                      # 100 and 1,000 turns
-    python scripts/bench_langgraph.py --sizes 100 --ledger-sizes 10000
+    python scripts/bench_langgraph.py --sizes "" --ledger-sizes 10000 --no-postgres
+
+Every turn's ``invoke`` reads the whole thread back (LangGraph decodes the full message list,
+whatever the saver), so building a thread costs the square of its length: 10,000 turns take
+about an hour and a half on a 2-CPU machine, 3,000 turns ten minutes.
     python scripts/bench_langgraph.py --json out.json
 
 Needs ``pip install -e '.[langgraph,bench,postgres]'`` (PostgresSaver:
