@@ -76,6 +76,13 @@ def test_framework_extras_are_ranges_that_hold_the_certified_version(extra, scri
     assert requirement.specifier.contains(_pinned_version(script))
 
 
+def test_the_langgraph_extra_holds_the_version_its_own_tests_certify():
+    extra = PROJECT["optional-dependencies"]["langgraph"]
+    requirements = {Requirement(r).name: Requirement(r) for r in extra}
+    assert requirements["langgraph"].specifier.contains(_pinned_version("langgraph_tests.py"))
+    assert all({s.operator for s in r.specifier} & {"<", "<="} for r in requirements.values())
+
+
 def test_the_sdist_builds_with_its_tests_scripts_and_license(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(tmp_path)],

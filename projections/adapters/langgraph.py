@@ -556,7 +556,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
         with self._lock:
             (record,) = self._append(memory_id, build)
-            state = self._thread(memory_id)
+            state = self._cache.get(memory_key(memory_id)) or self._thread(memory_id)
             for channel, value in lists.items():
                 state.lists[channel] = (record.seq, value)
         return {
