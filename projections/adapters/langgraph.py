@@ -24,6 +24,7 @@ import base64
 import builtins
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ except ImportError as e:
 
 from eventlog.aio import off_loop
 from eventlog.errors import ConcurrencyError
+from eventlog.hashing import GENESIS
 from eventlog.ids import memory_key
 from eventlog.messages import CustomMessage
 from eventlog.models import ErasureReceipt, MessageAdded, Record
@@ -67,7 +69,7 @@ TAG = "langgraph"
 KEY = "langgraph"
 """The attribute of the stored custom message that carries the event."""
 
-_RETRIES = 8  # appends retried after another writer moved the head (each one re-reads)
+_RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 
 Blob = list[str]  # [serde type, base64 of the bytes]
 Body = dict[str, Any]  # the decoded ``langgraph`` attribute of one event
@@ -285,25 +287,31 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     def _append(
         self, memory_id: tuple[str, str, str], build: Callable[[_Thread], _Bodies]
     ) -> builtins.list[Record]:
-        """Append what ``build(state)`` returns, after the head it was built on; when another
-        writer moved the head meanwhile, catch up and build again."""
-        conflict: ConcurrencyError | None = None
-        for _ in range(_RETRIES):
+        """Append what ``build(state)`` returns after the head it was built on (seq and hash);
+        when another writer moved the head meanwhile, catch up and build again, for up to
+        :data:`_RETRY_FOR` seconds (as the memories do)."""
+        deadline: float | None = None
+        while True:
             state = self._thread(memory_id)
             bodies = build(state)
             if not bodies:
                 return []
             items = [added_record(CustomMessage({KEY: body})) for body in bodies]
             try:
-                records = self.store.append(memory_id, items, expected_seq=state.seq)
+                records = self.store.append(
+                    memory_id, items, expected_seq=state.seq, expected_hash=state.hash or GENESIS
+                )
             except ConcurrencyError as e:
-                conflict = e  # another writer: catch up and build again
+                now = time.monotonic()
+                deadline = deadline or now + _RETRY_FOR
+                if now > deadline:
+                    raise
+                if e.actual is not None and self._thread(memory_id).seq < e.actual:
+                    time.sleep(0.001)  # the new head is not visible to this reader yet
                 continue
             for record, body in zip(records, bodies, strict=True):
                 state.appended(record, body)
             return records
-        # Other writers moved the head _RETRIES times in a row: the last conflict says where.
-        raise cast("ConcurrencyError", conflict)
 
     # ------------------------------------------------------------------ values
 

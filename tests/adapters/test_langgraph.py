@@ -429,3 +429,39 @@ def test_a_cold_saver_counts_what_it_caches_like_a_warm_one(store: EventStore) -
     # Check the size the byte budget counts is the thread's payloads, however they were folded.
     payloads = sum(len(r.payload) for r in store.read(thread_memory_id("t-1")))
     assert warm._cache[key].size == cold._cache[key].size == payloads
+
+
+def test_writers_racing_on_one_thread_lose_nothing(backend: Any) -> None:
+    # Two savers on two store objects (two connections), writing to one checkpoint at once:
+    # each append that finds the head moved catches up and is built again.
+    first, second = backend.open(), backend.open()
+    saver = LedgerSaver(first)
+    cfg = saver.put(
+        {"configurable": {"thread_id": "race", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
+    )
+
+    def write(who: LedgerSaver, name: str) -> None:
+        for n in range(15):
+            who.put_writes(cfg, [("ch", f"{name}{n}")], f"{name}-task-{n}")
+
+    async def race() -> None:
+        await asyncio.gather(
+            asyncio.to_thread(write, saver, "a"), asyncio.to_thread(write, LedgerSaver(second), "b")
+        )
+
+    asyncio.run(race())
+    values = sorted(w[2] for w in LedgerSaver(first).get_tuple(cfg).pending_writes or [])
+    assert values == sorted([f"a{n}" for n in range(15)] + [f"b{n}" for n in range(15)])
+    assert first.verify().ok
+    for store in {id(first): first, id(second): second}.values():
+        store.close()
+
+
+def test_an_erasure_by_another_saver_reaches_a_warm_one(store: EventStore) -> None:
+    warm, other = LedgerSaver(store), LedgerSaver(store)
+    chat_app(warm).invoke({"messages": [HumanMessage("secret")]}, config("x"))
+    assert warm.get_tuple(config("x")) is not None
+    other.delete_thread("x")
+    # Check the warm saver's catch-up read sees the receipt and drops what it had folded.
+    assert warm.get_tuple(config("x")) is None
+    assert list(warm.list(config("x"))) == []
