@@ -20,14 +20,12 @@ Requires the ``langgraph`` extra; from your chatledger clone: ``pip install -e '
 
 from __future__ import annotations
 
-import base64
 import builtins
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 try:
@@ -57,148 +55,33 @@ from eventlog.errors import ConcurrencyError
 from eventlog.hashing import GENESIS
 from eventlog.ids import memory_key
 from eventlog.messages import CustomMessage
-from eventlog.models import ErasureReceipt, MessageAdded, Record
-from eventlog.serialization import added_record, decode_event
+from eventlog.models import ErasureReceipt, Record
+from eventlog.serialization import added_record
 from eventlog.store import EventStore
+from projections.adapters.langgraph_events import (
+    KEY,
+    TAG,
+    Bodies,
+    Body,
+    Found,
+    Shared,
+    Thread,
+    array_body,
+    array_head,
+    blob_of,
+    bytes_of,
+    extends,
+    holder,
+    holder_any,
+    is_thread_memory,
+    moved_body,
+    removed_body,
+    thread_memory_id,
+)
 
 __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
 
-TAG = "langgraph"
-"""The second part of a thread's memory id: ``(thread_id, "langgraph", checkpoint_ns)``."""
-
-KEY = "langgraph"
-"""The attribute of the stored custom message that carries the event."""
-
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
-
-Blob = list[str]  # [serde type, base64 of the bytes]
-Body = dict[str, Any]  # the decoded ``langgraph`` attribute of one event
-_Bodies = list[Body]
-
-
-def thread_memory_id(thread_id: object, checkpoint_ns: str = "") -> tuple[str, str, str]:
-    """The memory id that stores a thread's checkpoints in ``checkpoint_ns``."""
-    return (str(thread_id), TAG, checkpoint_ns)
-
-
-def _is_thread_memory(memory_id: object) -> bool:
-    return (
-        isinstance(memory_id, tuple)
-        and len(memory_id) == 3
-        and memory_id[1] == TAG
-        and all(isinstance(part, str) for part in memory_id)
-    )
-
-
-@dataclass
-class _Thread:
-    """What one memory's events say, folded in seq order (a projection of verified reads)."""
-
-    seq: int = 0
-    hash: str = ""
-    size: int = 0  # payload characters folded since the last reset: what the cache holds
-    bodies: dict[int, Body] = field(default_factory=dict)  # seq -> event body
-    checkpoints: dict[str, int] = field(default_factory=dict)  # checkpoint id -> seq
-    # checkpoint id -> (task id, idx) -> (task id, channel, blob, task path)
-    writes: dict[str, dict[tuple[str, int], tuple[str, str, Blob, str]]] = field(
-        default_factory=dict
-    )
-    versions: dict[tuple[str, str], int] = field(default_factory=dict)  # (channel, version)
-    # channel -> (seq holding it, the list put last): the base of the next append-only delta
-    lists: dict[str, tuple[int, list[Any]]] = field(default_factory=dict)
-    # channel -> (msgpack items of the newest list read, seq -> (count, end) of its prefixes)
-    spans: dict[str, tuple[bytes, dict[int, tuple[int, int]]]] = field(default_factory=dict)
-
-    def reset(self) -> None:
-        """Forget the content (an erasure or a purge): the memory starts empty after it."""
-        self.size = 0
-        self.bodies.clear()
-        self.checkpoints.clear()
-        self.writes.clear()
-        self.versions.clear()
-        self.lists.clear()
-        self.spans.clear()
-
-    def apply(self, record: Record) -> None:
-        """Fold a record read from the store (events of other apps on the id are skipped)."""
-        if record.kind in ("memory_erased", "memory_purged"):
-            self.reset()
-        elif record.kind == "message_added" and not record.erased:
-            event = decode_event(record)
-            message = event.message if isinstance(event, MessageAdded) else None
-            if isinstance(message, CustomMessage) and isinstance(message.attributes.get(KEY), dict):
-                self._fold(record.seq, message.attributes[KEY])
-                self.size += len(record.payload)
-        self.seq, self.hash = record.seq, record.hash
-
-    def appended(self, record: Record, body: Body) -> None:
-        """Fold a record this saver just appended (its body known: not decoded again)."""
-        self._fold(record.seq, body)
-        self.size += len(record.payload)
-        self.seq, self.hash = record.seq, record.hash
-
-    def _fold(self, seq: int, body: Body) -> None:
-        op = body.get("op")
-        if op == "checkpoint":
-            self.bodies[seq] = body
-            self.checkpoints[body["id"]] = seq
-            for channel, entry in body["values"].items():
-                self.versions[(channel, entry["version"])] = seq
-        elif op == "writes":
-            self.bodies[seq] = body
-            task, path = body["task"], body["path"]
-            stored = self.writes.setdefault(body["checkpoint"], {})
-            for idx, channel, blob in body["writes"]:
-                if idx >= 0 and (task, idx) in stored:
-                    continue  # regular writes are kept once: the first one wins
-                stored[(task, idx)] = (task, channel, blob, path)
-        elif op == "removed":
-            self.bodies[seq] = body
-            for checkpoint_id in body["checkpoints"]:
-                self.checkpoints.pop(checkpoint_id, None)
-                self.writes.pop(checkpoint_id, None)
-        elif op == "copied":
-            self.bodies[seq] = body
-
-    def live(self) -> list[str]:
-        """Checkpoint ids, newest first (LangGraph's ids sort by time)."""
-        return sorted(self.checkpoints, reverse=True)
-
-
-_Found = tuple[tuple[str, str, str], _Thread, str, int]  # memory id, its state, id, seq
-# (id of a thread's state, channel) -> (a list decoded in this list() call, seq -> its length)
-_Shared = dict[tuple[int, str], tuple[list[Any], dict[int, int]]]
-
-
-def _blob(typed: tuple[str, bytes]) -> Blob:
-    kind, data = typed
-    return [kind, base64.b64encode(data).decode("ascii")]
-
-
-def _bytes(blob: Blob) -> tuple[str, bytes]:
-    return blob[0], base64.b64decode(blob[1])
-
-
-def _array_body(data: bytes) -> tuple[int, bytes] | None:
-    """``(length, items)`` of a msgpack array, None when ``data`` is not one."""
-    if not data:
-        return None
-    head = data[0]
-    if 0x90 <= head <= 0x9F:
-        return head & 0x0F, data[1:]
-    if head == 0xDC and len(data) >= 3:
-        return int.from_bytes(data[1:3], "big"), data[3:]
-    if head == 0xDD and len(data) >= 5:
-        return int.from_bytes(data[1:5], "big"), data[5:]
-    return None
-
-
-def _array_head(length: int) -> bytes:
-    if length < 16:
-        return bytes([0x90 | length])
-    if length < 1 << 16:
-        return b"\xdc" + length.to_bytes(2, "big")
-    return b"\xdd" + length.to_bytes(4, "big")
 
 
 class LedgerSaver(BaseCheckpointSaver[str]):
@@ -240,14 +123,14 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             msg = f"LedgerSaver: cache_bytes must be an int >= 0, got {cache_bytes!r}"
             raise ValueError(msg)
         self.store = store
-        self._cache: OrderedDict[str, _Thread] = OrderedDict()
+        self._cache: OrderedDict[str, Thread] = OrderedDict()
         self._cache_size = cache_size
         self._cache_bytes = cache_bytes
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ reading the ledger
 
-    def _thread(self, memory_id: tuple[str, str, str]) -> _Thread:
+    def _thread(self, memory_id: tuple[str, str, str]) -> Thread:
         """The memory's folded state, caught up with a verified read."""
         key = memory_key(memory_id)
         state = self._cache.get(key)
@@ -260,7 +143,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 for record in fresh:
                     state.apply(record)
         if state is None:
-            state = _Thread()
+            state = Thread()
             for record in self.store.read_verified(memory_id):
                 state.apply(record)
             self._cache[key] = state
@@ -278,14 +161,14 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         found = []
         for info in self.store.streams():
             memory_id = info.memory_id
-            if _is_thread_memory(memory_id):
+            if is_thread_memory(memory_id):
                 ours = cast("tuple[str, str, str]", memory_id)
                 if thread_id is None or ours[0] == thread_id:
                     found.append(ours)
         return found
 
     def _append(
-        self, memory_id: tuple[str, str, str], build: Callable[[_Thread], _Bodies]
+        self, memory_id: tuple[str, str, str], build: Callable[[Thread], Bodies]
     ) -> builtins.list[Record]:
         """Append what ``build(state)`` returns after the head it was built on (seq and hash);
         when another writer moved the head meanwhile, catch up and build again, for up to
@@ -315,7 +198,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ values
 
-    def _value(self, state: _Thread, seq: int, channel: str, shared: _Shared | None = None) -> Any:
+    def _value(self, state: Thread, seq: int, channel: str, shared: Shared | None = None) -> Any:
         """The value of ``channel`` stored at ``seq`` (following append-only deltas).
 
         ``shared`` is one :meth:`list` call's: a list that is a prefix of one decoded earlier
@@ -323,7 +206,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         the same message objects, as the lists of successive steps do in a running graph."""
         entry = state.bodies[seq]["values"][channel]
         if "base" not in entry:
-            return self.serde.loads_typed(_bytes(entry["value"]))
+            return self.serde.loads_typed(bytes_of(entry["value"]))
         known = None if shared is None else shared.get((id(state), channel))
         if known is not None and seq in known[1]:
             return known[0][: known[1][seq]]
@@ -332,7 +215,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             # One msgpack array of every part's items: one decode, as fast as reading the
             # whole list stored in one piece.
             count, body = items
-            value = self.serde.loads_typed(("msgpack", _array_head(count) + body))
+            value = self.serde.loads_typed(("msgpack", array_head(count) + body))
             if shared is not None and isinstance(value, list):
                 ends = state.spans[channel][1]
                 shared[(id(state), channel)] = (
@@ -344,12 +227,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         while "base" in entry:
             chain.append(entry["append"])
             entry = state.bodies[entry["base"]]["values"][channel]
-        value = list(self.serde.loads_typed(_bytes(entry["value"])))
+        value = list(self.serde.loads_typed(bytes_of(entry["value"])))
         for blob in reversed(chain):
-            value.extend(self.serde.loads_typed(_bytes(blob)))
+            value.extend(self.serde.loads_typed(bytes_of(blob)))
         return value
 
-    def _items(self, state: _Thread, seq: int, channel: str) -> tuple[int, bytes] | None:
+    def _items(self, state: Thread, seq: int, channel: str) -> tuple[int, bytes] | None:
         """``(count, the msgpack items)`` of the list at ``seq``, or None when a part is not a
         msgpack array (another serde). The newest list read is kept with where each of its
         prefixes ends, so the next read (a turn later, or an older checkpoint) decodes only
@@ -366,8 +249,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 start = (count, memo[0][:end], {s: v for s, v in memo[1].items() if v[1] <= end})
                 break
             entry = state.bodies[at]["values"][channel]
-            kind, data = _bytes(entry.get("append") or entry["value"])
-            array = _array_body(data) if kind == "msgpack" else None
+            kind, data = bytes_of(entry.get("append") or entry["value"])
+            array = array_body(data) if kind == "msgpack" else None
             if array is None:
                 return None
             parts.append((at, array[1], array[0]))
@@ -388,25 +271,25 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     def _tuple(
         self,
         memory_id: tuple[str, str, str],
-        state: _Thread,
+        state: Thread,
         cid: str,
-        shared: _Shared | None = None,
+        shared: Shared | None = None,
     ) -> CheckpointTuple:
         thread_id, _, ns = memory_id
         seq = state.checkpoints[cid]
         body = state.bodies[seq]
-        checkpoint = cast("Checkpoint", self.serde.loads_typed(_bytes(body["checkpoint"])))
+        checkpoint = cast("Checkpoint", self.serde.loads_typed(bytes_of(body["checkpoint"])))
         values = {c: self._value(state, seq, c, shared) for c in body["values"]}
         for channel, at in body["refs"].items():
             values[channel] = self._value(state, at, channel, shared)
         checkpoint["channel_values"] = values
-        metadata = cast("CheckpointMetadata", self.serde.loads_typed(_bytes(body["metadata"])))
+        metadata = cast("CheckpointMetadata", self.serde.loads_typed(bytes_of(body["metadata"])))
         indexed = sorted(
             (writes_sort_key(path, task, idx), task, channel, blob)
             for (task, idx), (_, channel, blob, path) in state.writes.get(cid, {}).items()
         )
         pending: list[PendingWrite] = [
-            (task, channel, self.serde.loads_typed(_bytes(blob)))
+            (task, channel, self.serde.loads_typed(bytes_of(blob)))
             for _, task, channel, blob in indexed
         ]
         config: RunnableConfig = {
@@ -454,7 +337,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         every thread when ``config`` is None), whose metadata has every item of ``filter``,
         older than ``before``'s checkpoint, at most ``limit``. Chosen when called; each is
         read as it is reached, so a consumer holds one checkpoint's values at a time."""
-        shared: _Shared = {}
+        shared: Shared = {}
         for found in self._matches(config, filter=filter, before=before, limit=limit):
             item = self._read(found, shared)
             if item is not None:
@@ -467,7 +350,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> builtins.list[_Found]:
+    ) -> builtins.list[Found]:
         """``(memory id, its state, checkpoint id, seq)`` of what :meth:`list` returns."""
         if limit is not None and (isinstance(limit, bool) or limit < 0):
             msg = f"list: limit must be None or an int >= 0, got {limit!r}"
@@ -491,18 +374,18 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                         continue
                     candidates.append((memory_id, state, cid, seq))
             candidates.sort(key=lambda c: c[2], reverse=True)
-            found: builtins.list[_Found] = []
+            found: builtins.list[Found] = []
             for memory_id, state, cid, seq in candidates:
                 if limit is not None and len(found) >= limit:
                     break
                 if filter:
-                    metadata = self.serde.loads_typed(_bytes(state.bodies[seq]["metadata"]))
+                    metadata = self.serde.loads_typed(bytes_of(state.bodies[seq]["metadata"]))
                     if any(metadata.get(k) != v for k, v in filter.items()):
                         continue
                 found.append((memory_id, state, cid, seq))
             return found
 
-    def _read(self, found: _Found, shared: _Shared) -> CheckpointTuple | None:
+    def _read(self, found: Found, shared: Shared) -> CheckpointTuple | None:
         """One checkpoint :meth:`_matches` chose; None when an erasure took it meanwhile."""
         memory_id, state, cid, seq = found
         with self._lock:
@@ -522,13 +405,15 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         memory_id = _memory_of(config, "put")
         parent = get_checkpoint_id(config)
         bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        head = _blob(self.serde.dumps_typed(bare))
-        meta = _blob(self.serde.dumps_typed(get_serializable_checkpoint_metadata(config, metadata)))
+        head = blob_of(self.serde.dumps_typed(bare))
+        meta = blob_of(
+            self.serde.dumps_typed(get_serializable_checkpoint_metadata(config, metadata))
+        )
         channel_values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
         lists: dict[str, builtins.list[Any]] = {}
 
-        def build(state: _Thread) -> _Bodies:
+        def build(state: Thread) -> Bodies:
             parent_seq = state.checkpoints.get(parent or "")
             parent_body = None if parent_seq is None else state.bodies[parent_seq]
             values: dict[str, Any] = {}
@@ -537,7 +422,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 wanted = str(version)
                 if channel in new_versions:
                     if channel in channel_values:
-                        base = _holder_any(parent_seq, parent_body, channel)
+                        base = holder_any(parent_seq, parent_body, channel)
                         values[channel] = self._entry(
                             state,
                             base,
@@ -547,7 +432,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                             lists=lists,
                         )
                     continue
-                at = _holder(parent_seq, parent_body, channel, wanted, state)
+                at = holder(parent_seq, parent_body, channel, wanted, state)
                 if at is not None:
                     refs[channel] = at
             return [
@@ -577,7 +462,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     def _entry(
         self,
-        state: _Thread,
+        state: Thread,
         base: int | None,
         channel: str,
         value: Any,
@@ -592,15 +477,15 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             lists[channel] = list(value)
             if base is not None:
                 previous = self._previous_list(state, base, channel)
-                if previous is not None and _extends(value, previous):
+                if previous is not None and extends(value, previous):
                     return {
                         "version": version,
                         "base": base,
-                        "append": _blob(self.serde.dumps_typed(value[len(previous) :])),
+                        "append": blob_of(self.serde.dumps_typed(value[len(previous) :])),
                     }
-        return {"version": version, "value": _blob(self.serde.dumps_typed(value))}
+        return {"version": version, "value": blob_of(self.serde.dumps_typed(value))}
 
-    def _previous_list(self, state: _Thread, seq: int, channel: str) -> builtins.list[Any] | None:
+    def _previous_list(self, state: Thread, seq: int, channel: str) -> builtins.list[Any] | None:
         cached = state.lists.get(channel)
         if cached is not None and cached[0] == seq:
             return cached[1]
@@ -627,10 +512,10 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             raise ValueError(msg)
         indexed = [(WRITES_IDX_MAP.get(c, i), c, v) for i, (c, v) in enumerate(writes)]
 
-        def build(state: _Thread) -> _Bodies:
+        def build(state: Thread) -> Bodies:
             stored = state.writes.get(cid, {})
             fresh = [
-                [idx, channel, _blob(self.serde.dumps_typed(value))]
+                [idx, channel, blob_of(self.serde.dumps_typed(value))]
                 for idx, channel, value in indexed
                 if idx < 0 or (task_id, idx) not in stored
             ]
@@ -679,16 +564,16 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         with self._lock:
             for memory_id in self._memories():
 
-                def build(state: _Thread) -> _Bodies:
+                def build(state: Thread) -> Bodies:
                     doomed = [
                         cid
                         for cid, seq in state.checkpoints.items()
-                        if self.serde.loads_typed(_bytes(state.bodies[seq]["metadata"])).get(
+                        if self.serde.loads_typed(bytes_of(state.bodies[seq]["metadata"])).get(
                             "run_id"
                         )
                         in wanted
                     ]
-                    return [_removed(doomed, "delete_for_runs")] if doomed else []
+                    return [removed_body(doomed, "delete_for_runs")] if doomed else []
 
                 self._append(memory_id, build)
 
@@ -706,9 +591,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                     continue
                 for memory_id in self._memories(str(thread_id)):
 
-                    def build(state: _Thread) -> _Bodies:
+                    def build(state: Thread) -> Bodies:
                         older = state.live()[1:]
-                        return [_removed(older, "prune keep_latest")] if older else []
+                        return [removed_body(older, "prune keep_latest")] if older else []
 
                     self._append(memory_id, build)
 
@@ -725,8 +610,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 ns = memory_id[2]
                 target_id = thread_memory_id(target, ns)
 
-                def build(state: _Thread, kept: builtins.list[int] = kept, origin: _Thread = origin,
-                          ns: str = ns) -> _Bodies:  # fmt: skip
+                def build(state: Thread, kept: builtins.list[int] = kept, origin: Thread = origin,
+                          ns: str = ns) -> Bodies:  # fmt: skip
                     # Seqs the copies will take: the events refer to each other by seq.
                     moved = {seq: state.seq + 2 + i for i, seq in enumerate(kept)}
                     first: Body = {
@@ -736,7 +621,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                         "seq": origin.seq,
                         "hash": origin.hash,
                     }
-                    return [first, *(_moved(origin.bodies[s], moved) for s in kept)]
+                    return [first, *(moved_body(origin.bodies[s], moved) for s in kept)]
 
                 self._append(target_id, build)
 
@@ -772,7 +657,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         chosen = await off_loop(
             self.store, self._matches, config, filter=filter, before=before, limit=limit
         )
-        shared: _Shared = {}
+        shared: Shared = {}
         for found in chosen:
             item = await off_loop(self.store, self._read, found, shared)
             if item is not None:
@@ -832,52 +717,3 @@ def _memory_of(config: RunnableConfig, operation: str) -> tuple[str, str, str]:
         raise ValueError(msg)
     ns = configurable.get("checkpoint_ns") or ""
     return thread_memory_id(thread_id, ns)
-
-
-def _holder(
-    parent_seq: int | None, parent: Body | None, channel: str, version: str, state: _Thread
-) -> int | None:
-    """The seq of the event holding ``channel`` at ``version``: the parent's (the usual case),
-    else the newest event that stored that version."""
-    if parent_seq is not None and parent is not None:
-        entry = parent["values"].get(channel)
-        if entry is not None and entry["version"] == version:
-            return parent_seq
-        at = parent["refs"].get(channel)
-        if at is not None and state.bodies[at]["values"][channel]["version"] == version:
-            return int(at)
-    return state.versions.get((channel, version))
-
-
-def _holder_any(parent_seq: int | None, parent: Body | None, channel: str) -> int | None:
-    """The seq of the event holding the parent's value of ``channel``, whatever its version."""
-    if parent_seq is None or parent is None:
-        return None
-    if channel in parent["values"]:
-        return parent_seq
-    at = parent["refs"].get(channel)
-    return None if at is None else int(at)
-
-
-def _extends(value: list[Any], previous: list[Any]) -> bool:
-    """``value`` is ``previous`` plus items at the end (same objects, or equal ones)."""
-    n = len(previous)
-    if len(value) < n:
-        return False
-    return all(a is b or a == b for a, b in zip(value[:n], previous, strict=True))
-
-
-def _removed(checkpoint_ids: Sequence[str], why: str) -> Body:
-    return {"op": "removed", "checkpoints": sorted(checkpoint_ids), "reason": why}
-
-
-def _moved(body: Body, moved: dict[int, int]) -> Body:
-    """A copy of an event whose references to other events follow them to their new seqs."""
-    if body["op"] != "checkpoint":
-        return body
-    values = {
-        channel: {**entry, "base": moved[entry["base"]]} if "base" in entry else entry
-        for channel, entry in body["values"].items()
-    }
-    refs = {channel: moved[at] for channel, at in body["refs"].items()}
-    return {**body, "values": values, "refs": refs}

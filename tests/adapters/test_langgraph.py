@@ -465,3 +465,25 @@ def test_an_erasure_by_another_saver_reaches_a_warm_one(store: EventStore) -> No
     # Check the warm saver's catch-up read sees the receipt and drops what it had folded.
     assert warm.get_tuple(config("x")) is None
     assert list(warm.list(config("x"))) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=5)), max_size=40),
+        max_size=4,
+    )
+)
+def test_msgpack_arrays_join_without_decoding(parts: list[list[Any]]) -> None:
+    import ormsgpack
+
+    from projections.adapters.langgraph_events import array_body, array_head
+
+    # Check the joined items of several packed lists, under a new header, are the packed
+    # concatenation: what a grown list is read back from (headers of 1, 3 and 5 bytes).
+    bodies = [array_body(ormsgpack.packb(p)) for p in [*parts, list(range(70_000))]]
+    assert all(b is not None for b in bodies)
+    total = sum(b[0] for b in bodies if b)
+    joined = array_head(total) + b"".join(b[1] for b in bodies if b)
+    assert joined == ormsgpack.packb([x for p in [*parts, list(range(70_000))] for x in p])
+    assert array_body(b"") is None and array_body(ormsgpack.packb({"a": 1})) is None
