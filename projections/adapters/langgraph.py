@@ -8,7 +8,10 @@ Every event is a ``message_added`` of a :class:`~eventlog.messages.CustomMessage
 ``langgraph`` attribute says what it is (``op``): a ``checkpoint``, the ``writes`` of a task,
 checkpoints ``removed`` (``prune``, ``delete_for_runs``: hidden from LangGraph, kept in the
 history), or the origin of a ``copied`` thread. Values go through the saver's ``serde``
-(LangGraph's serializer) and are stored as ``[type, base64]``.
+(LangGraph's serializer) and are stored as ``[type, base64]``. A custom message rather than a
+new event kind: the ledger's format stays as it is, and every reader of it (``chatledger``, the
+inspector, a LangChain4j service) already handles one. The format and the fold of these events
+are :mod:`projections.adapters.langgraph_events`.
 
 A checkpoint stores only the channels that changed (``new_versions``); the others refer to the
 event that holds their value. A list channel that grew by appending, like ``messages`` with the

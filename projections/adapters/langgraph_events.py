@@ -56,6 +56,7 @@ def thread_memory_id(thread_id: object, checkpoint_ns: str = "") -> tuple[str, s
 
 
 def is_thread_memory(memory_id: object) -> bool:
+    """Whether ``memory_id`` is one :func:`thread_memory_id` makes."""
     return (
         isinstance(memory_id, tuple)
         and len(memory_id) == 3
@@ -145,11 +146,13 @@ Shared = dict[tuple[int, str], tuple[list[Any], dict[int, int]]]
 
 
 def blob_of(typed: tuple[str, bytes]) -> Blob:
+    """A serde ``(type, bytes)`` as stored: ``[type, base64]``."""
     kind, data = typed
     return [kind, base64.b64encode(data).decode("ascii")]
 
 
 def bytes_of(blob: Blob) -> tuple[str, bytes]:
+    """The serde ``(type, bytes)`` of a stored ``[type, base64]``."""
     return blob[0], base64.b64decode(blob[1])
 
 
@@ -168,6 +171,7 @@ def array_body(data: bytes) -> tuple[int, bytes] | None:
 
 
 def array_head(length: int) -> bytes:
+    """The msgpack header of an array of ``length`` items."""
     if length < 16:
         return bytes([0x90 | length])
     if length < 1 << 16:
