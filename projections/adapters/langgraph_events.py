@@ -206,10 +206,9 @@ def holder_any(parent_seq: int | None, parent: Body | None, channel: str) -> int
 
 def extends(value: list[Any], previous: list[Any]) -> bool:
     """``value`` is ``previous`` plus items at the end (same objects, or equal ones)."""
-    n = len(previous)
-    if len(value) < n:
-        return False
-    return all(a is b or a == b for a, b in zip(value[:n], previous, strict=True))
+    # List equality compares identity first, item by item in C: the usual case (LangGraph
+    # hands back the same message objects) costs a pointer comparison per message.
+    return len(value) >= len(previous) and value[: len(previous)] == previous
 
 
 def removed_body(checkpoint_ids: Sequence[str], why: str) -> Body:
