@@ -24,6 +24,7 @@ Requires the ``langgraph`` extra; from your chatledger clone: ``pip install -e '
 from __future__ import annotations
 
 import builtins
+import itertools
 import secrets
 import threading
 import time
@@ -85,6 +86,7 @@ from projections.adapters.langgraph_events import (
 __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
 
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
+_LISTS_KEPT = 8  # threads (the most recently used) that keep their last list put
 
 
 class LedgerSaver(BaseCheckpointSaver[str]):
@@ -150,6 +152,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             for record in self.store.read_verified(memory_id):
                 state.apply(record)
             self._cache[key] = state
+        # The message lists kept for the append-only check hold objects the collector walks
+        # on every full collection: only the threads in use lately keep theirs.
+        for older in itertools.islice(reversed(self._cache.values()), _LISTS_KEPT, None):
+            if not older.lists:
+                break
+            older.lists.clear()
         # Bounded by count and by size; the newest entry (this one) always stays.
         total = sum(t.size for t in self._cache.values())
         while len(self._cache) > 1 and (

@@ -31,11 +31,13 @@ __all__ = [
     "blob_of",
     "bytes_of",
     "extends",
+    "frozen",
     "holder",
     "holder_any",
     "is_thread_memory",
     "moved_body",
     "removed_body",
+    "thawed",
     "thread_memory_id",
 ]
 
@@ -45,7 +47,7 @@ TAG = "langgraph"
 KEY = "langgraph"
 """The attribute of the stored custom message that carries the event."""
 
-Blob = list[str]  # [serde type, base64 of the bytes]
+Blob = Sequence[str]  # [serde type, base64 of the bytes]
 Body = dict[str, Any]  # the decoded ``langgraph`` attribute of one event
 Bodies = list[Body]
 
@@ -113,6 +115,7 @@ class Thread:
         self.seq, self.hash = record.seq, record.hash
 
     def _fold(self, seq: int, body: Body) -> None:
+        body = frozen(body)
         op = body.get("op")
         if op == "checkpoint":
             self.bodies[seq] = body
@@ -138,6 +141,19 @@ class Thread:
     def live(self) -> list[str]:
         """Checkpoint ids, newest first (LangGraph's ids sort by time)."""
         return sorted(self.checkpoints, reverse=True)
+
+
+def frozen(value: Any) -> Any:
+    """``value`` with every list made a tuple. A folded thread keeps its events' bodies for as
+    long as it is cached; tuples, and dicts holding only strings, numbers and tuples, are
+    untracked by Python's garbage collector (a dict holding a dict never is), so a task's writes
+    and a checkpoint's values add nothing to a full collection's pause, and a checkpoint's body
+    three objects."""
+    if isinstance(value, dict):
+        return {k: frozen(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return tuple(frozen(v) for v in value)
+    return value
 
 
 Found = tuple[tuple[str, str, str], Thread, str, int]  # memory id, its state, id, seq
@@ -216,12 +232,22 @@ def removed_body(checkpoint_ids: Sequence[str], why: str) -> Body:
 
 
 def moved_body(body: Body, moved: dict[int, int]) -> Body:
-    """A copy of an event whose references to other events follow them to their new seqs."""
+    """A copy of a folded event, to append again (JSON lists, not the fold's tuples), whose
+    references to other events follow them to their new seqs."""
     if body["op"] != "checkpoint":
-        return body
+        return thawed(body)  # type: ignore[no-any-return]
     values = {
         channel: {**entry, "base": moved[entry["base"]]} if "base" in entry else entry
         for channel, entry in body["values"].items()
     }
     refs = {channel: moved[at] for channel, at in body["refs"].items()}
-    return {**body, "values": values, "refs": refs}
+    return thawed({**body, "values": values, "refs": refs})  # type: ignore[no-any-return]
+
+
+def thawed(value: Any) -> Any:
+    """The inverse of :func:`frozen`: tuples made lists again (what JSON attributes take)."""
+    if isinstance(value, dict):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thawed(v) for v in value]
+    return value

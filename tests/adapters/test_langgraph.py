@@ -487,3 +487,35 @@ def test_msgpack_arrays_join_without_decoding(parts: list[list[Any]]) -> None:
     joined = array_head(total) + b"".join(b[1] for b in bodies if b)
     assert joined == ormsgpack.packb([x for p in [*parts, list(range(70_000))] for x in p])
     assert array_body(b"") is None and array_body(ormsgpack.packb({"a": 1})) is None
+
+
+def test_a_cached_thread_adds_little_to_the_garbage_collector(store: EventStore) -> None:
+    import gc
+
+    saver = LedgerSaver(store)
+    app = chat_app(saver)
+    for turn in range(3):
+        app.invoke({"messages": [HumanMessage(f"q{turn}")]}, config("gc"))
+    state = saver._cache[memory_key(thread_memory_id("gc"))]
+    for _ in range(5):  # each full collection untracks one more level of nesting
+        gc.collect()
+    # Check what a folded event holds is untracked (tuples, and dicts of strings, numbers and
+    # tuples): a task's writes entirely, a checkpoint all but its own two maps.
+    ops = {body["op"] for body in state.bodies.values()}
+    assert ops == {"checkpoint", "writes"}
+    for body in state.bodies.values():
+        if body["op"] == "writes":
+            assert not gc.is_tracked(body)
+        else:
+            assert not [e for e in body["values"].values() if gc.is_tracked(e)]
+            assert not gc.is_tracked(body["checkpoint"]) and not gc.is_tracked(body["metadata"])
+    # Check the last list put stays only with the threads used lately.
+    for n in range(9):
+        app.invoke({"messages": [HumanMessage("x")]}, config(f"other-{n}"))
+    assert not state.lists
+    assert saver._cache[memory_key(thread_memory_id("other-8"))].lists
+    # Check a thread that lost its list goes on appending deltas (decoding its base once).
+    app.invoke({"messages": [HumanMessage("q3")]}, config("gc"))
+    newest = bodies(store, "gc")[-1]
+    assert "base" in newest["values"]["messages"]
+    assert len(app.get_state(config("gc")).values["messages"]) == 8
