@@ -16,7 +16,11 @@ are :mod:`projections.adapters.langgraph_events`.
 A checkpoint stores only the channels that changed (``new_versions``); the others refer to the
 event that holds their value. A list channel that grew by appending, like ``messages`` with the
 ``add_messages`` reducer, stores only the new items and refers to its previous value, so a
-thread's storage grows with the conversation, not with its square.
+thread's storage grows with the conversation, not with its square. "Grew by appending" is
+decided by comparing the list with the last one put or read for the thread (the same objects,
+or equal ones): a message changed in place afterwards, not through a state update, is taken
+for the one already stored - LangGraph's state is updated by returning updates, not by
+mutating it.
 
 Requires the ``langgraph`` extra; from your chatledger clone: ``pip install -e '.[langgraph]'``.
 """
@@ -285,14 +289,21 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         state: Thread,
         cid: str,
         shared: Shared | None = None,
+        *,
+        remember: bool = False,
     ) -> CheckpointTuple:
         thread_id, _, ns = memory_id
         seq = state.checkpoints[cid]
         body = state.bodies[seq]
         checkpoint = cast("Checkpoint", self.serde.loads_typed(bytes_of(body["checkpoint"])))
-        values = {c: self._value(state, seq, c, shared) for c in body["values"]}
-        for channel, at in body["refs"].items():
-            values[channel] = self._value(state, at, channel, shared)
+        holders = {c: seq for c in body["values"]} | dict(body["refs"])
+        values = {c: self._value(state, at, c, shared) for c, at in holders.items()}
+        if remember:
+            # The graph goes on from these very lists: the next put finds its messages the
+            # same objects (one pointer comparison each), not equal ones (a model comparison).
+            for channel, value in values.items():
+                if isinstance(value, list):
+                    state.lists[channel] = (holders[channel], list(value))
         checkpoint["channel_values"] = values
         metadata = cast("CheckpointMetadata", self.serde.loads_typed(bytes_of(body["metadata"])))
         indexed = sorted(
@@ -334,7 +345,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 cid = live[0]
             if cid not in state.checkpoints:
                 return None
-            return self._tuple(memory_id, state, cid)
+            return self._tuple(memory_id, state, cid, remember=True)
 
     def list(
         self,
