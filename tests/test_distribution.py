@@ -47,7 +47,7 @@ def test_each_distribution_is_listed_once_and_test_takes_the_other_extras_by_nam
     names += [canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]]
     assert sorted({n for n in names if names.count(n) > 1}) == []
     (itself,) = [Requirement(r) for r in extras["test"] if Requirement(r).name == "chatledger"]
-    assert itself.extras == {"postgres", "inspector", "openai-agents", "langchain"}
+    assert itself.extras == {"postgres", "inspector", "openai-agents", "langchain", "langgraph"}
 
 
 def _pinned_version(script: str) -> str:
@@ -74,6 +74,13 @@ def test_framework_extras_are_ranges_that_hold_the_certified_version(extra, scri
     assert operators & {">=", ">"}
     assert operators & {"<", "<="}
     assert requirement.specifier.contains(_pinned_version(script))
+
+
+def test_the_langgraph_extra_holds_the_version_its_own_tests_certify():
+    extra = PROJECT["optional-dependencies"]["langgraph"]
+    requirements = {Requirement(r).name: Requirement(r) for r in extra}
+    assert requirements["langgraph"].specifier.contains(_pinned_version("langgraph_tests.py"))
+    assert all({s.operator for s in r.specifier} & {"<", "<="} for r in requirements.values())
 
 
 def test_the_sdist_builds_with_its_tests_scripts_and_license(tmp_path):

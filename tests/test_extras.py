@@ -17,6 +17,7 @@ from eventlog import InMemoryEventStore
 CASES = [
     ("projections.adapters.langchain", "langchain_core", "langchain"),
     ("projections.adapters.openai_agents", "agents", "openai-agents"),
+    ("projections.adapters.langgraph", "langgraph", "langgraph"),
 ]
 
 

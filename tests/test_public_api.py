@@ -44,7 +44,7 @@ def test_eventlog_imports_without_psycopg():
 def test_projections_imports_without_the_optional_extras():
     code = (
         "import sys\n"
-        "for name in ('starlette', 'jinja2', 'uvicorn', 'agents', 'langchain_core'):\n"
+        "for name in ('starlette', 'jinja2', 'uvicorn', 'agents', 'langchain_core', 'langgraph'):\n"
         "    sys.modules[name] = None\n"
         "import eventlog, projections, projections.cli\n"
         "assert 'projections.inspector.web' not in sys.modules\n"

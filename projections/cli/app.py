@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eventlog.errors import EventLogError
-from projections.cli import inspect, ledger, maintain, sessions
+from projections.cli import inspect, langgraph_view, ledger, maintain, sessions
 from projections.cli.args import PROG, build_parser, parse
 from projections.cli.errors import Failure, UsageError, message
 from projections.cli.store import missing_db, open_store
@@ -42,6 +42,7 @@ COMMANDS: dict[str, Command] = {
     "checkpoint": ledger.checkpoint_cmd,
     "quarantine": sessions.quarantine_cmd,
     "sent": sessions.sent_cmd,
+    "langgraph": langgraph_view.run,
 }
 
 # Commands checked or made with files alone: the point is that no database is needed.

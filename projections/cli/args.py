@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, NoReturn
 
 from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
+from projections.cli import langgraph_view
 from projections.cli.errors import UsageError
 from projections.validity import PROVIDERS
 from projections.window import evict_permille
@@ -437,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     from projections.cli import sessions  # its own module: it imports from this one
 
     sessions.add_commands(commands)
+    langgraph_view.add_arguments(commands.add("langgraph", langgraph_view.HELP))
     return parser
 
 

@@ -45,6 +45,7 @@ READ_COMMANDS = frozenset(
         "serve",
         "checkpoint",
         "sent",
+        "langgraph",
     )
 )
 

@@ -145,6 +145,7 @@ READ_COMMANDS = [
     ("export", "-o", "-"),
     ("serve", "--port", "8799"),
     ("sent", "x", "1"),
+    ("langgraph", "x"),
 ]
 
 

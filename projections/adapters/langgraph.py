@@ -1,0 +1,741 @@
+"""A LangGraph checkpointer on the ledger: ``LedgerSaver``, a ``BaseCheckpointSaver``.
+
+Each thread (and checkpoint namespace) is one chatledger memory, id
+``(thread_id, "langgraph", checkpoint_ns)``; checkpoints, pending writes and channel values are
+its events, so ``chatledger verify`` and inclusion proofs cover them, a read is refused when the
+chain does not vouch for it, and :meth:`LedgerSaver.delete_thread` is an erasure with a receipt.
+Every event is a ``message_added`` of a :class:`~eventlog.messages.CustomMessage` whose
+``langgraph`` attribute says what it is (``op``): a ``checkpoint``, the ``writes`` of a task,
+checkpoints ``removed`` (``prune``, ``delete_for_runs``: hidden from LangGraph, kept in the
+history), or the origin of a ``copied`` thread. Values go through the saver's ``serde``
+(LangGraph's serializer) and are stored as ``[type, base64]``. A custom message rather than a
+new event kind: the ledger's format stays as it is, and every reader of it (``chatledger``, the
+inspector, a LangChain4j service) already handles one. The format and the fold of these events
+are :mod:`projections.adapters.langgraph_events`.
+
+A checkpoint stores only the channels that changed (``new_versions``); the others refer to the
+event that holds their value. A list channel that grew by appending, like ``messages`` with the
+``add_messages`` reducer, stores only the new items and refers to its previous value, so a
+thread's storage grows with the conversation, not with its square. "Grew by appending" is
+decided by comparing the list with the last one put or read for the thread (the same objects,
+or equal ones): a message changed in place afterwards, not through a state update, is taken
+for the one already stored - LangGraph's state is updated by returning updates, not by
+mutating it.
+
+Requires the ``langgraph`` extra; from your chatledger clone: ``pip install -e '.[langgraph]'``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, cast
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        PendingWrite,
+        get_checkpoint_id,
+        get_serializable_checkpoint_metadata,
+        writes_sort_key,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+except ImportError as e:
+    msg = (
+        f"projections.adapters.langgraph needs the [langgraph] extra ({e}); from your "
+        "chatledger clone: pip install -e '.[langgraph]'"
+    )
+    raise ModuleNotFoundError(msg, name=e.name) from e
+
+from eventlog.aio import off_loop
+from eventlog.errors import ConcurrencyError
+from eventlog.hashing import GENESIS
+from eventlog.ids import memory_key
+from eventlog.messages import CustomMessage
+from eventlog.models import ErasureReceipt, Record
+from eventlog.serialization import added_record
+from eventlog.store import EventStore
+from projections.adapters.langgraph_events import (
+    KEY,
+    TAG,
+    Bodies,
+    Body,
+    Found,
+    Shared,
+    Thread,
+    array_body,
+    array_head,
+    blob_of,
+    bytes_of,
+    extends,
+    holder,
+    holder_any,
+    is_thread_memory,
+    moved_body,
+    removed_body,
+    thread_memory_id,
+)
+
+__all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
+
+_RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
+_LISTS_KEPT = 8  # threads (the most recently used) that keep their last list put
+
+
+class LedgerSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer whose checkpoints are events of chatledger memories.
+
+    Thread-safe; the async methods run the store's calls on its worker threads, so they never
+    block the event loop. A small cache of folded threads (``cache_size`` memories) catches up
+    from the store on every call, with a verified read (:meth:`EventStore.read_verified`), so
+    other writers (another process, another saver) are seen and nothing is served that the
+    chain does not vouch for.
+
+    Args:
+        store: The ledger (SQLite, PostgreSQL or in-memory).
+        serde: LangGraph's serializer for values (default: ``JsonPlusSerializer``).
+        cache_size: Memories whose folded state is kept between calls.
+        cache_bytes: About how much of their events (payload characters) the kept states may
+            hold; the least recently used are dropped beyond it (the one in use never is).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        serde: SerializerProtocol | None = None,
+        cache_size: int = 256,
+        cache_bytes: int = 128 * 2**20,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not isinstance(store, EventStore):
+            msg = (
+                f"LedgerSaver needs a chatledger EventStore (InMemoryEventStore, "
+                f"SQLiteEventStore, PostgresEventStore), not {type(store).__name__}"
+            )
+            raise TypeError(msg)
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+            msg = f"LedgerSaver: cache_size must be an int >= 1, got {cache_size!r}"
+            raise ValueError(msg)
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            msg = f"LedgerSaver: cache_bytes must be an int >= 0, got {cache_bytes!r}"
+            raise ValueError(msg)
+        self.store = store
+        self._cache: OrderedDict[str, Thread] = OrderedDict()
+        self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ reading the ledger
+
+    def _thread(self, memory_id: tuple[str, str, str]) -> Thread:
+        """The memory's folded state, caught up with a verified read."""
+        key = memory_key(memory_id)
+        state = self._cache.get(key)
+        if state is not None:
+            self._cache.move_to_end(key)
+            fresh = self.store.read_verified(memory_id, gt=state.seq)
+            if fresh and fresh[0].prev_hash != state.hash:
+                state = None  # the history under the cache changed: fold it again
+            else:
+                for record in fresh:
+                    state.apply(record)
+        if state is None:
+            state = Thread()
+            for record in self.store.read_verified(memory_id):
+                state.apply(record)
+            self._cache[key] = state
+        # The message lists kept for the append-only check hold objects the collector walks
+        # on every full collection: only the threads in use lately keep theirs.
+        for older in itertools.islice(reversed(self._cache.values()), _LISTS_KEPT, None):
+            if not older.lists:
+                break
+            older.lists.clear()
+        # Bounded by count and by size; the newest entry (this one) always stays.
+        total = sum(t.size for t in self._cache.values())
+        while len(self._cache) > 1 and (
+            len(self._cache) > self._cache_size or total > self._cache_bytes
+        ):
+            _, dropped = self._cache.popitem(last=False)
+            total -= dropped.size
+        return state
+
+    def _memories(self, thread_id: str | None = None) -> builtins.list[tuple[str, str, str]]:
+        """Every LangGraph memory of the store, or of one thread."""
+        found = []
+        for info in self.store.streams():
+            memory_id = info.memory_id
+            if is_thread_memory(memory_id):
+                ours = cast("tuple[str, str, str]", memory_id)
+                if thread_id is None or ours[0] == thread_id:
+                    found.append(ours)
+        return found
+
+    def _append(
+        self, memory_id: tuple[str, str, str], build: Callable[[Thread], Bodies]
+    ) -> builtins.list[Record]:
+        """Append what ``build(state)`` returns after the head it was built on (seq and hash);
+        when another writer moved the head meanwhile, catch up and build again, for up to
+        :data:`_RETRY_FOR` seconds (as the memories do)."""
+        deadline: float | None = None
+        while True:
+            state = self._thread(memory_id)
+            bodies = build(state)
+            if not bodies:
+                return []
+            items = [added_record(CustomMessage({KEY: body})) for body in bodies]
+            try:
+                records = self.store.append(
+                    memory_id, items, expected_seq=state.seq, expected_hash=state.hash or GENESIS
+                )
+            except ConcurrencyError as e:
+                now = time.monotonic()
+                deadline = deadline or now + _RETRY_FOR
+                if now > deadline:
+                    raise
+                if e.actual is not None and self._thread(memory_id).seq < e.actual:
+                    time.sleep(0.001)  # the new head is not visible to this reader yet
+                continue
+            for record, body in zip(records, bodies, strict=True):
+                state.appended(record, body)
+            return records
+
+    # ------------------------------------------------------------------ values
+
+    def _value(self, state: Thread, seq: int, channel: str, shared: Shared | None = None) -> Any:
+        """The value of ``channel`` stored at ``seq`` (following append-only deltas).
+
+        ``shared`` is one :meth:`list` call's: a list that is a prefix of one decoded earlier
+        in the call (an older checkpoint of the same conversation) is a slice of it, holding
+        the same message objects, as the lists of successive steps do in a running graph."""
+        entry = state.bodies[seq]["values"][channel]
+        if "base" not in entry:
+            return self.serde.loads_typed(bytes_of(entry["value"]))
+        known = None if shared is None else shared.get((id(state), channel))
+        if known is not None and seq in known[1]:
+            return known[0][: known[1][seq]]
+        items = self._items(state, seq, channel)
+        if items is not None:
+            # One msgpack array of every part's items: one decode, as fast as reading the
+            # whole list stored in one piece.
+            count, body = items
+            value = self.serde.loads_typed(("msgpack", array_head(count) + body))
+            if shared is not None and isinstance(value, list):
+                ends = state.spans[channel][1]
+                shared[(id(state), channel)] = (
+                    list(value),  # a copy: the caller may change the list it was given
+                    {s: n for s, (n, _) in ends.items() if n <= count},
+                )
+            return value
+        chain = []
+        while "base" in entry:
+            chain.append(entry["append"])
+            entry = state.bodies[entry["base"]]["values"][channel]
+        value = list(self.serde.loads_typed(bytes_of(entry["value"])))
+        for blob in reversed(chain):
+            value.extend(self.serde.loads_typed(bytes_of(blob)))
+        return value
+
+    def _items(self, state: Thread, seq: int, channel: str) -> tuple[int, bytes] | None:
+        """``(count, the msgpack items)`` of the list at ``seq``, or None when a part is not a
+        msgpack array (another serde). The newest list read is kept with where each of its
+        prefixes ends, so the next read (a turn later, or an older checkpoint) decodes only
+        what is new."""
+        memo = state.spans.get(channel)
+        parts: list[tuple[int, bytes, int]] = []  # (seq, items, count), newest first
+        at: int | None = seq
+        start: tuple[int, bytes, dict[int, tuple[int, int]]] | None = None
+        while at is not None:
+            if memo is not None and at in memo[1]:
+                count, end = memo[1][at]
+                if not parts and end == len(memo[0]):
+                    return count, memo[0]  # the newest list read, read again: no copy
+                start = (count, memo[0][:end], {s: v for s, v in memo[1].items() if v[1] <= end})
+                break
+            entry = state.bodies[at]["values"][channel]
+            kind, data = bytes_of(entry.get("append") or entry["value"])
+            array = array_body(data) if kind == "msgpack" else None
+            if array is None:
+                return None
+            parts.append((at, array[1], array[0]))
+            at = entry.get("base")
+        count, body, ends = start if start is not None else (0, b"", {})
+        pieces = [body]
+        size = len(body)
+        for at, data, n in reversed(parts):
+            count += n
+            size += len(data)
+            pieces.append(data)
+            ends[at] = (count, size)
+        joined = b"".join(pieces)
+        if memo is None or seq not in memo[1]:
+            state.spans[channel] = (joined, ends)
+        return count, joined
+
+    def _tuple(
+        self,
+        memory_id: tuple[str, str, str],
+        state: Thread,
+        cid: str,
+        shared: Shared | None = None,
+        *,
+        remember: bool = False,
+    ) -> CheckpointTuple:
+        thread_id, _, ns = memory_id
+        seq = state.checkpoints[cid]
+        body = state.bodies[seq]
+        checkpoint = cast("Checkpoint", self.serde.loads_typed(bytes_of(body["checkpoint"])))
+        holders = {c: seq for c in body["values"]} | dict(body["refs"])
+        values = {c: self._value(state, at, c, shared) for c, at in holders.items()}
+        if remember:
+            # The graph goes on from these very lists: the next put finds its messages the
+            # same objects (one pointer comparison each), not equal ones (a model comparison).
+            for channel, value in values.items():
+                if isinstance(value, list):
+                    state.lists[channel] = (holders[channel], list(value))
+        checkpoint["channel_values"] = values
+        metadata = cast("CheckpointMetadata", self.serde.loads_typed(bytes_of(body["metadata"])))
+        indexed = sorted(
+            (writes_sort_key(path, task, idx), task, channel, blob)
+            for (task, idx), (_, channel, blob, path) in state.writes.get(cid, {}).items()
+        )
+        pending: list[PendingWrite] = [
+            (task, channel, self.serde.loads_typed(bytes_of(blob)))
+            for _, task, channel, blob in indexed
+        ]
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+        }
+        parent = body.get("parent")
+        parent_config: RunnableConfig | None = (
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
+            if parent
+            else None
+        )
+        return CheckpointTuple(config, checkpoint, metadata, parent_config, pending)
+
+    # ------------------------------------------------------------------ the saver contract
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (the newest of its thread and namespace when it
+        names none), with its pending writes in ``writes_sort_key`` order; None if absent.
+
+        Raises:
+            ChainIntegrityError: The thread's events do not verify.
+        """
+        memory_id = _memory_of(config, "get_tuple")
+        with self._lock:
+            state = self._thread(memory_id)
+            cid = get_checkpoint_id(config)
+            if cid is None:
+                live = state.live()
+                if not live:
+                    return None
+                cid = live[0]
+            if cid not in state.checkpoints:
+                return None
+            return self._tuple(memory_id, state, cid, remember=True)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of ``config``'s thread (and namespace, when it names one;
+        every thread when ``config`` is None), whose metadata has every item of ``filter``,
+        older than ``before``'s checkpoint, at most ``limit``. Chosen when called; each is
+        read as it is reached, so a consumer holds one checkpoint's values at a time."""
+        shared: Shared = {}
+        for found in self._matches(config, filter=filter, before=before, limit=limit):
+            item = self._read(found, shared)
+            if item is not None:
+                yield item
+
+    def _matches(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> builtins.list[Found]:
+        """``(memory id, its state, checkpoint id, seq)`` of what :meth:`list` returns."""
+        if limit is not None and (isinstance(limit, bool) or limit < 0):
+            msg = f"list: limit must be None or an int >= 0, got {limit!r}"
+            raise ValueError(msg)
+        configurable = (config or {}).get("configurable", {})
+        thread_id = configurable.get("thread_id")
+        checkpoint_id = configurable.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        with self._lock:
+            if thread_id is not None and "checkpoint_ns" in configurable:
+                memories = [thread_memory_id(thread_id, configurable["checkpoint_ns"])]
+            else:
+                memories = self._memories(None if thread_id is None else str(thread_id))
+            candidates = []
+            for memory_id in memories:
+                state = self._thread(memory_id)
+                for cid, seq in state.checkpoints.items():
+                    if checkpoint_id is not None and cid != checkpoint_id:
+                        continue
+                    if before_id is not None and cid >= before_id:
+                        continue
+                    candidates.append((memory_id, state, cid, seq))
+            candidates.sort(key=lambda c: c[2], reverse=True)
+            found: builtins.list[Found] = []
+            for memory_id, state, cid, seq in candidates:
+                if limit is not None and len(found) >= limit:
+                    break
+                if filter:
+                    metadata = self.serde.loads_typed(bytes_of(state.bodies[seq]["metadata"]))
+                    if any(metadata.get(k) != v for k, v in filter.items()):
+                        continue
+                found.append((memory_id, state, cid, seq))
+            return found
+
+    def _read(self, found: Found, shared: Shared) -> CheckpointTuple | None:
+        """One checkpoint :meth:`_matches` chose; None when an erasure took it meanwhile."""
+        memory_id, state, cid, seq = found
+        with self._lock:
+            if state.checkpoints.get(cid) != seq:
+                return None
+            return self._tuple(memory_id, state, cid, shared)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint: the channels in ``new_versions`` with their values (only the
+        new items of a list that grew by appending), the others as references."""
+        memory_id = _memory_of(config, "put")
+        parent = get_checkpoint_id(config)
+        bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        head = blob_of(self.serde.dumps_typed(bare))
+        meta = blob_of(
+            self.serde.dumps_typed(get_serializable_checkpoint_metadata(config, metadata))
+        )
+        channel_values = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
+        lists: dict[str, builtins.list[Any]] = {}
+
+        def build(state: Thread) -> Bodies:
+            parent_seq = state.checkpoints.get(parent or "")
+            parent_body = None if parent_seq is None else state.bodies[parent_seq]
+            values: dict[str, Any] = {}
+            refs: dict[str, int] = {}
+            for channel, version in versions.items():
+                wanted = str(version)
+                if channel in new_versions:
+                    if channel in channel_values:
+                        base = holder_any(parent_seq, parent_body, channel)
+                        values[channel] = self._entry(
+                            state,
+                            base,
+                            channel,
+                            channel_values[channel],
+                            version=wanted,
+                            lists=lists,
+                        )
+                    continue
+                at = holder(parent_seq, parent_body, channel, wanted, state)
+                if at is not None:
+                    refs[channel] = at
+            return [
+                {
+                    "op": "checkpoint",
+                    "id": checkpoint["id"],
+                    "parent": parent,
+                    "checkpoint": head,
+                    "metadata": meta,
+                    "values": values,
+                    "refs": refs,
+                }
+            ]
+
+        with self._lock:
+            (record,) = self._append(memory_id, build)
+            state = self._cache.get(memory_key(memory_id)) or self._thread(memory_id)
+            for channel, value in lists.items():
+                state.lists[channel] = (record.seq, value)
+        return {
+            "configurable": {
+                "thread_id": config["configurable"]["thread_id"],
+                "checkpoint_ns": memory_id[2],
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def _entry(
+        self,
+        state: Thread,
+        base: int | None,
+        channel: str,
+        value: Any,
+        *,
+        version: str,
+        lists: dict[str, builtins.list[Any]],
+    ) -> dict[str, Any]:
+        """How a changed channel is stored: the new items after its previous value (held by
+        the event at seq ``base``) when it is a list that grew by appending, else the whole
+        value."""
+        if isinstance(value, list):
+            lists[channel] = list(value)
+            if base is not None:
+                previous = self._previous_list(state, base, channel)
+                if previous is not None and extends(value, previous):
+                    return {
+                        "version": version,
+                        "base": base,
+                        "append": blob_of(self.serde.dumps_typed(value[len(previous) :])),
+                    }
+        return {"version": version, "value": blob_of(self.serde.dumps_typed(value))}
+
+    def _previous_list(self, state: Thread, seq: int, channel: str) -> builtins.list[Any] | None:
+        cached = state.lists.get(channel)
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        value = self._value(state, seq, channel)
+        if not isinstance(value, list):
+            return None
+        state.lists[channel] = (seq, value)
+        return value
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes for the checkpoint of ``config``. Idempotent per
+        ``(task_id, index)``: a regular write stored once stays as it was; a special one
+        (error, interrupt, ...) is replaced by the newest."""
+        memory_id = _memory_of(config, "put_writes")
+        cid = get_checkpoint_id(config)
+        if cid is None:
+            msg = f"put_writes on {memory_id!r}: the config names no checkpoint_id"
+            raise ValueError(msg)
+        indexed = [(WRITES_IDX_MAP.get(c, i), c, v) for i, (c, v) in enumerate(writes)]
+
+        def build(state: Thread) -> Bodies:
+            stored = state.writes.get(cid, {})
+            fresh = [
+                [idx, channel, blob_of(self.serde.dumps_typed(value))]
+                for idx, channel, value in indexed
+                if idx < 0 or (task_id, idx) not in stored
+            ]
+            if not fresh:
+                return []
+            return [
+                {
+                    "op": "writes",
+                    "checkpoint": cid,
+                    "task": task_id,
+                    "path": task_path,
+                    "writes": fresh,
+                }
+            ]
+
+        with self._lock:
+            self._append(memory_id, build)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Erase the thread (every namespace): see :meth:`erase_thread`."""
+        self.erase_thread(thread_id)
+
+    def erase_thread(
+        self, thread_id: str, *, reason: str = "LangGraph delete_thread"
+    ) -> builtins.list[ErasureReceipt]:
+        """Erase the content of every event of the thread, in every namespace, leaving a
+        receipt per memory (:meth:`EventStore.erase_subject`): its checkpoints are gone,
+        proofs of everything else still verify, and the thread id can be used again.
+
+        Returns:
+            One receipt per namespace that had something to erase.
+        """
+        with self._lock:
+            receipts = self.store.erase_subject((str(thread_id), TAG), reason=reason)
+            for memory_id in self._memories(str(thread_id)):
+                self._cache.pop(memory_key(memory_id), None)
+            return receipts
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove the checkpoints (and their writes) whose metadata ``run_id`` is one of
+        ``run_ids``, in every thread: a ``removed`` event hides them; the history keeps them
+        (:meth:`erase_thread` erases content)."""
+        wanted = set(run_ids)
+        if not wanted:
+            return
+        with self._lock:
+            for memory_id in self._memories():
+
+                def build(state: Thread) -> Bodies:
+                    doomed = [
+                        cid
+                        for cid, seq in state.checkpoints.items()
+                        if self.serde.loads_typed(bytes_of(state.bodies[seq]["metadata"])).get(
+                            "run_id"
+                        )
+                        in wanted
+                    ]
+                    return [removed_body(doomed, "delete_for_runs")] if doomed else []
+
+                self._append(memory_id, build)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's newest checkpoint and hide the others (a
+        ``removed`` event; the history keeps them). ``delete``: erase the threads
+        (:meth:`erase_thread`)."""
+        if strategy not in ("keep_latest", "delete"):
+            msg = f"prune: unknown strategy {strategy!r}; use 'keep_latest' or 'delete'"
+            raise ValueError(msg)
+        with self._lock:
+            for thread_id in thread_ids:
+                if strategy == "delete":
+                    self.erase_thread(thread_id, reason="LangGraph prune(strategy='delete')")
+                    continue
+                for memory_id in self._memories(str(thread_id)):
+
+                    def build(state: Thread) -> Bodies:
+                        older = state.live()[1:]
+                        return [removed_body(older, "prune keep_latest")] if older else []
+
+                    self._append(memory_id, build)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every namespace of a thread to another thread: the target's events start with
+        one that names its origin (thread and head seq and hash of the source)."""
+        source, target = str(source_thread_id), str(target_thread_id)
+        with self._lock:
+            for memory_id in self._memories(source):
+                origin = self._thread(memory_id)
+                kept = sorted(s for s, b in origin.bodies.items() if b["op"] != "copied")
+                if not kept:
+                    continue
+                ns = memory_id[2]
+                target_id = thread_memory_id(target, ns)
+
+                def build(state: Thread, kept: builtins.list[int] = kept, origin: Thread = origin,
+                          ns: str = ns) -> Bodies:  # fmt: skip
+                    # Seqs the copies will take: the events refer to each other by seq.
+                    moved = {seq: state.seq + 2 + i for i, seq in enumerate(kept)}
+                    first: Body = {
+                        "op": "copied",
+                        "from": source,
+                        "namespace": ns,
+                        "seq": origin.seq,
+                        "hash": origin.hash,
+                    }
+                    return [first, *(moved_body(origin.bodies[s], moved) for s in kept)]
+
+                self._append(target_id, build)
+
+    def checkpoint_seq(self, config: RunnableConfig) -> int | None:
+        """The seq of the event that stores the checkpoint ``config`` names (what
+        ``chatledger prove`` and ``EventStore.prove`` take), or None when it has none."""
+        memory_id = _memory_of(config, "checkpoint_seq")
+        cid = get_checkpoint_id(config)
+        with self._lock:
+            return None if cid is None else self._thread(memory_id).checkpoints.get(cid)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """A version greater than ``current`` whose random tail keeps forks apart."""
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:032}.{secrets.randbelow(10**16):016}"
+
+    # ------------------------------------------------------------------ async twins
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """:meth:`get_tuple` without blocking the event loop."""
+        return await off_loop(self.store, self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """:meth:`list` without blocking the event loop (each checkpoint read off the loop as
+        it is reached)."""
+        chosen = await off_loop(
+            self.store, self._matches, config, filter=filter, before=before, limit=limit
+        )
+        shared: Shared = {}
+        for found in chosen:
+            item = await off_loop(self.store, self._read, found, shared)
+            if item is not None:
+                yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """:meth:`put` without blocking the event loop."""
+        return await off_loop(self.store, self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """:meth:`put_writes` without blocking the event loop."""
+        await off_loop(self.store, self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """:meth:`delete_thread` without blocking the event loop."""
+        await off_loop(self.store, self.erase_thread, thread_id)
+
+    async def aerase_thread(
+        self, thread_id: str, *, reason: str = "LangGraph delete_thread"
+    ) -> builtins.list[ErasureReceipt]:
+        """:meth:`erase_thread` without blocking the event loop."""
+        return await off_loop(self.store, self.erase_thread, thread_id, reason=reason)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """:meth:`delete_for_runs` without blocking the event loop."""
+        await off_loop(self.store, self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`copy_thread` without blocking the event loop."""
+        await off_loop(self.store, self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """:meth:`prune` without blocking the event loop."""
+        await off_loop(self.store, self.prune, thread_ids, strategy=strategy)
+
+
+def _memory_of(config: RunnableConfig, operation: str) -> tuple[str, str, str]:
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None:
+        msg = (
+            f"{operation}: the config has no configurable.thread_id; pass "
+            "{'configurable': {'thread_id': ...}}"
+        )
+        raise ValueError(msg)
+    ns = configurable.get("checkpoint_ns") or ""
+    return thread_memory_id(thread_id, ns)
