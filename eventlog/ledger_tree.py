@@ -255,7 +255,7 @@ class LedgerTree:
         if len(records) < BLOCK or records[0].position != first:
             raise StaleTreeError(block, "records of the block are missing")
         if records[-1].position != last:
-            raise StaleTreeError(block, "records were inserted into the block")
+            raise StaleTreeError(block, "records were deleted from the block or inserted into it")
         leaves = [merkle.hash_leaf(bytes.fromhex(r.hash)) for r in records]
         old = _OldBlock(block, [r.position for r in records], leaves)
         if old.levels[BLOCK_LEVEL][0] != self.nodes.get(BLOCK_LEVEL, block):

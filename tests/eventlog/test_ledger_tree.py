@@ -419,3 +419,82 @@ def test_a_read_only_store_says_it_cannot_repair_a_block(tmp_path):
         report = verify_digest(store, d)
         assert "was rebuilt" in report.message
         assert verify_digest(store, d).message.endswith(f"root {d.root})")
+
+
+# ---------------------------------------------------------------- edges
+
+
+def test_a_tree_of_whole_blocks_proves_from_a_new_object(backend, store):
+    _grow(store, 2 * BLOCK)  # no record after the last block: the newest leaf is in a block
+    old = digest(store)
+    again = _fresh(backend, store)
+    assert again.prove_consistency(old).hashes == ()  # its newest leaf checked in its block
+    _grow(store, 3, start=2 * BLOCK)
+    now = digest(again)
+    assert verify_consistency(old, now, again.prove_consistency(old, digest=now))
+
+
+def test_a_record_deleted_under_a_stored_block_is_named(backend, store):
+    _grow(store, 3 * BLOCK)
+    digest(store)
+    (first,) = store.read_all(limit=1)
+    _delete(backend, store, first.stream_id, first.seq + 1)
+    again = _fresh(backend, store)
+    with pytest.raises(ChainIntegrityError, match="deleted from the block or inserted"):
+        prove(again, StreamKey(first.stream_id), first.seq)
+
+
+@pytest.mark.parametrize("backend", ["memory"], indirect=True)
+def test_many_old_blocks_are_proven_with_a_bounded_cache(backend, store):
+    from eventlog.ledger_tree import _CACHED_BLOCKS
+
+    _grow(store, (_CACHED_BLOCKS + 4) * BLOCK, memories=1)
+    d = digest(store)
+    again = _fresh(backend, store)
+    for block in range(_CACHED_BLOCKS + 4):  # each proof touches another old block
+        proof = prove(again, StreamKey("m0"), block * BLOCK + 1, digest=d)
+        assert verify_inclusion(proof, d)
+    assert len(ledger_module._LEDGERS[again]._old) == _CACHED_BLOCKS
+
+
+def test_a_locked_database_keeps_the_tree_in_memory(tmp_path):
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path, busy_timeout=0.2) as store:
+        _grow(store, 2 * BLOCK)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # a writer holding the lock: the save must not wait
+        d = digest(store)
+        assert d.root == _reference_root(store)
+        assert store._tree_blocks()[1] == []
+        other.execute("COMMIT")
+        other.close()
+        _grow(store, 1, start=2 * BLOCK)
+        digest(store)  # saved now
+        assert len(store._tree_blocks()[1]) == 2
+
+
+def test_a_failing_or_slow_worker_leaves_its_range_here(tmp_path, caplog):
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        _grow(store, 3 * BLOCK)
+        file = store._reopen_path()
+    assert file is not None
+    # A path that is not a ledger: the worker fails, says so in the log, and returns nothing.
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database")
+    st = junk.stat()
+    worker = ledger_scan._start_worker((str(junk), (st.st_dev, st.st_ino), None, 0, 0, 0))
+    assert worker is not None
+    assert ledger_scan._result(worker, timeout=60) is None
+    assert "worker process failed" in caplog.text
+    # Another file's identity: the worker refuses quietly (exit 3).
+    caplog.clear()
+    worker = ledger_scan._start_worker((file[0], (st.st_dev, st.st_ino), None, 0, 0, 0))
+    assert worker is not None
+    assert ledger_scan._result(worker, timeout=60) is None
+    assert "worker process failed" not in caplog.text
+    # A worker past its time is stopped.
+    worker = ledger_scan._start_worker((file[0], file[1:], None, 0, 1 << 62, 0))
+    assert worker is not None
+    assert ledger_scan._result(worker, timeout=0.001) is None
+    assert worker.returncode is not None

@@ -175,3 +175,42 @@ def test_an_acknowledgement_survives_export_and_import(backend, tmp_path) -> Non
     assert imported.payload == ack.payload
     assert decode_event(imported) == decode_event(ack)
     assert isinstance(decode_event(imported), RecordQuarantined)
+
+
+def test_bad_requests_are_refused_and_acknowledging_twice_is_one_acknowledgement(backend) -> None:
+    _damaged(backend, keyed=False)
+    store = backend.open()
+    for seq in (0, True, "5"):
+        with pytest.raises(ValueError, match="seq must be an int >= 1"):
+            store.quarantine("conv", seq, reason="fault")
+    with pytest.raises(ValueError, match="records end at seq 6"):
+        store.quarantine("conv", 7, reason="fault")
+    with pytest.raises(ValueError, match="records end at seq 0"):
+        store.quarantine("nobody", 1, reason="fault")
+    first = store.quarantine("conv", 5, reason="fault")
+    assert store.quarantine("conv", 5, reason="again") == first
+    # Check ranges read around the excluded record, both ways and bounded.
+    every = store.read_verified_excluding("conv", skip={5})
+    assert [r.seq for r in every] == [1, 2, 3, 4, 6]
+    newest = store.read_verified_excluding("conv", skip={5}, desc=True, limit=3)
+    assert [r.seq for r in newest] == [6, 4]  # the limit counts the rows read, 5 included
+    assert [r.seq for r in store.read_verified_excluding("conv", skip={5}, gt=4, lte=6)] == [6]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "relinked"])
+def test_a_missing_or_unlinked_record_can_be_acknowledged(backend, damage) -> None:
+    db = _damaged(backend, keyed=False, seqs=())
+    if damage == "deleted":
+        db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = ?", "conv", 3)
+    else:
+        db.run(
+            "UPDATE {events} SET prev_hash = ? WHERE stream_id = ? AND seq = ?",
+            "0" * 64,
+            "conv",
+            3,
+        )
+    store = backend.open()
+    with pytest.raises(ChainIntegrityError):
+        _items(store)
+    store.quarantine("conv", 3, reason=f"record {damage}")
+    assert len(_items(store)) == 5
