@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import logging
 import os
 import pickle  # only between this process and the worker it started
@@ -98,7 +97,7 @@ def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable argum
     nodes = merkle.InMemoryNodeStore()
     tree = merkle.MerkleTree(nodes)
     after = lo
-    sha256, prefix, genesis = hashlib.sha256, b"\x00", GENESIS  # the loop runs a million times
+    leaf = merkle.hash_leaf
     while True:
         page = read_all(gt=after, limit=_PAGE)
         full = len(page) == _PAGE
@@ -114,19 +113,16 @@ def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable argum
             head = heads.get(stream)
             if head is None:
                 firsts[stream] = record
-                # A stream's first record in a later range links across the boundary (see
-                # _starts, inlined here and below: this loop is the pass's hot path).
-                linked = lo != 0 or (
-                    (record.seq == 1 and record.prev_hash == genesis) or record.kind == _PURGED
-                )
+                # A stream's first record in a later range links across the boundary.
+                linked = lo != 0 or _starts(None, record)
             else:
-                linked = record.seq == head.seq + 1 and record.prev_hash == head.hash
+                linked = _starts(head, record)
             if part.bad is None and (
                 not linked or stored_record_problem(record, key, keyed_since) is not None
             ):
                 part.bad = record
             heads[stream] = record
-        tree.extend_hashed([sha256(prefix + bytes.fromhex(r.hash)).digest() for r in page])
+        tree.extend_hashed([leaf(bytes.fromhex(r.hash)) for r in page])
         part.positions.extend([r.position for r in page])
         part.size += len(page)
         if not full:
@@ -319,14 +315,8 @@ def _tree(parts: list[_Part], size: int) -> merkle.MerkleTree:
         ]
         while len(rows[-1]) >= 64:
             row = rows[-1]
-            rows.append(
-                bytearray(
-                    b"".join(
-                        merkle.hash_children(bytes(row[i : i + 32]), bytes(row[i + 32 : i + 64]))
-                        for i in range(0, len(row) - 63, 64)
-                    )
-                )
-            )
+            nodes = [bytes(row[i : i + 32]) for i in range(0, len(row), 32)]
+            rows.append(bytearray(b"".join(merkle.parents(nodes))))
     elif len(parts) > 1 and parts[1].size:
         rows = parts[1].levels
     leaf_count = len(rows[0]) // 32 if rows else 0

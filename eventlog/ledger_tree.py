@@ -202,7 +202,7 @@ class LedgerTree:
         level = BLOCK_LEVEL
         self.nodes.put_many(level, 0, row)
         while len(row) > 1:
-            row = [merkle.hash_children(row[i], row[i + 1]) for i in range(0, len(row) - 1, 2)]
+            row = merkle.parents(row)
             level += 1
             self.nodes.put_many(level, 0, row)
 
@@ -376,10 +376,14 @@ class LedgerTree:
     def _row(self, store: EventStore, block: int) -> TreeBlock:
         node = self.nodes.get(BLOCK_LEVEL, block)
         assert node is not None  # noqa: S101 - a complete block always has its node
-        first, last = self._blocks_first[block], self._blocks_last[block]
-        key = store._key
-        mac = b"" if key is None else block_mac(key, block, first, last, node)
-        return TreeBlock(block, first, last, node, mac)
+        return _block(store, block, self._blocks_first[block], self._blocks_last[block], node)
+
+
+def _block(store: EventStore, block: int, first: int, last: int, node: bytes) -> TreeBlock:
+    """A row to store, MACed under the chain key when ``store`` has one."""
+    key = store._key
+    mac = b"" if key is None else block_mac(key, block, first, last, node)
+    return TreeBlock(block, first, last, node, mac)
 
 
 def blocks_of(
@@ -387,11 +391,9 @@ def blocks_of(
 ) -> list[TreeBlock]:
     """The stored rows for every complete block of ``tree`` (leaf ``i`` at ``positions[i]``)."""
     rows = []
-    key = store._key
     for block in range(tree.size // BLOCK):
         node = tree.node(BLOCK_LEVEL, block)
         assert node is not None  # noqa: S101 - a complete block of the tree
         first, last = positions[block * BLOCK], positions[(block + 1) * BLOCK - 1]
-        mac = b"" if key is None else block_mac(key, block, first, last, node)
-        rows.append(TreeBlock(block, first, last, node, mac))
+        rows.append(_block(store, block, first, last, node))
     return rows

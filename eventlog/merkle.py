@@ -60,6 +60,11 @@ hash_leaf = _leaf
 hash_children = _node
 
 
+def parents(row: Sequence[bytes]) -> list[bytes]:
+    """The complete parent nodes of one level's nodes (an odd last node has none yet)."""
+    return [_node(row[i], row[i + 1]) for i in range(0, len(row) - 1, 2)]
+
+
 def leaf_hash(data: bytes) -> str:
     """Return the RFC 9162 leaf hash ``SHA-256(0x00 || data)`` of raw leaf data, as hex."""
     return _leaf(data).hex()
@@ -266,7 +271,7 @@ class MerkleTree:
             if start & 1:
                 # The first new node is a right child: its left sibling is the old peak here.
                 nodes.insert(0, old_peaks[level])
-            nodes = [_node(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
+            nodes = parents(nodes)
             level += 1
         self._size = end
         self._peaks = [
