@@ -498,3 +498,25 @@ def test_a_failing_or_slow_worker_leaves_its_range_here(tmp_path, caplog):
     assert worker is not None
     assert ledger_scan._result(worker, timeout=0.001) is None
     assert worker.returncode is not None
+
+
+def test_a_package_planted_in_the_working_directory_never_runs_with_the_key(tmp_path, monkeypatch):
+    # An attacker who can write to the caller's working directory plants an `eventlog`
+    # package there: the worker, which is handed the chain key, must import ours.
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path, key=_KEY) as store:
+        _grow(store, 2 * BLOCK)
+        file = store._reopen_path()
+    assert file is not None
+    planted = tmp_path / "cwd" / "eventlog"
+    planted.mkdir(parents=True)
+    stolen = tmp_path / "stolen"
+    (planted / "__init__.py").write_text(
+        f"open({str(stolen)!r}, 'w').write('key taken')\n", encoding="utf-8"
+    )
+    monkeypatch.chdir(planted.parent)
+    worker = ledger_scan._start_worker((file[0], file[1:], _KEY, 0, 1 << 62, 0))
+    assert worker is not None
+    part = ledger_scan._result(worker, timeout=60)
+    assert part is not None and part.size == 2 * BLOCK and part.bad is None
+    assert not stolen.exists()
