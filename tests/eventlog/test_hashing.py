@@ -8,7 +8,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eventlog import InMemoryEventStore
-from eventlog.hashing import GENESIS, chain_hash, chain_hash_v2, first_break, record_hash
+from eventlog.hashing import (
+    GENESIS,
+    chain_hash,
+    chain_hash_v2,
+    first_break,
+    record_hash,
+    stored_record_problem,
+    verifies,
+)
 from eventlog.models import ContentErased, MessageAdded, MessagesSet, Record
 from eventlog.serialization import decode_event, encode_event
 from tests.eventlog.contract.records import added
@@ -166,3 +174,88 @@ def test_the_keyed_chain_hash_is_hmac_sha256(key, meta):
     ).encode()
     assert chain_hash_v2(*fields, key) == hmac.digest(key, preimage, "sha256").hex()
     assert plain == hashlib.sha256(preimage.replace(b"v3", b"v2", 1)).hexdigest()
+
+
+# verify(digest=)'s fast check: never more lenient than the full one, and it takes the common case.
+_KEY = b"k" * 32
+_odd_values = st.one_of(
+    st.text(max_size=70),
+    st.binary(max_size=8),
+    st.integers(-2, 2**40),
+    st.just("F" * 64),  # hex, but not lowercase
+    st.just(" " + "0" * 31),  # bytes.fromhex takes it; the format does not
+    st.just(GENESIS),
+)
+# Every field but the position, which is an integer in every backend (its primary key).
+_record_fields = st.sampled_from([f for f in Record._fields if f != "position"])
+
+
+def _stored(text: str, key: bytes | None) -> list[Record]:
+    store = InMemoryEventStore(key=key)
+    return store.append("m", [added(text), added(text + "!", meta='{"w":[]}')])
+
+
+@given(
+    text=st.text(max_size=12),
+    written_with=st.sampled_from([None, _KEY]),
+    edits=st.lists(st.tuples(_record_fields, _odd_values), max_size=3),
+    position=st.integers(-1, 3),
+    checked_with=st.sampled_from([None, _KEY, b"j" * 32]),
+    keyed_since=st.integers(-1, 3),
+)
+def test_the_fast_check_passes_only_what_the_full_check_passes(
+    *, text, written_with, edits, position, checked_with, keyed_since
+):
+    for record in _stored(text, written_with):
+        edited = record._replace(**dict(edits), position=record.position * position)
+        # A value no backend returns (an int in a text column) may raise: in both or neither.
+        full: object
+        try:
+            full = stored_record_problem(edited, checked_with, keyed_since)
+        except (TypeError, AttributeError):
+            full = TypeError
+        try:
+            fast: object = verifies(edited, checked_with, keyed_since)
+        except (TypeError, AttributeError):
+            fast = TypeError
+        assert fast is not True or full is None
+        assert fast is not TypeError or full is TypeError
+
+
+@given(st.text(max_size=40), st.sampled_from([None, _KEY]))
+def test_the_fast_check_takes_every_intact_record_of_formats_2_and_3(text, key):
+    records = _stored(text, key)
+    assert [r.format for r in records] == [2, 2] if key is None else [3, 3]
+    assert all(verifies(r, key, 0) for r in records)
+    # ... and leaves the rest to the full check: no key for a keyed record, a wrong key,
+    # an unkeyed record where a key applies, an erased payload, one changed character.
+    first = records[0]
+    assert not verifies(first, None if key else _KEY, 0)
+    assert not verifies(first._replace(payload="", salt=""), key, 0)
+    assert not verifies(first._replace(meta=first.meta + " "), key, 0)
+    # The same salt bytes in capitals: the commitment still matches, the format does not.
+    assert first.salt == first.salt.lower()
+    if first.salt != first.salt.upper():
+        assert not verifies(first._replace(salt=first.salt.upper()), key, 0)
+    # A link in capitals, rehashed by someone holding whatever the chain needs: still refused.
+    second = records[1]
+    shouting = second.prev_hash.upper()
+    rehashed = second._replace(
+        prev_hash=shouting,
+        hash=chain_hash_v2(
+            shouting,
+            "m",
+            2,
+            second.kind,
+            1,
+            second.recorded_at_text,
+            second.commitment,
+            second.meta,
+            key,
+        ),
+    )
+    assert stored_record_problem(rehashed, key, 0) is not None
+    assert verifies(rehashed._replace(prev_hash=second.prev_hash), key, 0) is False
+    assert not verifies(rehashed, key, 0)
+    if key:
+        assert not verifies(first, b"j" * 32, 0)

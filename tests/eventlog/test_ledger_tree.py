@@ -7,6 +7,7 @@ stored blocks - derived data - vouch for records that changed after they were st
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import random
 import sqlite3
@@ -247,6 +248,31 @@ def test_the_split_pass_agrees_with_one_pass(tmp_path, split_small, monkeypatch)
         split, whole = _reports(store, d, monkeypatch)
         assert split.ok and whole.ok
         assert (split.size, split.message) == (whole.size, whole.message)
+
+
+@pytest.mark.parametrize("paused_before", [False, True])
+def test_the_pass_pauses_the_collector_and_leaves_it_as_it_found_it(
+    tmp_path, monkeypatch, paused_before
+):
+    with SQLiteEventStore(tmp_path / "ledger.db") as store:
+        _grow(store, 2 * BLOCK)
+        d = digest(store)
+        seen: list[bool] = []
+        read_all = store.read_all
+
+        def observed(**bounds):
+            seen.append(gc.isenabled())
+            return read_all(**bounds)
+
+        monkeypatch.setattr(store, "read_all", observed)
+        if paused_before:
+            gc.disable()
+        try:
+            assert verify_digest(store, d).ok
+            assert gc.isenabled() is not paused_before  # as the caller left it
+        finally:
+            gc.enable()
+    assert seen and not any(seen)
 
 
 @pytest.mark.parametrize("where", ["lower", "upper", "boundary"])
