@@ -15,7 +15,10 @@ from eventlog.errors import (
     ChainIntegrityError,
     ChainKeyError,
     ConcurrencyError,
+    ContentErasedError,
+    EncodingUnavailableError,
     EventLogError,
+    OutcomeUnknownError,
     PersistenceError,
     ReadOnlyError,
     RollbackError,
@@ -24,7 +27,14 @@ from eventlog.errors import (
 )
 from eventlog.ids import MemoryId
 from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
-from eventlog.keyring import FileKeyring, Keyring, KeyUnavailableError, MemoryKeyring
+from eventlog.keyring import (
+    FileKeyring,
+    Keyring,
+    KeyringError,
+    KeyUnavailableError,
+    MemoryKeyring,
+    SealBrokenError,
+)
 from eventlog.lc4j_json import (
     message_from_json,
     message_to_json,
@@ -78,8 +88,10 @@ __all__ = [
     "ConsistencyProof",
     "Content",
     "ContentErased",
+    "ContentErasedError",
     "CustomMessage",
     "DigestReport",
+    "EncodingUnavailableError",
     "ErasureReceipt",
     "EventLogError",
     "EventStore",
@@ -90,6 +102,7 @@ __all__ = [
     "InclusionProof",
     "KeyUnavailableError",
     "Keyring",
+    "KeyringError",
     "LedgerDigest",
     "LoggedEvent",
     "MemoryCleared",
@@ -100,6 +113,7 @@ __all__ = [
     "MessageAdded",
     "MessageRetracted",
     "MessagesSet",
+    "OutcomeUnknownError",
     "PdfFileContent",
     "PersistenceError",
     "ReadOnlyError",
@@ -107,6 +121,7 @@ __all__ = [
     "RollbackError",
     "SQLiteEventStore",
     "SchemaVersionError",
+    "SealBrokenError",
     "StoreClosedError",
     "StreamInfo",
     "SummaryRecorded",

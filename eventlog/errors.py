@@ -17,9 +17,15 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     │   └── OutcomeUnknownError an append's connection died; whether it landed is unknown
     ├── KeyUnavailableError     encrypted content whose key is destroyed or not given  (keyring)
     ├── SealBrokenError         encrypted content that does not authenticate           (keyring)
-    └── KeyringError            the keyring cannot be read or written                  (keyring)
+    ├── KeyringError            the keyring cannot be read or written                  (keyring)
+    ├── ContentErasedError      a message was asked for whose content was erased (also ValueError)
+    └── EncodingUnavailableError a tokenizer encoding has no local data file (also RuntimeError)
 
 The three keyring errors live in :mod:`eventlog.keyring`, beside the encryption they are about.
+Every one of them is importable from :mod:`eventlog`. The last two are raised by projections
+(a replay, a token window); they are here so that one ``except EventLogError`` catches every
+error chatledger raises on purpose, and they keep their older bases, so ``except ValueError``
+/ ``except RuntimeError`` written before still catches them.
 
 Errors carry the facts as attributes (``stream_id``, ``expected``, ``actual``, ...) so code can
 react without parsing messages, and their messages name the operation, the values and a remedy.
@@ -27,10 +33,14 @@ react without parsing messages, and their messages name the operation, the value
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "ChainIntegrityError",
     "ChainKeyError",
     "ConcurrencyError",
+    "ContentErasedError",
+    "EncodingUnavailableError",
     "EventLogError",
     "OutcomeUnknownError",
     "PersistenceError",
@@ -248,3 +258,38 @@ class StaleTreeError(EventLogError):
             f"match the stored records: {reason}; the records changed after the tree absorbed "
             "them - run store.verify(digest=...) with a digest kept elsewhere"
         )
+
+
+class ContentErasedError(EventLogError, ValueError):
+    """A message was asked for whose event's content :meth:`EventStore.erase` deleted.
+
+    Attributes:
+        stream_id: The memory's stream key.
+        seq: The erased event.
+    """
+
+    def __init__(self, msg: str, stream_id: str, seq: int) -> None:
+        super().__init__(msg)
+        self.stream_id = stream_id
+        self.seq = seq
+
+
+class EncodingUnavailableError(EventLogError, RuntimeError):
+    """A tiktoken encoding is needed but no local copy of its data file could be used.
+
+    Raised instead of downloading: an offline machine would otherwise hang or fail late.
+
+    Attributes:
+        encoding_name: The encoding that was needed, e.g. ``"p50k_base"``.
+        looked_at: Each place that was tried, with the reason it was not usable.
+    """
+
+    def __init__(self, encoding_name: str, looked_at: Sequence[str], remedy: str) -> None:
+        self.encoding_name = encoding_name
+        self.looked_at = tuple(looked_at)
+        places = "; ".join(self.looked_at)
+        msg = (
+            f"load tiktoken encoding {encoding_name!r} offline failed; looked at: {places}. "
+            f"{remedy}"
+        )
+        super().__init__(msg)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, overload
 
-from eventlog.errors import ChainIntegrityError
+from eventlog.errors import ChainIntegrityError, ContentErasedError
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage, UserMessage
@@ -223,20 +223,6 @@ def window_refs(record: Record) -> WindowRefs:
     """
     meta = window_meta(record)
     return WindowRefs(meta.runs, meta.size)
-
-
-class ContentErasedError(ValueError):
-    """A message was asked for whose event's content :meth:`EventStore.erase` deleted.
-
-    Attributes:
-        stream_id: The memory's stream key.
-        seq: The erased event.
-    """
-
-    def __init__(self, msg: str, stream_id: str, seq: int) -> None:
-        super().__init__(msg)
-        self.stream_id = stream_id
-        self.seq = seq
 
 
 def erased_error(store: EventStore, record: Record) -> ContentErasedError:

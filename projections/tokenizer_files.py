@@ -22,10 +22,11 @@ import base64
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from eventlog.errors import EncodingUnavailableError
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -33,27 +34,6 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = ["EncodingUnavailableError", "get_encoding"]
-
-
-class EncodingUnavailableError(RuntimeError):
-    """A tiktoken encoding is needed but no local copy of its data file could be used.
-
-    Raised instead of downloading: an offline machine would otherwise hang or fail late.
-
-    Attributes:
-        encoding_name: The encoding that was needed, e.g. ``"p50k_base"``.
-        looked_at: Each place that was tried, with the reason it was not usable.
-    """
-
-    def __init__(self, encoding_name: str, looked_at: Sequence[str], remedy: str) -> None:
-        self.encoding_name = encoding_name
-        self.looked_at = tuple(looked_at)
-        places = "; ".join(self.looked_at)
-        msg = (
-            f"load tiktoken encoding {encoding_name!r} offline failed; looked at: {places}. "
-            f"{remedy}"
-        )
-        super().__init__(msg)
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,25 @@ def test_projections_imports_without_the_optional_extras():
         "assert 'projections.inspector.web' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_one_error_tree_every_public_error_is_an_eventlog_error():
+    import eventlog
+
+    errors = []
+    for package in ("eventlog", "projections", "projections.replay", "projections.tokens"):
+        module = importlib.import_module(package)
+        values = [getattr(module, name) for name in module.__all__]
+        errors += [v for v in values if isinstance(v, type) and issubclass(v, BaseException)]
+    assert len(errors) >= 15
+    for error in errors:
+        assert issubclass(error, eventlog.EventLogError), error
+        assert getattr(eventlog, error.__name__) is error, f"{error.__name__} not in eventlog"
+
+
+def test_errors_raised_by_projections_keep_their_older_bases():
+    # Code written before the one tree catches them as it did.
+    from eventlog import ContentErasedError, EncodingUnavailableError
+
+    assert issubclass(ContentErasedError, ValueError)
+    assert issubclass(EncodingUnavailableError, RuntimeError)
