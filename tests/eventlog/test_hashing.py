@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -259,3 +260,21 @@ def test_the_fast_check_takes_every_intact_record_of_formats_2_and_3(text, key):
     assert not verifies(rehashed, key, 0)
     if key:
         assert not verifies(first, b"j" * 32, 0)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "salt", "payload", "erased"),
+    [
+        (2, "", "", True),  # what erase() leaves: payload and salt gone, commitment kept
+        (3, "", "", True),
+        (1, "", "", False),  # format 1 has no salt at all: an empty payload is just empty
+        (2, "ab" * 16, "", False),  # an empty payload still committed to under its salt
+        (2, "", "{}", False),  # a payload without its salt is damage, not an erasure
+        (2, "ab" * 16, "{}", False),
+    ],
+)
+def test_a_record_is_erased_exactly_when_a_salted_format_lost_payload_and_salt(
+    fmt, salt, payload, erased
+):
+    record = Record(1, "m", 1, "2026-01-01T00:00:00.000000Z", "k", 1, payload, "", GENESIS, "")
+    assert record._replace(format=fmt, salt=salt).erased is erased

@@ -150,6 +150,9 @@ def test_forged_commitment_and_hash_is_caught_by_the_next_link(backend, store):
         ({"salt": "ab" * 8}, "is not 32 lowercase hex digits"),
         ({"salt": "not hex"}, "is not 32 lowercase hex digits"),
         ({"salt": ""}, "an empty salt is only for an erased record"),
+        # Each condition alone is refused: a payload kept, or no commitment to keep.
+        ({"salt": "", "commitment": "cd" * 32}, "an empty salt is only for an erased record"),
+        ({"salt": "", "payload": ""}, "an empty salt is only for an erased record"),
         ({"salt": "ab" * 16, "commitment": "cd" * 32}, "does not match the payload and salt"),
     ],
 )
