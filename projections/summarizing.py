@@ -26,7 +26,7 @@ from typing import Any, TypeAlias
 from eventlog.errors import ConcurrencyError, EventLogError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId
-from eventlog.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
+from eventlog.messages import AiMessage, ChatMessage, SystemMessage
 from eventlog.models import Record, SummaryRecorded
 from eventlog.serialization import decode_event, encode_event
 from eventlog.store import EventStore
@@ -35,6 +35,7 @@ from projections.memories import _WindowChatMemory
 from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.replay import erased_error, materialize, read_checked, window_meta
 from projections.tokens import TokenCountEstimator
+from projections.validity import answers
 from projections.window import (
     Departure,
     Entry,
@@ -83,16 +84,10 @@ def _split(batch: list[Entry]) -> tuple[list[Entry], list[Entry]]:
         message = entry.message
         if not isinstance(message, AiMessage) or not message.tool_execution_requests:
             continue
-        open_ids = [r.id for r in message.tool_execution_requests]
-        partners = []
-        for later in batch[i + 1 :]:
-            result = later.message
-            if isinstance(result, ToolExecutionResultMessage) and result.id in open_ids:
-                open_ids.remove(result.id)
-                partners.append(later.ref)
-        if open_ids:
+        partners, unanswered = answers(message, [(e.ref, e.message) for e in batch[i + 1 :]])
+        if unanswered:
             waiting.add(entry.ref)
-            waiting.update(partners)
+            waiting.update(ref for ref, _ in partners)
     fold = [e for e in batch if e.ref not in waiting]
     defer = [e for e in batch if e.ref in waiting]
     return fold, defer

@@ -51,7 +51,7 @@ lifting system messages where the profile says the API takes them apart):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, TypeVar
 
@@ -59,6 +59,7 @@ from eventlog.messages import (
     AiMessage,
     ChatMessage,
     SystemMessage,
+    ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "PROVIDERS",
     "Profile",
     "Provider",
+    "answers",
     "check_valid",
     "profile_of",
     "unanswered_results",
@@ -129,19 +131,35 @@ def _calls(message: ChatMessage) -> bool:
     return isinstance(message, AiMessage) and bool(message.tool_execution_requests)
 
 
-def _answered(
-    call: AiMessage, results: Sequence[tuple[T, ChatMessage]]
-) -> tuple[list[tuple[T, ChatMessage]], bool]:
-    """The results that answer ``call`` (the first per id, in their order), and whether
-    every request has one."""
-    open_ids = [r.id for r in call.tool_execution_requests]
-    kept: list[tuple[T, ChatMessage]] = []
+def answers(
+    call: AiMessage, results: Iterable[tuple[T, ChatMessage]]
+) -> tuple[list[tuple[T, ChatMessage]], list[ToolExecutionRequest]]:
+    """Which of ``results`` answer ``call``, and which of its requests nothing answers.
+
+    The one pairing rule of every view and window (valid views, an interrupted tail, a
+    summary's batches): each tool result answers the first still-open request with its id,
+    so a request is answered once, by the first result for it, and a result answers at most
+    one request. Anything else in ``results`` is passed over.
+
+    Args:
+        call: The AI message with the tool requests.
+        results: ``(tag, message)`` pairs in conversation order; tags travel untouched.
+
+    Returns:
+        ``(answering pairs in their order, unanswered requests in request order)``.
+    """
+    open_requests = list(call.tool_execution_requests)
+    answering: list[tuple[T, ChatMessage]] = []
     for item in results:
         result = item[1]
-        if isinstance(result, ToolExecutionResultMessage) and result.id in open_ids:
-            open_ids.remove(result.id)
-            kept.append(item)
-    return kept, not open_ids
+        if not isinstance(result, ToolExecutionResultMessage):
+            continue
+        for k, request in enumerate(open_requests):
+            if request.id == result.id:
+                del open_requests[k]
+                answering.append(item)
+                break
+    return answering, open_requests
 
 
 def _without_calls(call: AiMessage) -> AiMessage | None:
@@ -195,7 +213,8 @@ def valid_items(
         while j < n and isinstance(rest[j][1], ToolExecutionResultMessage):
             j += 1
         results = rest[i + 1 : j]
-        kept, complete = _answered(message, results)
+        kept, unanswered = answers(message, results)
+        complete = not unanswered
         placed = not profile.call_after_user_or_result or (
             bool(out) and isinstance(out[-1][1], UserMessage | ToolExecutionResultMessage)
         )
@@ -283,13 +302,8 @@ def unanswered_results(
     call = conversation[j - 1] if j > 0 else None
     if not isinstance(call, AiMessage) or not call.tool_execution_requests:
         return []
-    answered = [m.id for m in conversation[j:] if isinstance(m, ToolExecutionResultMessage)]
-    missing: list[ToolExecutionResultMessage] = []
-    for request in call.tool_execution_requests:
-        if request.id in answered:
-            answered.remove(request.id)
-        else:
-            missing.append(
-                ToolExecutionResultMessage(request.id, request.name, text, is_error=True)
-            )
-    return missing
+    _, unanswered = answers(call, [(None, m) for m in conversation[j:]])
+    return [
+        ToolExecutionResultMessage(request.id, request.name, text, is_error=True)
+        for request in unanswered
+    ]

@@ -25,7 +25,7 @@ from projections import (
     diff,
     valid_view,
 )
-from projections.validity import INTERRUPTED, PROVIDERS
+from projections.validity import INTERRUPTED, PROVIDERS, answers
 
 _ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
 _PROFILES = sorted(PROVIDERS)
@@ -271,3 +271,27 @@ def test_what_if_takes_a_profile_and_chunked_eviction():
     chunked = memory.what_if(MessageWindowPolicy(6, evict_to=0.5))
     assert len(chunked) <= 6
     assert chunked != plain
+
+
+_ids = st.sampled_from(["a", "b", "c"])
+
+
+@given(st.lists(_ids, min_size=1, max_size=4), st.lists(st.one_of(_ids, st.none()), max_size=6))
+def test_each_result_answers_the_first_open_request_with_its_id(request_ids, result_ids):
+    call = AiMessage(
+        tool_execution_requests=[ToolExecutionRequest(i, "t", "{}") for i in request_ids]
+    )
+    results = [
+        (k, UserMessage("not a result") if i is None else ToolExecutionResultMessage(i, "t", "x"))
+        for k, i in enumerate(result_ids)
+    ]
+    answering, unanswered = answers(call, results)
+    # Per id: min(requests, results) pairs; the earliest results answer, the last requests wait.
+    for i in "abc":
+        wanted = request_ids.count(i)
+        given_ = result_ids.count(i)
+        tags = [k for k, m in answering if isinstance(m, ToolExecutionResultMessage) and m.id == i]
+        assert tags == [k for k, r in enumerate(result_ids) if r == i][: min(wanted, given_)]
+        waiting = [r for r in unanswered if r.id == i]
+        assert waiting == [r for r in call.tool_execution_requests if r.id == i][given_:]
+    assert [k for k, _ in answering] == sorted(k for k, _ in answering)
