@@ -35,6 +35,7 @@ from projections import (
 )
 from projections.replay import replay_views
 from projections.summarizing import default_summary_message
+from tests.factories import lose_last_commit
 
 SYS = SystemMessage("be brief")
 
@@ -392,3 +393,34 @@ def test_an_unreadable_pending_range_does_not_fail_the_add_that_landed(store, ca
     assert memory.seq == 2
     memory.add(UserMessage("c"))  # readable again: "a" and "b" fold together
     assert memory.summary == "a b"
+
+
+@pytest.mark.parametrize(
+    ("added", "summary", "back_to"),
+    [
+        ("abc", "x y a b", 1),
+        ("abc", "x y a b", 2),
+        ("abc", "x y a b", 3),
+        ("a", "x y", 2),
+    ],
+)
+def test_a_memory_whose_history_went_back_serves_the_summary_a_fresh_one_would(
+    tmp_path, added, summary, back_to
+):
+    # A restore or a failover that lost commits: the summary events and what followed are
+    # gone, down to events a memory that does not summarize wrote (no coverage in their meta).
+    path = tmp_path / "chat.db"
+    plain = MessageWindowChatMemory("s", max_messages=1, store=SQLiteEventStore(path))
+    plain.add(UserMessage("x"))
+    plain.add(UserMessage("y"))
+    mine = _memory(SQLiteEventStore(path), Summarizer(), max_messages=1)
+    for text in added:
+        mine.add(UserMessage(text))
+    assert mine.summary == summary  # what the plain memory evicted is folded too
+    head = mine.store.head("s")
+    assert head is not None
+    for seq in range(head.seq, back_to, -1):
+        lose_last_commit(path, "s", seq)
+    fresh = _memory(SQLiteEventStore(path), Summarizer(), max_messages=1)
+    assert mine.summary == fresh.summary
+    assert mine.messages() == fresh.messages()
