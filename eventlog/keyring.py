@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import secrets
+import stat
 import tempfile
 import threading
 from collections.abc import Container, Iterator
@@ -278,14 +279,24 @@ class FileKeyring(Keyring):
     database's backup path. Python cannot wipe the key bytes from this process's memory either.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, allow_insecure_permissions: bool = False
+    ) -> None:
         """Open the keyring at ``path``; a missing file is an empty keyring.
 
+        Args:
+            path: The keyring file (created 0600 with the first key).
+            allow_insecure_permissions: Use a file that group or others may read or write
+                (refused by default, as ssh refuses such a private key): only when something
+                else protects it, e.g. a directory no one else can enter.
+
         Raises:
-            KeyringError: If the file exists but cannot be read or is not a keyring.
+            KeyringError: If the file exists but cannot be read, is not a keyring, or group
+                or others have any permission on it.
             SchemaVersionError: If the file was written by a newer chatledger.
         """
         self._path = Path(path)
+        self._allow_insecure = allow_insecure_permissions
         self._lock_path = Path(f"{self._path}.lock")
         self._lock = threading.Lock()
         self._keys: dict[str, _Entry] = {}
@@ -372,7 +383,17 @@ class FileKeyring(Keyring):
         with f:
             st = os.fstat(f.fileno())
             raw = f.read()
-        self._install(self._parse(raw), (st.st_mtime_ns, st.st_size, st.st_ino))
+        keys = self._parse(raw)
+        if st.st_mode & 0o077 and not self._allow_insecure and os.name != "nt":
+            # Everyone who can read the file can read every sealed message, and whoever can
+            # write it can swap keys: a copy made with a loose umask must not pass silently.
+            self._fail(
+                "load",
+                f"group or others have access to it (mode {stat.filemode(st.st_mode)}): run "
+                f"`chmod 600 {self._path}`, or pass allow_insecure_permissions=True if "
+                "something else keeps others out",
+            )
+        self._install(keys, (st.st_mtime_ns, st.st_size, st.st_ino))
 
     def _install(self, keys: dict[str, _Entry], stamp: _Stamp | None) -> None:
         current: dict[str, str] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import multiprocessing
+import os
 import stat
 import threading
 import uuid
@@ -415,7 +416,36 @@ def test_several_keys_for_one_subject_pick_the_newest(tmp_path):
         },
     }
     path.write_text(json.dumps(doc))
+    path.chmod(0o600)
     keyring = FileKeyring(path)
     assert keyring.current("s")[0] == "new"
     assert keyring.destroy("s") == 2
     assert stored(path) == {}
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permission bits")
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o602])
+def test_a_keyring_others_can_read_or_write_is_refused_with_the_remedy(tmp_path, mode):
+    path = tmp_path / "keys.json"
+    key_id, key = FileKeyring(path).current("user-42")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # what chatledger writes
+    path.chmod(mode)
+    with pytest.raises(KeyringError, match=r"group or others have access.*chmod 600") as info:
+        FileKeyring(path)
+    assert str(path) in str(info.value)
+    # Explicitly allowed, it opens; tightened, it opens without asking.
+    assert FileKeyring(path, allow_insecure_permissions=True).get(key_id) == key
+    path.chmod(0o600)
+    assert FileKeyring(path).get(key_id) == key
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permission bits")
+def test_a_keyring_loosened_while_open_is_refused_at_its_next_reload(tmp_path):
+    path = tmp_path / "keys.json"
+    keyring = FileKeyring(path)
+    keyring.current("user-42")
+    other = FileKeyring(path)
+    other.current("user-7")  # the file changed: the first object reloads on its next call
+    path.chmod(0o644)
+    with pytest.raises(KeyringError, match="group or others have access"):
+        keyring.current("user-1")
