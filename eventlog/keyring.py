@@ -23,6 +23,7 @@ import abc
 import base64
 import binascii
 import contextlib
+import hmac
 import json
 import os
 import secrets
@@ -73,9 +74,19 @@ class KeyUnavailableError(EventLogError):
         key_id: The id of the missing key.
     """
 
-    def __init__(self, where: str, key_id: str, *, keyring_given: bool | None) -> None:
+    def __init__(
+        self, where: str, key_id: str, *, keyring_given: bool | None, destroyed: bool = False
+    ) -> None:
         self.where = where
         self.key_id = key_id
+        self.destroyed = destroyed
+        if destroyed:  # only what the keyring itself records as shredded is called so
+            msg = (
+                f"{where} failed: the content is encrypted with key {key_id!r}, which the "
+                "keyring records as destroyed by an erasure: the content is gone for good"
+            )
+            super().__init__(msg)
+            return
         if keyring_given is None:  # the reader does not know (a record its store left sealed)
             why = (
                 "it is still sealed: the store had no keyring (pass keyring=...), or the key "
@@ -83,15 +94,14 @@ class KeyUnavailableError(EventLogError):
             )
         elif keyring_given:
             why = (
-                "the keyring does not hold that key: it was destroyed by an erasure, or this "
-                "is not the keyring the content was sealed with"
+                "the keyring does not hold that key and records no erasure of it: this is not "
+                "the keyring the content was sealed with, or an older copy of it"
             )
         else:
             why = "no keyring was given"
         msg = (
             f"{where} failed: the content is encrypted with key {key_id!r} and {why}; pass "
-            "keyring=... with the keyring that holds the key (if an erasure destroyed it, the "
-            "content cannot be recovered)"
+            "keyring=... with the keyring that holds the key"
         )
         super().__init__(msg)
 
@@ -210,6 +220,16 @@ class Keyring(abc.ABC):
             KeyringError: If the keyring cannot be read or written.
         """
 
+    def destroyed(self, key_id: str) -> bool:
+        """Whether this keyring records that an erasure destroyed the key with this id.
+
+        A read whose key is missing says "destroyed by an erasure" only when this is True;
+        otherwise the key is unknown here (another keyring, an older copy of this one). The
+        default, for keyrings that keep no such record, is False.
+        """
+        del key_id
+        return False
+
 
 def _new_key_id(taken: Container[str]) -> str:
     # 64 random bits: unrelated to the subject, so a sealed row does not say whose it is.
@@ -226,6 +246,7 @@ class MemoryKeyring(Keyring):
         self._lock = threading.Lock()
         self._keys: dict[str, tuple[str, bytes]] = {}  # key_id -> (subject, key)
         self._current: dict[str, str] = {}  # subject -> key_id
+        self._destroyed: set[str] = set()
 
     def current(self, subject: str) -> tuple[str, bytes]:
         with self._lock:
@@ -246,8 +267,13 @@ class MemoryKeyring(Keyring):
             doomed = [k for k, (s, _) in self._keys.items() if s == subject]
             for key_id in doomed:
                 del self._keys[key_id]
+            self._destroyed.update(doomed)
             self._current.pop(subject, None)
             return len(doomed)
+
+    def destroyed(self, key_id: str) -> bool:
+        with self._lock:
+            return key_id in self._destroyed
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +326,7 @@ class FileKeyring(Keyring):
         self._lock_path = Path(f"{self._path}.lock")
         self._lock = threading.Lock()
         self._keys: dict[str, _Entry] = {}
+        self._destroyed: dict[str, str] = {}  # key id -> when an erasure destroyed it
         self._current: dict[str, str] = {}
         self._stamp: _Stamp | None = None
         # Ids looked up in vain since the last load: repeated reads of erased rows must not
@@ -326,7 +353,8 @@ class FileKeyring(Keyring):
                         key_id = _new_key_id(self._keys)
                         created_at = datetime.now(UTC).isoformat()
                         entry = _Entry(subject, _new_key(), created_at)
-                        self._write("create a key", {**self._keys, key_id: entry})
+                        keys = {**self._keys, key_id: entry}
+                        self._write("create a key", keys, self._destroyed)
             return key_id, self._keys[key_id].key
 
     def get(self, key_id: str) -> bytes | None:
@@ -346,10 +374,20 @@ class FileKeyring(Keyring):
         with self._lock, self._flocked("destroy keys"):
             self._refresh(force=True)
             kept = {k: e for k, e in self._keys.items() if e.subject != subject}
-            destroyed = len(self._keys) - len(kept)
-            if destroyed:
-                self._write("destroy keys", kept)
-            return destroyed
+            now = datetime.now(UTC).isoformat()
+            # Each destroyed id is remembered (ids are random: they say nothing about whose
+            # key it was), so a read of its content can say "destroyed by an erasure" and
+            # mean it, and a key merely missing (another keyring, an older copy) is not
+            # mistaken for one.
+            gone = {k: now for k in self._keys.keys() - kept.keys()}
+            if gone:
+                self._write("destroy keys", kept, {**self._destroyed, **gone})
+            return len(gone)
+
+    def destroyed(self, key_id: str) -> bool:
+        with self._lock:
+            self._refresh()
+            return key_id in self._destroyed
 
     # -- file handling; callers hold self._lock ---------------------------------------------
 
@@ -376,14 +414,14 @@ class FileKeyring(Keyring):
                     "the file was there and has vanished; restore it from its backup, or "
                     "open a new FileKeyring to start an empty keyring deliberately",
                 )
-            self._install({}, None)
+            self._install({}, {}, None)
             return
         except OSError as e:
             self._fail_from("load", f"cannot open the file ({e})", e)
         with f:
             st = os.fstat(f.fileno())
             raw = f.read()
-        keys = self._parse(raw)
+        keys, destroyed = self._parse(raw)
         if st.st_mode & 0o077 and not self._allow_insecure and os.name != "nt":
             # Everyone who can read the file can read every sealed message, and whoever can
             # write it can swap keys: a copy made with a loose umask must not pass silently.
@@ -393,9 +431,11 @@ class FileKeyring(Keyring):
                 f"`chmod 600 {self._path}`, or pass allow_insecure_permissions=True if "
                 "something else keeps others out",
             )
-        self._install(keys, (st.st_mtime_ns, st.st_size, st.st_ino))
+        self._install(keys, destroyed, (st.st_mtime_ns, st.st_size, st.st_ino))
 
-    def _install(self, keys: dict[str, _Entry], stamp: _Stamp | None) -> None:
+    def _install(
+        self, keys: dict[str, _Entry], destroyed: dict[str, str], stamp: _Stamp | None
+    ) -> None:
         current: dict[str, str] = {}
         for key_id, entry in keys.items():
             # Files this module writes have one key per subject; should one hold several
@@ -404,9 +444,10 @@ class FileKeyring(Keyring):
             if best is None or (keys[best].created_at, best) < (entry.created_at, key_id):
                 current[subject] = key_id
         self._keys, self._current, self._stamp = keys, current, stamp
+        self._destroyed = destroyed
         self._missing = set()
 
-    def _parse(self, raw: bytes) -> dict[str, _Entry]:
+    def _parse(self, raw: bytes) -> tuple[dict[str, _Entry], dict[str, str]]:
         # Never fall back to an empty keyring here: new keys would be made and the old
         # content would stay sealed under keys this object pretends do not exist.
         try:
@@ -432,10 +473,26 @@ class FileKeyring(Keyring):
                 self._corrupt(f"key {key_id!r} has an empty id or a non-text subject or date")
             if len(key) != _KEY_BYTES:
                 self._corrupt(f"key {key_id!r} has {len(key)} bytes, not {_KEY_BYTES}")
-            entries[key_id] = _Entry(subject, key, created_at)
-        return entries
+            entry = _Entry(subject, key, created_at)
+            # Files written before entries carried a MAC have none; every write adds them.
+            mac = item.get("mac")
+            if mac is not None and not hmac.compare_digest(str(mac), _entry_mac(key_id, entry)):
+                self._corrupt(
+                    f"key {key_id!r} does not match its MAC: its subject, id, date or key bytes "
+                    "were changed since it was written (swapped between entries?), so erasing "
+                    "by subject could destroy another subject's key"
+                )
+            entries[key_id] = entry
+        destroyed = doc.get("destroyed", {})
+        if not isinstance(destroyed, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in destroyed.items()
+        ):
+            self._corrupt('"destroyed" is not an object of key ids and times')
+        if both := sorted(entries.keys() & destroyed.keys()):
+            self._corrupt(f"key {both[0]!r} is listed both as a key and as destroyed")
+        return entries, destroyed
 
-    def _write(self, operation: str, keys: dict[str, _Entry]) -> None:
+    def _write(self, operation: str, keys: dict[str, _Entry], destroyed: dict[str, str]) -> None:
         doc = {
             "format": _FILE_FORMAT,
             "keys": {
@@ -443,9 +500,11 @@ class FileKeyring(Keyring):
                     "subject": e.subject,
                     "key": base64.b64encode(e.key).decode("ascii"),
                     "created_at": e.created_at,
+                    "mac": _entry_mac(k, e),
                 }
                 for k, e in keys.items()
             },
+            "destroyed": destroyed,
         }
         data = json.dumps(doc, indent=2, sort_keys=True).encode("utf-8")
         directory = self._path.parent
@@ -473,7 +532,7 @@ class FileKeyring(Keyring):
         except OSError as e:
             self._fail_from(operation, f"cannot write the file ({e}); check the directory", e)
         # No other writer can have replaced the file since: we hold the flock.
-        self._install(dict(keys), (st.st_mtime_ns, st.st_size, st.st_ino))
+        self._install(dict(keys), dict(destroyed), (st.st_mtime_ns, st.st_size, st.st_ino))
 
     @contextlib.contextmanager
     def _flocked(self, operation: str) -> Iterator[None]:
@@ -532,6 +591,18 @@ def _invalid_tag() -> type[Exception]:
 
         _INVALID_TAG = InvalidTag
     return _INVALID_TAG
+
+
+def _entry_mac(key_id: str, entry: _Entry) -> str:
+    """A keyring entry's MAC, under its own key: binds id, subject, date and key bytes, so a
+    label or key swapped between entries, or an edited entry, no longer verifies. Whoever
+    holds the file holds the keys and could recompute it: it stops mistakes and naive edits,
+    not a forger who reads the file."""
+    text = (
+        f"chatledger.keyring.entry.v1\x1f{len(key_id)}:{key_id}"
+        f"\x1f{len(entry.subject)}:{entry.subject}\x1f{len(entry.created_at)}:{entry.created_at}"
+    )
+    return hmac.new(entry.key, text.encode(), "sha256").hexdigest()
 
 
 def _new_key() -> bytes:
@@ -609,7 +680,10 @@ def open_sealed(keyring: Keyring | None, aad: bytes, payload: str, *, where: str
         raise SealBrokenError(where, msg)
     key = None if keyring is None else keyring.get(key_id)
     if key is None:
-        raise KeyUnavailableError(where, key_id, keyring_given=keyring is not None)
+        destroyed = keyring is not None and keyring.destroyed(key_id)
+        raise KeyUnavailableError(
+            where, key_id, keyring_given=keyring is not None, destroyed=destroyed
+        )
     try:
         blob = base64.b64decode(body, altchars=b"-_", validate=True)
     except binascii.Error as e:

@@ -136,9 +136,10 @@ def test_destroy_makes_content_unreadable(keyring):
     # Check the message names the read, says why, and gives the remedy.
     assert WHERE in message
     assert "encrypted" in message
-    assert "destroyed by an erasure" in message
-    assert "pass keyring=" in message
+    assert "keyring records as destroyed by an erasure" in message
+    assert "gone for good" in message
     assert info.value.key_id == key_id
+    assert info.value.destroyed and keyring.destroyed(key_id)
     assert isinstance(info.value, EventLogError)
     # Check another subject is untouched.
     assert open_sealed(keyring, AAD, other, where=WHERE) == "someone else"
@@ -449,3 +450,78 @@ def test_a_keyring_loosened_while_open_is_refused_at_its_next_reload(tmp_path):
     path.chmod(0o644)
     with pytest.raises(KeyringError, match="group or others have access"):
         keyring.current("user-1")
+
+
+def test_a_key_merely_missing_is_never_called_destroyed(keyring, tmp_path):
+    # Another keyring (or an older copy of this one) never destroyed the key: say so.
+    payload = seal(keyring, "user-42", AAD, TEXT)
+    (key_id, _) = keyring.current("user-42")
+    stranger = FileKeyring(tmp_path / "other.json")
+    with pytest.raises(KeyUnavailableError) as info:
+        open_sealed(stranger, AAD, payload, where=WHERE)
+    assert not info.value.destroyed and not stranger.destroyed(key_id)
+    assert "records no erasure of it" in str(info.value)
+    assert "destroyed" not in str(info.value).replace("records no erasure", "")
+    assert "pass keyring=" in str(info.value)
+
+
+def test_a_destroyed_key_is_known_as_such_to_every_process_opening_the_file(tmp_path):
+    path = tmp_path / "keys.json"
+    key_id, _ = FileKeyring(path).current("user-42")
+    assert FileKeyring(path).destroy("user-42") == 1
+    again = FileKeyring(path)
+    assert again.destroyed(key_id) and again.get(key_id) is None
+    assert set(json.loads(path.read_text())["destroyed"]) == {key_id}
+    assert "user-42" not in path.read_text()  # the record of an erasure names no subject
+
+
+def _swap(path, a, b, field):
+    doc = json.loads(path.read_text())
+    keys = doc["keys"]
+    keys[a][field], keys[b][field] = keys[b][field], keys[a][field]
+    path.write_text(json.dumps(doc))
+    path.chmod(0o600)
+
+
+@pytest.mark.parametrize("field", ["subject", "key", "created_at"])
+def test_swapped_labels_or_key_bytes_are_refused_and_erase_the_wrong_subject_never(tmp_path, field):
+    path = tmp_path / "keys.json"
+    keyring = FileKeyring(path)
+    alice, _ = keyring.current("alice")
+    bob, bob_key = keyring.current("bob")
+    before = FileKeyring(path)  # sees the keys as written
+    _swap(path, alice, bob, field)
+    with pytest.raises(KeyringError, match=r"does not match its MAC.*swapped") as info:
+        FileKeyring(path)
+    assert repr(alice) in str(info.value) or repr(bob) in str(info.value)
+    # An object that loaded the honest file refuses too (it reloads), and destroys nothing.
+    with pytest.raises(KeyringError, match="does not match its MAC"):
+        before.destroy("alice")
+    keys = json.loads(path.read_text())["keys"]
+    assert {alice, bob} <= keys.keys()
+    assert base64.b64decode(keys[alice if field == "key" else bob]["key"]) == bob_key
+
+
+def test_a_file_written_before_entry_macs_opens_and_gets_them_on_the_next_write(tmp_path):
+    path = tmp_path / "keys.json"
+    doc = {"format": 1, "keys": {"k1": {"subject": "s", "key": GOOD_KEY, "created_at": "t"}}}
+    path.write_text(json.dumps(doc))
+    path.chmod(0o600)
+    keyring = FileKeyring(path)
+    assert keyring.get("k1") == base64.b64decode(GOOD_KEY)
+    keyring.current("another")
+    assert all("mac" in entry for entry in json.loads(path.read_text())["keys"].values())
+    assert FileKeyring(path).get("k1") == base64.b64decode(GOOD_KEY)
+
+
+def test_a_key_listed_as_live_and_destroyed_is_a_corrupt_file(tmp_path):
+    path = tmp_path / "keys.json"
+    doc = {
+        "format": 1,
+        "keys": {"k1": {"subject": "s", "key": GOOD_KEY, "created_at": "t"}},
+        "destroyed": {"k1": "2026-01-01T00:00:00+00:00"},
+    }
+    path.write_text(json.dumps(doc))
+    path.chmod(0o600)
+    with pytest.raises(KeyringError, match="both as a key and as destroyed"):
+        FileKeyring(path)
