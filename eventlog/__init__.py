@@ -73,6 +73,7 @@ from eventlog.models import (
     SummaryRecorded,
     VerifyReport,
 )
+from eventlog.receipts import ReceiptCheck, check_receipt, find_receipt, receipt_bundle
 from eventlog.store import EventStore
 
 if typing.TYPE_CHECKING:
@@ -117,6 +118,7 @@ __all__ = [
     "PdfFileContent",
     "PersistenceError",
     "ReadOnlyError",
+    "ReceiptCheck",
     "Record",
     "RollbackError",
     "SQLiteEventStore",
@@ -132,12 +134,15 @@ __all__ = [
     "UserMessage",
     "VerifyReport",
     "VideoContent",
+    "check_receipt",
     "export_jsonl",
+    "find_receipt",
     "import_jsonl",
     "message_from_json",
     "message_to_json",
     "messages_from_json",
     "messages_to_json",
+    "receipt_bundle",
     "verify_consistency",
     "verify_inclusion",
 ]

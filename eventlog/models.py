@@ -472,6 +472,13 @@ class ErasureReceipt:
     record: Record
     cleanup_pending: bool = False
 
+    @property
+    def id(self) -> str:
+        """The receipt's id, ``"<position>-<hash>"`` of its record: the position finds it in
+        one read (``store.erasure_receipt(id)``, ``chatledger erasure-receipt``) and the hash,
+        which the ledger's digests cover, says it is this record and no other."""
+        return f"{self.record.position}-{self.record.hash}"
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Snapshot:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eventlog.errors import EventLogError
-from projections.cli import inspect, langgraph_view, ledger, maintain, sessions
+from projections.cli import inspect, langgraph_view, ledger, maintain, receipts, sessions
 from projections.cli.args import PROG, build_parser, parse
 from projections.cli.errors import Failure, UsageError, message
 from projections.cli.store import missing_db, open_store
@@ -43,12 +43,14 @@ COMMANDS: dict[str, Command] = {
     "quarantine": sessions.quarantine_cmd,
     "sent": sessions.sent_cmd,
     "langgraph": langgraph_view.run,
+    "erasure-receipt": receipts.erasure_receipt_cmd,
 }
 
 # Commands checked or made with files alone: the point is that no database is needed.
 STORELESS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check-proof": ledger.check_proof,
     "check-consistency": ledger.check_consistency,
+    "check-receipt": receipts.check_receipt_cmd,
     "keygen": ledger.keygen,
 }
 

@@ -474,6 +474,26 @@ def _add_check_proof(commands: _Commands) -> None:
     )
 
 
+def _add_receipt_commands(commands: _Commands) -> None:
+    p = commands.add(
+        "erasure-receipt",
+        "Print the erasure receipt RECEIPT_ID (what was erased, when, why) with the digest and "
+        "inclusion proof that tie it to the ledger; -o FILE writes it for `check-receipt`.",
+    )
+    p.add_argument(
+        "receipt_id", metavar="RECEIPT_ID", help="<position>-<hash>, as `erase` printed it"
+    )
+    p.add_argument("--digest", metavar="FILE", help="prove against this digest (default: now)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to a new FILE ('-': stdout)")
+    p = commands.add(
+        "check-receipt",
+        "Check an erasure receipt file from `chatledger erasure-receipt -o` against a digest "
+        "you trust; needs no database.",
+    )
+    p.add_argument("receipt", metavar="RECEIPT", help="a file written by `erasure-receipt -o`")
+    p.add_argument("--digest", metavar="FILE", help="the trusted digest (`chatledger digest`)")
+
+
 def _add_inspection_commands(commands: _Commands) -> None:
     p = commands.add("ids", "List memory ids with event count and first and last activity.")
     p.add_argument("--include-system", action="store_true", help="also list ~sys: streams")
@@ -594,6 +614,7 @@ def _add_inspection_commands(commands: _Commands) -> None:
     )
 
     _add_check_proof(commands)
+    _add_receipt_commands(commands)
 
     p = commands.add(
         "check-consistency",

@@ -208,6 +208,7 @@ def erase_cmd(args: argparse.Namespace, store: EventStore) -> int:
             "last_seq": r.event.last_seq,
             "records": r.event.record_count,
             "receipt_seq": r.record.seq,
+            "receipt": r.id,
         }
         for r in receipts
     ]
@@ -219,7 +220,8 @@ def erase_cmd(args: argparse.Namespace, store: EventStore) -> int:
         for r in result:
             out.print(
                 f"erased {shell_id(str(r['memory']))}: {plural(int(r['records']), 'record')} "
-                f"(seq {r['first_seq']}..{r['last_seq']}), receipt at seq {r['receipt_seq']}"
+                f"(seq {r['first_seq']}..{r['last_seq']}), receipt at seq {r['receipt_seq']}: "
+                f"{r['receipt']}"
             )
         if not result:
             out.print("nothing to erase")

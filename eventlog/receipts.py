@@ -1,0 +1,176 @@
+"""Erasure receipts a regulator can check: find one by its id, hand it out as a file that is
+checked offline against a digest kept elsewhere.
+
+A receipt is the ``memory_erased`` record :meth:`EventStore.erase` appends (never erased
+itself: it holds no message). Its id is ``"<position>-<hash>"``
+(:attr:`~eventlog.models.ErasureReceipt.id`). The file :func:`receipt_bundle` writes holds the
+receipt as a person reads it (memory, seqs, count, time, reason), the digest it is proven
+against and the inclusion proof of the receipt's record in that ledger; :func:`check_receipt`
+needs nothing else, and a digest the checker trusts (or one signed as a checkpoint): the
+proof ties the record to the digest's root, the record's hash ties its fields to the proof,
+and the fields shown must be the record's own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from eventlog.ids import memory_id_from_key
+from eventlog.ledger import InclusionProof, LedgerDigest, prove, verify_inclusion
+from eventlog.models import ErasureReceipt, MemoryErased
+from eventlog.serialization import decode_event
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
+
+__all__ = ["RECEIPT_FORMAT", "ReceiptCheck", "check_receipt", "find_receipt", "receipt_bundle"]
+
+RECEIPT_FORMAT: Final = "chatledger-erasure-receipt"
+_VERSION: Final = 1
+_ERASED: Final = "memory_erased"
+
+
+def _parse_id(receipt_id: str) -> tuple[int, str]:
+    position, _, digest = str(receipt_id).partition("-")
+    if not (position.isdigit() and len(digest) == 64 and digest == digest.lower()):
+        msg = (
+            f"erasure receipt id {receipt_id!r} is not <position>-<64 hex digits>; copy it "
+            "from the erase output or `chatledger history` of the memory"
+        )
+        raise ValueError(msg)
+    return int(position), digest
+
+
+def find_receipt(store: EventStore, receipt_id: str) -> ErasureReceipt:
+    """The receipt with this id, read (and verified) from ``store``.
+
+    Raises:
+        ValueError: The id is malformed.
+        LookupError: No receipt with this id is in the store (another ledger, or purged by
+            retention since), naming the remedy.
+        ChainIntegrityError: The receipt's record does not verify.
+    """
+    position, digest = _parse_id(receipt_id)
+    page = store.read_all(gt=position - 1, limit=1)
+    record = page[0] if page else None
+    if record is None or record.position != position or record.hash != digest:
+        msg = (
+            f"erasure receipt {receipt_id}: this ledger has no such receipt (wrong database, "
+            "or a retention purge removed the memory since); `chatledger history` of the "
+            "memory lists its receipts"
+        )
+        raise LookupError(msg)
+    if record.kind != _ERASED:
+        msg = f"erasure receipt {receipt_id}: record {position} is a {record.kind}, not a receipt"
+        raise LookupError(msg)
+    memory_id = memory_id_from_key(record.stream_id)
+    (checked,) = store.read_verified(memory_id, gt=record.seq - 1, lte=record.seq)
+    event = decode_event(checked)
+    assert isinstance(event, MemoryErased)  # noqa: S101 - kind checked above
+    return ErasureReceipt(memory_id, event, checked)
+
+
+def _fields(event: MemoryErased, stream_id: str, receipt_id: str) -> dict[str, Any]:
+    return {
+        "id": receipt_id,
+        "memory": stream_id,
+        "first_seq": event.first_seq,
+        "last_seq": event.last_seq,
+        "record_count": event.record_count,
+        "erased_at": event.erased_at.isoformat().replace("+00:00", "Z"),
+        "reason": event.reason,
+    }
+
+
+def receipt_bundle(
+    store: EventStore, receipt: ErasureReceipt, *, digest: LedgerDigest | None = None
+) -> str:
+    """The receipt as one JSON object to hand out: its fields, ``digest`` (the store's
+    current one by default) and the inclusion proof of its record against that digest.
+
+    Raises:
+        ValueError: ``digest`` does not describe this store's history or predates the receipt.
+    """
+    d = store.digest() if digest is None else digest
+    proof = prove(store, receipt.memory_id, receipt.record.seq, digest=d)
+    doc = {
+        "format": RECEIPT_FORMAT,
+        "version": _VERSION,
+        "receipt": _fields(receipt.event, receipt.record.stream_id, receipt.id),
+        "digest": json.loads(d.to_json()),
+        "proof": json.loads(proof.to_json()),
+    }
+    return json.dumps(doc, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class ReceiptCheck:
+    """What :func:`check_receipt` found.
+
+    Attributes:
+        ok: The receipt is in the ledger the trusted digest describes, as shown.
+        reason: Why not (empty when ``ok``).
+        receipt: The receipt's fields as the file shows them (empty if unreadable).
+    """
+
+    ok: bool
+    reason: str
+    receipt: dict[str, Any]
+
+
+def check_receipt(
+    text: str | bytes, trusted: LedgerDigest, *, key: bytes | None = None
+) -> ReceiptCheck:
+    """Check a receipt file offline against a digest the checker trusts.
+
+    Args:
+        text: What :func:`receipt_bundle` wrote.
+        trusted: A digest kept outside the database (the file's own copy is not trusted:
+            it must equal this one).
+        key: The ledger's chain key, for a keyed ledger (format 3 records tie to their
+            hash only under it).
+
+    Returns:
+        ``ok`` and the reason; never raises for bad input.
+    """
+    try:
+        doc = json.loads(text)
+        shown = doc["receipt"]
+        ok_header = doc.get("format") == RECEIPT_FORMAT and doc.get("version") == _VERSION
+        proof = InclusionProof.from_json(json.dumps(doc["proof"]))
+        claimed = LedgerDigest.from_json(json.dumps(doc["digest"]))
+    except (ValueError, KeyError, TypeError) as e:
+        return ReceiptCheck(False, f"not a chatledger erasure receipt ({e})", {})
+    if not ok_header or not isinstance(shown, dict):
+        return ReceiptCheck(False, f"not a {RECEIPT_FORMAT} version {_VERSION} file", {})
+    if (claimed.size, claimed.root) != (trusted.size, trusted.root):
+        return ReceiptCheck(
+            False,
+            f"the receipt is proven against a ledger of {claimed.size} records, not the "
+            f"trusted digest's {trusted.size} (root {trusted.root}): ask for it against that "
+            "digest (`chatledger erasure-receipt ID --digest FILE`)",
+            shown,
+        )
+    record = proof.record
+    if not verify_inclusion(proof, trusted, key=key):
+        keyed = record.format == 3 and key is None
+        why = (
+            "its record is from a keyed ledger: pass the ledger's key to tie it to its hash"
+            if keyed
+            else "its record is not in the ledger the digest describes, or was altered"
+        )
+        return ReceiptCheck(False, why, shown)
+    if record.kind != _ERASED or not record.discloses:
+        return ReceiptCheck(False, f"the proven record is a {record.kind}, not a receipt", shown)
+    event = decode_event(record.to_record())
+    assert isinstance(event, MemoryErased)  # noqa: S101 - kind checked above
+    position = str(shown.get("id", "")).partition("-")[0]
+    real = _fields(event, record.stream_id, f"{position}-{record.hash}")
+    if shown != real:
+        changed = sorted(k for k in real.keys() | shown.keys() if real.get(k) != shown.get(k))
+        return ReceiptCheck(
+            False, f"the receipt shows {', '.join(changed)} other than its record says", shown
+        )
+    return ReceiptCheck(True, "", shown)
