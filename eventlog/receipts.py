@@ -23,6 +23,7 @@ from eventlog.models import ErasureReceipt, MemoryErased
 from eventlog.serialization import decode_event
 
 if TYPE_CHECKING:
+    from eventlog.checkpoint import Checkpoint
     from eventlog.store import EventStore
 
 __all__ = ["RECEIPT_FORMAT", "ReceiptCheck", "check_receipt", "find_receipt", "receipt_bundle"]
@@ -121,14 +122,15 @@ class ReceiptCheck:
 
 
 def check_receipt(
-    text: str | bytes, trusted: LedgerDigest, *, key: bytes | None = None
+    text: str | bytes, trusted: LedgerDigest | Checkpoint, *, key: bytes | None = None
 ) -> ReceiptCheck:
     """Check a receipt file offline against a digest the checker trusts.
 
     Args:
         text: What :func:`receipt_bundle` wrote.
-        trusted: A digest kept outside the database (the file's own copy is not trusted:
-            it must equal this one).
+        trusted: A digest kept outside the database, or a checkpoint whose signature the
+            caller checked (:func:`~eventlog.checkpoint.open_checkpoint`): the file's own
+            digest is not trusted, it must name the same tree size and root.
         key: The ledger's chain key, for a keyed ledger (format 3 records tie to their
             hash only under it).
 
@@ -154,7 +156,8 @@ def check_receipt(
             shown,
         )
     record = proof.record
-    if not verify_inclusion(proof, trusted, key=key):
+    # Checked equal to the trusted size and root above: the file's digest stands for them.
+    if not verify_inclusion(proof, claimed, key=key):
         keyed = record.format == 3 and key is None
         why = (
             "its record is from a keyed ledger: pass the ledger's key to tie it to its hash"

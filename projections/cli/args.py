@@ -492,6 +492,13 @@ def _add_receipt_commands(commands: _Commands) -> None:
     )
     p.add_argument("receipt", metavar="RECEIPT", help="a file written by `erasure-receipt -o`")
     p.add_argument("--digest", metavar="FILE", help="the trusted digest (`chatledger digest`)")
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="instead: a signed checkpoint (`chatledger checkpoint`)",
+    )
+    p.add_argument("--verifier-key", metavar="FILE", help="with --checkpoint: its signer's .vkey")
+    p.add_argument("--origin", metavar="ORIGIN", help="with --checkpoint: the log name it carries")
 
 
 def _add_inspection_commands(commands: _Commands) -> None:

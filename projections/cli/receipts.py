@@ -17,6 +17,8 @@ from projections.cli.render import console, emit
 from projections.cli.store import read_key
 
 if TYPE_CHECKING:
+    from eventlog.checkpoint import Checkpoint
+    from eventlog.ledger import LedgerDigest
     from eventlog.store import EventStore
 
 __all__ = ["check_receipt_cmd", "erasure_receipt_cmd"]
@@ -69,13 +71,19 @@ def check_receipt_cmd(args: argparse.Namespace) -> int:
     if not path.is_file():
         msg = f"check-receipt {args.receipt}: no such file"
         raise UsageError(msg)
-    if args.digest is None:
+    trusted: LedgerDigest | Checkpoint
+    if args.checkpoint is not None and args.digest is None:
+        trusted = _signed(args)
+    elif args.digest is not None and args.checkpoint is None:
+        trusted = load_digest(args.digest)
+    else:
         msg = (
-            f"check-receipt {args.receipt} needs --digest FILE: a digest of the ledger you "
-            "trust (`chatledger digest`), kept outside the database"
+            f"check-receipt {args.receipt} needs --digest FILE (a digest of the ledger you "
+            "trust, `chatledger digest`) or --checkpoint FILE --verifier-key FILE (a signed "
+            "checkpoint, `chatledger checkpoint`), one of the two"
         )
         raise UsageError(msg)
-    check = check_receipt(path.read_bytes(), load_digest(args.digest), key=read_key(args))
+    check = check_receipt(path.read_bytes(), trusted, key=read_key(args))
     if args.json:
         emit({"ok": check.ok, "reason": check.reason, "receipt": check.receipt})
         return 0 if check.ok else 1
@@ -93,3 +101,26 @@ def check_receipt_cmd(args: argparse.Namespace) -> int:
         label, detail = ("NOT PROVEN", "bold red"), f" {check.reason}"
     console().print(Text.assemble(label, detail))
     return 0 if check.ok else 1
+
+
+def _signed(args: argparse.Namespace) -> Checkpoint:
+    """The checkpoint ``--checkpoint`` names, its signature checked with ``--verifier-key``."""
+    from eventlog.checkpoint import open_checkpoint
+
+    if args.verifier_key is None:
+        msg = "check-receipt --checkpoint needs --verifier-key FILE: the signer's .vkey file"
+        raise UsageError(msg)
+    files = {}
+    for option, name in (("--checkpoint", args.checkpoint), ("--verifier-key", args.verifier_key)):
+        file = Path(name)
+        if not file.is_file():
+            msg = f"check-receipt {option} {name}: no such file"
+            raise UsageError(msg)
+        files[option] = file.read_text(encoding="utf-8")
+    try:
+        return open_checkpoint(
+            files["--checkpoint"], files["--verifier-key"].strip(), origin=args.origin
+        )
+    except ValueError as e:
+        msg = f"check-receipt: the checkpoint {args.checkpoint} does not hold: {e}"
+        raise Failure(msg) from e

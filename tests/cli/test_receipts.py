@@ -66,3 +66,25 @@ def test_receipt_commands_say_what_is_wrong_and_the_remedy(cli, ok, tmp_path):
     assert again.returncode == 1 and "exists" in again.stderr
     unanchored = cli("check-receipt", receipt)
     assert unanchored.returncode == 2 and "needs --digest FILE" in unanchored.stderr
+
+
+def test_a_receipt_checks_against_a_signed_checkpoint_and_not_another_signers(cli, ok, tmp_path):
+    db, receipt_id = _erase(ok, tmp_path)
+    ok("keygen", "example.com/log", "--out", tmp_path)
+    ok("keygen", "someone.else/log", "--out", tmp_path)
+    key, vkey = tmp_path / "example.com_log.key", tmp_path / "example.com_log.vkey"
+    cp, receipt = tmp_path / "cp.txt", tmp_path / "receipt.json"
+    ok("--db", db, "checkpoint", "--origin", "example.com/log", "--signing-key", key, "-o", cp)
+    ok("--db", db, "erasure-receipt", receipt_id, "-o", receipt)  # the same tree size
+    db.unlink()
+    signed = ("check-receipt", receipt, "--checkpoint", cp)
+    result = ok(*signed, "--verifier-key", vkey, "--origin", "example.com/log")
+    assert result.stdout.startswith("OK erasure receipt")
+    other = cli(*signed, "--verifier-key", tmp_path / "someone.else_log.vkey")
+    assert other.returncode == 1 and "does not hold" in other.stderr
+    wrong_log = cli(*signed, "--verifier-key", vkey, "--origin", "another/log")
+    assert wrong_log.returncode == 1 and "another/log" in wrong_log.stderr
+    both = cli(*signed, "--verifier-key", vkey, "--digest", tmp_path / "d.json")
+    assert both.returncode == 2 and "one of the two" in both.stderr
+    unkeyed = cli(*signed)
+    assert unkeyed.returncode == 2 and "needs --verifier-key" in unkeyed.stderr
