@@ -30,7 +30,7 @@ import secrets
 import stat
 import tempfile
 import threading
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -230,6 +230,30 @@ class Keyring(abc.ABC):
         del key_id
         return False
 
+    def memory_key(self, subject: str, memory: str) -> tuple[str, bytes]:
+        """Return the key of one memory's content, creating it if the memory has none.
+
+        Each memory having its own key is what lets ``erase(memory)`` make that memory
+        unreadable in every backup (:meth:`destroy_memory`), while :meth:`destroy` of the
+        subject still destroys all of them. The default, for keyrings that keep one key per
+        subject, is the subject's key: ``erase`` of one memory then shreds nothing.
+
+        Args:
+            subject: The memory's subject, from :func:`subject_of`.
+            memory: The memory's stored key (:func:`eventlog.ids.memory_key`).
+        """
+        del memory
+        return self.current(subject)
+
+    def destroy_memory(self, subject: str, memory: str) -> int:
+        """Destroy the keys of one memory (see :meth:`memory_key`). Idempotent.
+
+        Returns:
+            How many keys were destroyed; the default, keeping no per-memory keys, is 0.
+        """
+        del subject, memory
+        return 0
+
 
 def _new_key_id(taken: Container[str]) -> str:
     # 64 random bits: unrelated to the subject, so a sealed row does not say whose it is.
@@ -244,31 +268,44 @@ class MemoryKeyring(Keyring):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._keys: dict[str, tuple[str, bytes]] = {}  # key_id -> (subject, key)
-        self._current: dict[str, str] = {}  # subject -> key_id
+        # key_id -> (subject, memory or "" for the subject's own key, key)
+        self._keys: dict[str, tuple[str, str, bytes]] = {}
+        self._current: dict[tuple[str, str], str] = {}  # (subject, memory) -> key_id
         self._destroyed: set[str] = set()
 
     def current(self, subject: str) -> tuple[str, bytes]:
+        return self._scoped(subject, "")
+
+    def memory_key(self, subject: str, memory: str) -> tuple[str, bytes]:
+        return self._scoped(subject, memory)
+
+    def _scoped(self, subject: str, memory: str) -> tuple[str, bytes]:
         with self._lock:
-            key_id = self._current.get(subject)
+            key_id = self._current.get((subject, memory))
             if key_id is None:
                 key_id = _new_key_id(self._keys)
-                self._keys[key_id] = (subject, _new_key())
-                self._current[subject] = key_id
-            return key_id, self._keys[key_id][1]
+                self._keys[key_id] = (subject, memory, _new_key())
+                self._current[subject, memory] = key_id
+            return key_id, self._keys[key_id][2]
 
     def get(self, key_id: str) -> bytes | None:
         with self._lock:
             entry = self._keys.get(key_id)
-            return None if entry is None else entry[1]
+            return None if entry is None else entry[2]
 
     def destroy(self, subject: str) -> int:
+        return self._destroy(lambda s, _: s == subject)
+
+    def destroy_memory(self, subject: str, memory: str) -> int:
+        return self._destroy(lambda s, m: (s, m) == (subject, memory))
+
+    def _destroy(self, doomed_if: Callable[[str, str], bool]) -> int:
         with self._lock:
-            doomed = [k for k, (s, _) in self._keys.items() if s == subject]
+            doomed = [k for k, (s, m, _) in self._keys.items() if doomed_if(s, m)]
             for key_id in doomed:
-                del self._keys[key_id]
+                subject, memory, _ = self._keys.pop(key_id)
+                self._current.pop((subject, memory), None)
             self._destroyed.update(doomed)
-            self._current.pop(subject, None)
             return len(doomed)
 
     def destroyed(self, key_id: str) -> bool:
@@ -281,6 +318,7 @@ class _Entry:
     subject: str
     key: bytes
     created_at: str
+    memory: str = ""  # the memory whose content key this is ("" for the subject's own)
 
 
 _Stamp: TypeAlias = tuple[int, int, int]  # st_mtime_ns, st_size, st_ino
@@ -327,7 +365,7 @@ class FileKeyring(Keyring):
         self._lock = threading.Lock()
         self._keys: dict[str, _Entry] = {}
         self._destroyed: dict[str, str] = {}  # key id -> when an erasure destroyed it
-        self._current: dict[str, str] = {}
+        self._current: dict[tuple[str, str], str] = {}  # (subject, memory) -> key id
         self._stamp: _Stamp | None = None
         # Ids looked up in vain since the last load: repeated reads of erased rows must not
         # re-read the file once per row.
@@ -339,20 +377,26 @@ class FileKeyring(Keyring):
         return f"FileKeyring({str(self._path)!r})"
 
     def current(self, subject: str) -> tuple[str, bytes]:
+        return self._scoped(subject, "")
+
+    def memory_key(self, subject: str, memory: str) -> tuple[str, bytes]:
+        return self._scoped(subject, memory)
+
+    def _scoped(self, subject: str, memory: str) -> tuple[str, bytes]:
         with self._lock:
             self._refresh()
-            key_id = self._current.get(subject)
+            key_id = self._current.get((subject, memory))
             if key_id is None:
                 with self._flocked("create a key"):
-                    # Another process may have created this subject's key since our last
-                    # load; only a read under the lock can tell, and two current keys for one
-                    # subject would split its content between them.
+                    # Another process may have created this key since our last load; only a
+                    # read under the lock can tell, and two current keys for one subject (or
+                    # memory) would split its content between them.
                     self._refresh(force=True)
-                    key_id = self._current.get(subject)
+                    key_id = self._current.get((subject, memory))
                     if key_id is None:
                         key_id = _new_key_id(self._keys)
                         created_at = datetime.now(UTC).isoformat()
-                        entry = _Entry(subject, _new_key(), created_at)
+                        entry = _Entry(subject, _new_key(), created_at, memory)
                         keys = {**self._keys, key_id: entry}
                         self._write("create a key", keys, self._destroyed)
             return key_id, self._keys[key_id].key
@@ -371,9 +415,15 @@ class FileKeyring(Keyring):
             return None if entry is None else entry.key
 
     def destroy(self, subject: str) -> int:
+        return self._destroy(lambda e: e.subject == subject)
+
+    def destroy_memory(self, subject: str, memory: str) -> int:
+        return self._destroy(lambda e: (e.subject, e.memory) == (subject, memory))
+
+    def _destroy(self, doomed: Callable[[_Entry], bool]) -> int:
         with self._lock, self._flocked("destroy keys"):
             self._refresh(force=True)
-            kept = {k: e for k, e in self._keys.items() if e.subject != subject}
+            kept = {k: e for k, e in self._keys.items() if not doomed(e)}
             now = datetime.now(UTC).isoformat()
             # Each destroyed id is remembered (ids are random: they say nothing about whose
             # key it was), so a read of its content can say "destroyed by an erasure" and
@@ -436,13 +486,13 @@ class FileKeyring(Keyring):
     def _install(
         self, keys: dict[str, _Entry], destroyed: dict[str, str], stamp: _Stamp | None
     ) -> None:
-        current: dict[str, str] = {}
+        current: dict[tuple[str, str], str] = {}
         for key_id, entry in keys.items():
-            # Files this module writes have one key per subject; should one hold several
-            # (a merged file, a future rotation), every process picks the same newest one.
-            best = current.get(subject := entry.subject)
+            # Files this module writes have one key per subject (and memory); should one hold
+            # several (a merged file, a future rotation), every process picks the newest.
+            best = current.get(scope := (entry.subject, entry.memory))
             if best is None or (keys[best].created_at, best) < (entry.created_at, key_id):
-                current[subject] = key_id
+                current[scope] = key_id
         self._keys, self._current, self._stamp = keys, current, stamp
         self._destroyed = destroyed
         self._missing = set()
@@ -473,7 +523,10 @@ class FileKeyring(Keyring):
                 self._corrupt(f"key {key_id!r} has an empty id or a non-text subject or date")
             if len(key) != _KEY_BYTES:
                 self._corrupt(f"key {key_id!r} has {len(key)} bytes, not {_KEY_BYTES}")
-            entry = _Entry(subject, key, created_at)
+            memory = item.get("memory", "")
+            if not isinstance(memory, str):
+                self._corrupt(f"key {key_id!r} has a non-text memory")
+            entry = _Entry(subject, key, created_at, memory)
             # Files written before entries carried a MAC have none; every write adds them.
             mac = item.get("mac")
             if mac is not None and not hmac.compare_digest(str(mac), _entry_mac(key_id, entry)):
@@ -498,6 +551,7 @@ class FileKeyring(Keyring):
             "keys": {
                 k: {
                     "subject": e.subject,
+                    **({"memory": e.memory} if e.memory else {}),
                     "key": base64.b64encode(e.key).decode("ascii"),
                     "created_at": e.created_at,
                     "mac": _entry_mac(k, e),
@@ -602,6 +656,8 @@ def _entry_mac(key_id: str, entry: _Entry) -> str:
         f"chatledger.keyring.entry.v1\x1f{len(key_id)}:{key_id}"
         f"\x1f{len(entry.subject)}:{entry.subject}\x1f{len(entry.created_at)}:{entry.created_at}"
     )
+    if entry.memory:  # a memory's own key (absent from subject keys, whose MACs predate it)
+        text += f"\x1f{len(entry.memory)}:{entry.memory}"
     return hmac.new(entry.key, text.encode(), "sha256").hexdigest()
 
 
@@ -628,15 +684,17 @@ def is_sealed(payload: str) -> bool:
     return payload.startswith(_PREFIX)
 
 
-def seal(keyring: Keyring, subject: str, aad: bytes, plaintext: str) -> str:
-    """Encrypt text under the subject's current key.
+def seal(keyring: Keyring, subject: str, aad: bytes, plaintext: str, *, memory: str = "") -> str:
+    """Encrypt text under the memory's own key (:meth:`Keyring.memory_key`), or under the
+    subject's current key when ``memory`` is empty.
 
     Args:
-        keyring: Holds (or creates) the subject's key.
+        keyring: Holds (or creates) the key.
         subject: Whose content this is, from :func:`subject_of`.
         aad: Where the payload will be stored (e.g. stream key, seq and kind, encoded
             unambiguously); :func:`open_sealed` must be given the same bytes.
         plaintext: The content.
+        memory: The memory's stored key, so that erasing the memory can destroy its key.
 
     Returns:
         ``"enc1:<key_id>:<urlsafe base64 of nonce + ciphertext>"``.
@@ -644,7 +702,7 @@ def seal(keyring: Keyring, subject: str, aad: bytes, plaintext: str) -> str:
     Raises:
         KeyringError: If the keyring fails or returns an unusable key.
     """
-    key_id, key = keyring.current(subject)
+    key_id, key = keyring.memory_key(subject, memory) if memory else keyring.current(subject)
     if len(key) != _KEY_BYTES or not key_id:
         operation = f"seal for subject {subject!r}"
         msg = (

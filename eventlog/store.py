@@ -306,10 +306,14 @@ class EventStore(ABC):
         self._writable("erase", type(self).__name__)
         receipts = self._erase([key], reason, expected_seq)
         pending = not self._clean_files("erase")
-        if self._keyring is not None and not isinstance(memory_id, tuple):
-            # A plain id is its own subject; a tuple id shares its subject's key with the
-            # subject's other memories: erase_subject destroys that.
-            self._keyring.destroy(subject_of(memory_id))
+        if self._keyring is not None:
+            # Last: while the key exists a crash leaves nothing unreadable that is not erased.
+            # The memory's own key goes (content sealed before memories had their own keys
+            # shares its subject's key with the subject's other memories: erase_subject
+            # destroys that); a plain id is its own subject, so its subject key goes too.
+            self._keyring.destroy_memory(subject_of(memory_id), key)
+            if not isinstance(memory_id, tuple):
+                self._keyring.destroy(subject_of(memory_id))
         if not receipts:
             msg = (
                 f"erase of {key}: nothing to erase (no records, or their content was erased "
@@ -1025,7 +1029,7 @@ class EventStore(ABC):
                 if subject is not None and ring is not None and item.kind not in RECEIPT_KINDS:
                     # The commitment (and so the chain) covers the ciphertext: verify, digests
                     # and proofs need no key, and destroying the key erases every copy.
-                    payload = seal(ring, subject, _aad(key, seq, item.kind), payload)
+                    payload = seal(ring, subject, _aad(key, seq, item.kind), payload, memory=key)
                 # The hot path, spelled out: hashing.commit/new_salt cost a call each.
                 raw = os.urandom(16)
                 fmt, salt = own_format, raw.hex()

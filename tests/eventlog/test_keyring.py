@@ -525,3 +525,17 @@ def test_a_key_listed_as_live_and_destroyed_is_a_corrupt_file(tmp_path):
     path.chmod(0o600)
     with pytest.raises(KeyringError, match="both as a key and as destroyed"):
         FileKeyring(path)
+
+
+def test_each_memory_has_its_own_key_and_destroying_one_keeps_the_others(keyring):
+    subject_id, subject_key = keyring.current("dave")
+    one, one_key = keyring.memory_key("dave", "m1")
+    two, _ = keyring.memory_key("dave", "m2")
+    assert len({subject_id, one, two}) == 3
+    assert keyring.memory_key("dave", "m1") == (one, one_key)  # stable
+    assert keyring.destroy_memory("dave", "m1") == 1
+    assert keyring.get(one) is None and keyring.destroyed(one)
+    assert keyring.get(two) is not None and keyring.get(subject_id) == subject_key
+    assert keyring.memory_key("dave", "m1")[0] != one  # a new key after the erasure
+    assert keyring.destroy("dave") == 3  # the subject's key and both memories' keys
+    assert keyring.get(two) is None

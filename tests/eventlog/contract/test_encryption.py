@@ -127,3 +127,54 @@ def test_an_export_carries_ciphertext_and_imports_without_keys(backend, tmp_path
 def test_a_keyring_of_the_wrong_type_is_refused(backend):
     with pytest.raises(TypeError, match=r"keyring must be an eventlog.keyring.Keyring"):
         backend.open(keyring="keys.json")
+
+
+@pytest.mark.skip_backend("memory")
+def test_erasing_one_memory_shreds_its_own_key_so_a_pre_erasure_copy_yields_nothing(tmp_path):
+    ring = FileKeyring(tmp_path / "keys.json")
+    path = tmp_path / "chat.db"
+    store = SQLiteEventStore(path, keyring=ring)
+    store.append(("dave", "s1"), batch(SECRET))
+    store.append(("dave", "s2"), batch("dave's other session"))
+    store.checkpoint()
+    backup = tmp_path / "backup.db"
+    shutil.copy(path, backup)  # a backup taken before the erasure
+    (s1,) = store.read(("dave", "s1"))
+    (s2,) = store.read(("dave", "s2"))
+    assert s1.sealed.split(":")[1] != s2.sealed.split(":")[1]  # one key per memory
+
+    store.erase(("dave", "s1"), reason="request #9")
+
+    with SQLiteEventStore(backup, keyring=ring) as old:
+        (sealed,) = old.read(("dave", "s1"))
+        with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
+            decode_event(sealed)
+        assert texts(old.read(("dave", "s2"))) == ["dave's other session"]  # untouched
+    assert ring.destroyed(s1.sealed.split(":")[1])
+    store.append(("dave", "s1"), batch("after"))  # the id keeps working, under a new key
+    assert texts(store.read(("dave", "s1"))[-1:]) == ["after"]
+    store.close()
+
+
+def test_a_keyring_that_keeps_one_key_per_subject_still_works(tmp_path):
+    # Keyrings written against the three-method interface (a KMS adapter) seal with the
+    # subject's key: nothing breaks; erasing one memory then shreds no key (the README says).
+    class SubjectKeys(MemoryKeyring):
+        def memory_key(self, subject, memory):
+            return self.current(subject)
+
+        def destroy_memory(self, subject, memory):
+            return 0
+
+    ring = SubjectKeys()
+    store = SQLiteEventStore(tmp_path / "chat.db", keyring=ring)
+    store.append(("erin", "s1"), batch("one"))
+    store.append(("erin", "s2"), batch("two"))
+    (a,) = store.read(("erin", "s1"))
+    (b,) = store.read(("erin", "s2"))
+    assert a.sealed.split(":")[1] == b.sealed.split(":")[1]
+    store.erase(("erin", "s1"), reason="r")
+    assert texts(store.read(("erin", "s2"))) == ["two"]
+    assert store.erase_subject(("erin",), reason="r")
+    assert ring.get(a.sealed.split(":")[1]) is None  # the subject's erasure shreds it
+    store.close()
