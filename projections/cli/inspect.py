@@ -118,8 +118,9 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
     )
     last = head if args.end is None else args.end
     shown = 0
+    tool_names: dict[str, str] = {}
     for record in itertools.islice(found, SHOWN):
-        summary, size = record_summary(record)
+        summary, size = record_summary(record, tool_names)
         table.add_row(
             str(record.seq),
             when(record.recorded_at),
@@ -171,8 +172,9 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         return 0
     heading = f"{key} after seq {seq} of {head} ({how}, {plural(len(view), 'message')})"
     table = Table("#", "event", "role", "text", title=title(heading))
+    tool_names: dict[str, str] = {}
     for number, (ref, message) in enumerate(view, 1):
-        name, text = describe(message)
+        name, text = describe(message, tool_names)
         table.add_row(str(number), ref_text(ref), role(name), plain(text))
     console().print(table)
     if args.policy is None:
@@ -334,19 +336,24 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
             )
         return 0
     out = console()
+    tool_names: dict[str, str] = {}
     with _maybe_pager(out, not args.no_pager):
         for record, view, departures in steps:
-            summary, _ = record_summary(record)
+            summary, _ = record_summary(record, tool_names)
             heading = Text.assemble(
                 f"seq {record.seq} · {when(record.recorded_at)} · {record.kind} · ", summary
             )
             # A rule fills the terminal's width; piped, it would fill the no-wrap width.
             out.print(Rule(heading, align="left") if out.is_terminal else Text("── ") + heading)
             for number, message in enumerate(view, 1):
-                out.print(Text.assemble(f"  {number:>3} ", preview(message)))
+                out.print(Text.assemble(f"  {number:>3} ", preview(message, tool_names=tool_names)))
             for message, reason in departures:
                 left = f"  ← {model.reason_text(reason)}"
-                out.print(Text.assemble(("    - ", "red"), preview(message, 50), (left, "red")))
+                out.print(
+                    Text.assemble(
+                        ("    - ", "red"), preview(message, 50, tool_names), (left, "red")
+                    )
+                )
         if end < last:
             more = f"{PROG} replay {shell_id(key)} --from {end + 1}{_same_view(args)}"
             out.print(f"… {plural(last - end, 'more event')}: {more}", style="dim")
