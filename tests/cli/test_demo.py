@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import EXE
+from projections.cli.model import reason_text
+from tests.cli.conftest import EXE, run
 
 DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
 
@@ -74,3 +75,29 @@ def test_the_command_is_relative_to_the_current_directory(demo, tmp_path, monkey
     monkeypatch.setenv("PATH", str(bin_dir))
     (bin_dir / "chatledger").chmod(0o755)
     assert demo.cli_command() == "chatledger"
+
+
+def test_the_demo_says_why_a_message_left_in_the_words_of_diff_and_the_inspector(tmp_path):
+    shown = subprocess.run(
+        [sys.executable, str(DEMO)],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    rows = {
+        int(cells[0]): cells[-1]
+        for line in shown.splitlines()
+        if (cells := [c.strip() for c in line.strip("│ ").split("│")])[0].isdigit()
+        and len(cells) == 4
+    }
+    diff = run("diff", "demo/1", "0", "16", "--db", tmp_path / "chatledger.db").stdout
+    # The replaced system prompt is not "evicted": demo, diff and inspector share reason_text.
+    assert rows[1] == reason_text("system_replaced") == "system message replaced"
+    assert rows[2] == reason_text("evicted")
+    assert rows[6] == reason_text("orphan")
+    assert rows[16] == "yes"
+    for reason in ("system message replaced", "evicted (window full)", "orphan (its tool call"):
+        assert reason in diff
