@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from eventlog.errors import ChainIntegrityError
 from eventlog.ids import StreamKey
 from eventlog.lc4j_json import messages_to_json
 from eventlog.models import Record, format_time
@@ -88,6 +89,31 @@ def _records(store: EventStore, key: StreamKey, gt: int, lte: int | None) -> Ite
     return records(store, key, gt=gt, lte=lte, page=_PAGE)
 
 
+def _until_break(
+    store: EventStore, key: StreamKey, gt: int, lte: int | None
+) -> Iterator[Record | ChainIntegrityError]:
+    """The records in (gt, lte]; on a broken chain, the verified records before the break,
+    then the error (last): the intact part of a history stays readable.
+
+    A page is checked whole before any of it is served, so a break at seq N re-reads the
+    records before N, which verify on their own.
+    """
+    last = gt
+    try:
+        for record in _records(store, key, gt, lte):
+            last = record.seq
+            yield record
+        return
+    except ChainIntegrityError as e:
+        error = e
+    if error.stream_id == key and error.seq - 1 > last:
+        try:
+            yield from _records(store, key, last, error.seq - 1)
+        except ChainIntegrityError as e:  # an earlier break than the first one named
+            error = e
+    yield error
+
+
 def history(args: argparse.Namespace, store: EventStore) -> int:
     """``chatledger history ID``: one row (or JSON line) per event.
 
@@ -103,9 +129,11 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
     check_seq("--from", start, head, key)
     if args.end is not None:
         check_seq("--to", args.end, head, key)
-    found = _records(store, key, start - 1, args.end)
+    found = _until_break(store, key, start - 1, args.end)
     if args.json:
         for record in found:
+            if isinstance(record, ChainIntegrityError):
+                raise record  # after the intact lines: stderr names the break, exit status 1
             emit(record_json(record))
         return 0
     table = Table(
@@ -119,7 +147,17 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
     last = head if args.end is None else args.end
     shown = 0
     tool_names: dict[str, str] = {}
-    for record in itertools.islice(found, SHOWN):
+    broken: ChainIntegrityError | None = None
+    # One more than SHOWN: a break right after the last row shown is still marked.
+    for rows, record in enumerate(itertools.islice(found, SHOWN + 1)):
+        if isinstance(record, ChainIntegrityError):
+            broken = record
+            what = record.reason.split(";")[0]  # the remedy follows on stderr
+            mark = f"chain broken here ({what}); the events above verify"
+            table.add_row(str(record.seq), "", "BROKEN", "", plain(mark), style="bold red")
+            break
+        if rows == SHOWN:
+            break
         summary, size = record_summary(record, tool_names)
         table.add_row(
             str(record.seq),
@@ -131,6 +169,8 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
         shown = record.seq
     out = console()
     out.print(table)
+    if broken is not None:
+        raise broken  # stderr names the break and the remedy, exit status 1
     if shown and shown < last:
         # Seqs are consecutive (records() refuses a gap), so the rest is counted, not read.
         more = f"{PROG} history {shell_id(key)} --from {shown + 1}{_same_range(args)}"
