@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import ChainIntegrityError
 from eventlog.ids import StreamKey
-from eventlog.lc4j_json import messages_to_json
 from eventlog.models import Record, format_time
 from projections.audit import Change, diff_stream, explain
 from projections.cli import ledger, model
@@ -208,7 +207,16 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         view = model.recorded_view(store, key, seq)
         how = "recorded view"
     if args.json:
-        sys.stdout.write(messages_to_json([m for _, m in view]) + "\n")
+        # A report: one object (the view was a bare array before; the README's JSON shapes).
+        emit(
+            {
+                "memory": str(key),
+                "seq": seq,
+                "head": head,
+                "view": how,
+                "messages": [message_obj(m) for _, m in view],
+            }
+        )
         return 0
     heading = f"{key} after seq {seq} of {head} ({how}, {plural(len(view), 'message')})"
     table = Table("#", "event", "role", "text", title=title(heading))
