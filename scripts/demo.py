@@ -36,7 +36,7 @@ from eventlog import (
 from eventlog.ids import memory_key
 from projections import MessageWindowChatMemory, MessageWindowPolicy
 from projections.audit import diff
-from projections.cli.args import shell_id, shorthand
+from projections.cli.args import shell_id
 from projections.cli.model import reason_text
 
 
@@ -86,7 +86,7 @@ def cli_command() -> str:
 def next_commands(memory_key_text: str, db: pathlib.Path) -> list[str]:
     """The commands the demo suggests, each runnable as printed."""
     exe = cli_command()
-    memory = shorthand(memory_key_text) or shell_id(memory_key_text)
+    memory = shell_id(memory_key_text)  # the canonical spelling, as `chatledger ids` prints it
     where = "" if str(db) == "chatledger.db" else f" --db {shlex.quote(str(db))}"
     return [
         f"{exe} ids{where}",
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
         history = memory.history()
         key = memory_key(memory_id)
-        shown_id = shorthand(key) or shell_id(key)
+        shown_id = shell_id(key)
         console.rule(f"[bold]chatledger demo[/] — conversation {shown_id} in {path}")
         console.print(
             f"{len(conversation())} messages said → {len(history)} events in the log; "

@@ -141,7 +141,7 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
         "kind",
         "window",
         "event",
-        title=title(f"history of {key} ({plural(head, 'event')})"),
+        title=title(f"history of {shell_id(key)} ({plural(head, 'event')})"),
     )
     last = head if args.end is None else args.end
     shown = 0
@@ -218,7 +218,7 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
             }
         )
         return 0
-    heading = f"{key} after seq {seq} of {head} ({how}, {plural(len(view), 'message')})"
+    heading = f"{shell_id(key)} after seq {seq} of {head} ({how}, {plural(len(view), 'message')})"
     table = Table("#", "event", "role", "text", title=title(heading))
     tool_names: dict[str, str] = {}
     for number, (ref, message) in enumerate(view, 1):
@@ -287,7 +287,7 @@ def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
     entered, left, passed = result.counts()
     total = entered + left + passed
     heading = (
-        f"{key}: seq {result.start} → {result.end}: {entered} entered, "
+        f"{shell_id(key)}: seq {result.start} → {result.end}: {entered} entered, "
         f"{left} left, {passed} came and went"
     )
     table = Table("", "event", "entered", "left", "reason", "message", title=title(heading))

@@ -43,7 +43,7 @@ def test_the_suggested_commands_run_as_printed(tmp_path):
     start = next(i for i, line in enumerate(lines) if line.startswith("Next, from the shell"))
     commands = [line.strip() for line in lines[start + 1 :] if line.startswith("  ")]
     assert len(commands) == 5
-    assert commands[1] == f"{EXE} history demo/1"
+    assert commands[1] == f"""{EXE} history '~t:["demo",1]'"""
     for command in commands:
         done = subprocess.run(
             ["bash", "-c", command],
@@ -67,7 +67,7 @@ def test_the_command_is_relative_to_the_current_directory(demo, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     assert demo.cli_command() == ".venv/bin/chatledger"
     assert demo.next_commands('~t:["demo",3]', Path("x y.db"))[1] == (
-        ".venv/bin/chatledger history demo/3 --db 'x y.db'"
+        """.venv/bin/chatledger history '~t:["demo",3]' --db 'x y.db'"""
     )
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -93,7 +93,7 @@ def test_the_demo_says_why_a_message_left_in_the_words_of_diff_and_the_inspector
         if (cells := [c.strip() for c in line.strip("│ ").split("│")])[0].isdigit()
         and len(cells) == 4
     }
-    diff = run("diff", "demo/1", "0", "16", "--db", tmp_path / "chatledger.db").stdout
+    diff = run("diff", "--tuple-id", "demo/1", "0", "16", "--db", tmp_path / "chatledger.db").stdout
     # The replaced system prompt is not "evicted": demo, diff and inspector share reason_text.
     assert rows[1] == reason_text("system_replaced") == "system message replaced"
     assert rows[2] == reason_text("evicted")
