@@ -262,3 +262,30 @@ def test_a_user_finds_a_message_jumps_and_sorts_in_a_browser(ledger, serve, brow
     style = driver.execute_script("return getComputedStyle(arguments[0]).outlineStyle", dropped[0])
     assert style == "dashed"
     _shoot(driver, tmp_path, "6-what-if-marked")
+
+
+def test_search_and_jump_on_postgresql(tmp_path, serve):
+    from tests.conftest import require_pg
+
+    require_pg()
+    from eventlog.postgres import PostgresEventStore
+    from tests.conftest import PG_DSN
+    from tests.inspector.conftest import story
+
+    schema = f"find_{tmp_path.name[-8:].replace('-', '_')}".lower()
+    store = PostgresEventStore(PG_DSN, schema=schema)
+    try:
+        story(store)
+        server = serve(store)
+        _, _, body = _get(server.url + "/search?q=VERBOSE")
+        assert "/m/conv?seq=7" in body
+        assert "<mark>verbose</mark>" in body
+        _, _, within = _get(server.url + f"/search?m={_q('other/chat')}&q=hello")
+        assert f"/m/{_q('other/chat')}?seq=1" in within
+        _, url, _ = _get(server.url + "/jump?m=conv&to=6")
+        assert url == server.url + "/m/conv?seq=6"
+        assert _listed(_get(server.url + "/?sort=size")[2]) == ["conv", "other/chat"]
+    finally:
+        with store._pool.connection() as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        store.close()
