@@ -62,3 +62,22 @@ def test_an_agents_tool_output_names_its_tool_and_system_items_are_system(ok, fr
         out = ok(command, "agents", "--db", frameworks_db).stdout
         assert "tool weather: 21 C" in out, command
         assert "openai_agents.item" not in out, command
+
+
+def test_framework_messages_of_every_shape_read_as_text():
+    from eventlog.messages import CustomMessage
+    from projections.cli.render import describe
+
+    def langchain(kind, content, **data):
+        return CustomMessage(
+            {"langchain.message": {"type": kind, "data": {"content": content, **data}}}
+        )
+
+    blocks = [{"type": "text", "text": "Be"}, {"type": "image"}, "terse."]
+    assert describe(langchain("system", blocks)) == ("system", "Be terse.")
+    assert describe(langchain("chat", "hi", role="critic")) == ("critic", "hi")
+    assert describe(langchain("function", None)) == ("function", "")
+    assert describe(langchain("system", {"odd": 1})) == ("system", '{"odd": 1}')
+    item = {"role": "developer", "content": [{"type": "input_text", "text": "Plan."}]}
+    assert describe(CustomMessage({"openai_agents.item": item})) == ("system", "Plan.")
+    assert describe(CustomMessage({"other": 1})) == ("custom", '{"other": 1}')
