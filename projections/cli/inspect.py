@@ -9,7 +9,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import ChainIntegrityError
@@ -365,14 +365,20 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
         msg = f"--from {args.start} is after --to {last}"
         raise UsageError(msg)
     end = last if args.page_size is None else min(last, args.start + args.page_size - 1)
-    if args.policy is not None:
-        steps = model.policy_steps(
-            store, key, _policy(args), args.start, end, valid_for=args.policy.valid_for
-        )
-    else:
-        steps = model.recorded_steps(store, key, args.start, end)
+
+    def make(start: int, upto: int) -> Iterable[model.Step]:
+        if args.policy is not None:
+            return model.policy_steps(
+                store, key, _policy(args), start, upto, valid_for=args.policy.valid_for
+            )
+        return model.recorded_steps(store, key, start, upto)
+
+    steps = _steps_until_break(make, args.start, end)
     if args.json:
-        for record, view, departures in steps:
+        for step in steps:
+            if isinstance(step, ChainIntegrityError):
+                raise step  # after the intact lines: stderr names the break, exit status 1
+            record, view, departures = step
             emit(
                 {
                     "seq": record.seq,
@@ -385,8 +391,18 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
         return 0
     out = console()
     tool_names: dict[str, str] = {}
+    broken: ChainIntegrityError | None = None
     with _maybe_pager(out, not args.no_pager):
-        for record, view, departures in steps:
+        for step in steps:
+            if isinstance(step, ChainIntegrityError):
+                broken = step
+                what = step.reason.split(";")[0]  # the remedy follows on stderr
+                mark = (
+                    f"seq {step.seq} · BROKEN · chain broken here ({what}); the steps above verify"
+                )
+                out.print(Text("── " + mark, style="bold red"))
+                break
+            record, view, departures = step
             summary, _ = record_summary(record, tool_names)
             heading = Text.assemble(
                 f"seq {record.seq} · {when(record.recorded_at)} · {record.kind} · ", summary
@@ -402,10 +418,33 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
                         ("    - ", "red"), preview(message, 50, tool_names), (left, "red")
                     )
                 )
-        if end < last:
+        if end < last and broken is None:
             more = f"{PROG} replay {shell_id(key)} --from {end + 1}{_same_view(args)}"
             out.print(f"… {plural(last - end, 'more event')}: {more}", style="dim")
+    if broken is not None:
+        raise broken  # stderr names the break and the remedy, exit status 1
     return 0
+
+
+def _steps_until_break(
+    make: Callable[[int, int], Iterable[model.Step]], start: int, end: int
+) -> Iterator[model.Step | ChainIntegrityError]:
+    """The steps ``start..end``; on a broken chain, the steps before the break, then the error
+    (as :func:`_until_break` does for records)."""
+    last = start - 1
+    try:
+        for step in make(start, end):
+            last = step[0].seq
+            yield step
+        return
+    except ChainIntegrityError as e:
+        error = e
+    if error.seq - 1 > last:
+        try:
+            yield from make(last + 1, error.seq - 1)
+        except ChainIntegrityError as e:  # an earlier break than the first one named
+            error = e
+    yield error
 
 
 def _same_view(args: argparse.Namespace) -> str:

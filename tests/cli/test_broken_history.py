@@ -41,3 +41,17 @@ def test_a_range_before_the_break_is_whole_and_ok(ok, broken):
     out = ok("history", "conv", "--db", broken, "--to", 4).stdout
     assert "BROKEN" not in out
     assert out.splitlines()[-1].split()[0] == "4"
+
+
+def test_replay_shows_the_steps_before_the_break_then_marks_it(cli, broken):
+    result = cli("replay", "conv", "--db", broken, "--no-pager")
+    assert result.returncode == 1
+    headings = [line for line in result.stdout.splitlines() if line.startswith("── ")]
+    assert [h.split()[2] for h in headings] == ["1", "2", "3", "4", "5"]
+    assert "BROKEN · chain broken here" in headings[-1]
+    assert "breaks at seq 5" in result.stderr
+    streamed = cli("replay", "conv", "--db", broken, "--json")
+    assert streamed.returncode == 1
+    assert [line["seq"] for line in json_lines(streamed.stdout)] == [1, 2, 3, 4]
+    what_if = cli("replay", "conv", "--db", broken, "--policy", "messages:2", "--no-pager")
+    assert (what_if.returncode, what_if.stdout.count("── seq ")) == (1, 5)
