@@ -220,6 +220,19 @@ def _shoot(driver: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
+def _arrive(driver: Any, url_part: str) -> None:
+    """Wait until the page whose address holds ``url_part`` is loaded: submit() and click()
+    return before the next page is there."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 30).until(
+        lambda d: (
+            url_part in d.current_url
+            and d.execute_script("return document.readyState") == "complete"
+        )
+    )
+
+
 def test_a_user_finds_a_message_jumps_and_sorts_in_a_browser(ledger, serve, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -230,30 +243,36 @@ def test_a_user_finds_a_message_jumps_and_sorts_in_a_browser(ledger, serve, brow
     box = driver.find_element(By.CSS_SELECTOR, "#search-all input[name=q]")
     box.send_keys("verbose")
     box.submit()
+    _arrive(driver, "/search?q=verbose")
     hits = driver.find_elements(By.CSS_SELECTOR, "#hits tbody tr.hit")
     assert len(hits) == 1
     assert hits[0].find_element(By.TAG_NAME, "mark").text == "verbose"
     assert _shoot(driver, tmp_path, "5-search").stat().st_size > 10_000
     hits[0].find_element(By.CSS_SELECTOR, "a.hit-link").click()
+    _arrive(driver, "/m/conv?seq=7")
     assert driver.find_element(By.ID, "at").text == "seq 7 of 8"
     # Jump to a seq from the memory page.
     jump = driver.find_element(By.CSS_SELECTOR, "#jump input[name=to]")
     jump.send_keys("3")
     jump.submit()
+    _arrive(driver, "/m/conv?seq=3")
     assert driver.find_element(By.ID, "at").text == "seq 3 of 8"
     # Find within this memory.
     find = driver.find_element(By.CSS_SELECTOR, "#find input[name=q]")
     find.send_keys("cat")
     find.submit()
+    _arrive(driver, "/search?m=conv")
     assert "of conv" in driver.find_element(By.ID, "search-scope").text
     assert [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#hits a.hit-link")] == ["8"]
     # Sort the list by id, then by size.
     driver.get(server.url + "/")
     driver.find_element(By.ID, "sort-id").click()
+    _arrive(driver, "sort=id")
     links = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#memories a.memory-link")]
     assert links == ["conv", "other/chat"]
     assert driver.find_element(By.ID, "sorted-by").text.startswith("memory")
     driver.find_element(By.ID, "sort-size").click()
+    _arrive(driver, "sort=size")
     assert driver.find_element(By.ID, "sorted-by").text.startswith("events")
     # A what-if marks what differs.
     driver.get(server.url + "/m/conv?seq=8&policy=messages:2")
