@@ -35,7 +35,9 @@ from eventlog import (
 )
 from eventlog.ids import memory_key
 from projections import MessageWindowChatMemory, MessageWindowPolicy
-from projections.cli.args import shell_id, shorthand
+from projections.audit import diff
+from projections.cli.args import shell_id
+from projections.cli.model import reason_text
 
 
 def conversation() -> list[ChatMessage]:
@@ -84,7 +86,7 @@ def cli_command() -> str:
 def next_commands(memory_key_text: str, db: pathlib.Path) -> list[str]:
     """The commands the demo suggests, each runnable as printed."""
     exe = cli_command()
-    memory = shorthand(memory_key_text) or shell_id(memory_key_text)
+    memory = shell_id(memory_key_text)  # the canonical spelling, as `chatledger ids` prints it
     where = "" if str(db) == "chatledger.db" else f" --db {shlex.quote(str(db))}"
     return [
         f"{exe} ids{where}",
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
         history = memory.history()
         key = memory_key(memory_id)
-        shown_id = shorthand(key) or shell_id(key)
+        shown_id = shell_id(key)
         console.rule(f"[bold]chatledger demo[/] — conversation {shown_id} in {path}")
         console.print(
             f"{len(conversation())} messages said → {len(history)} events in the log; "
@@ -163,16 +165,19 @@ def main(argv: list[str] | None = None) -> int:
         hist.add_column("seq", justify="right", style="dim", width=4)
         hist.add_column("role", width=8)
         hist.add_column("message")
-        hist.add_column("in memory now?", width=9)
+        hist.add_column("in memory now?", no_wrap=True)
         current = memory.messages()
+        # Why each message left, in the words `chatledger diff` and the inspector use.
+        changes = diff(store, memory_id, 0, memory.seq).changes
+        left = {c.entry.ref[0]: c.reason for c in changes if c.reason is not None}
         for event in history:
             if event.message is None:
                 continue
-            in_window = any(m == event.message for m in current)
+            reason = left.get(event.seq)
             hist.add_row(
                 str(event.seq),
                 *_row(event.message),
-                "[green]yes[/]" if in_window else "[dim]evicted[/]",
+                "[green]yes[/]" if reason is None else f"[dim]{reason_text(reason)}[/]",
             )
         console.print(hist)
         console.print(_window_table("Memory (what the model is sent now)", current))

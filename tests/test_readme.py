@@ -27,3 +27,15 @@ def test_ci_runs_the_readme_test_command():
     bash = re.findall(r"```bash\n(.*?)```", README, flags=re.DOTALL)
     test_command = next(b.strip() for b in bash if "scripts/test" in b)
     assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_every_python_block_runs_again_in_the_same_directory(tmp_path, monkeypatch):
+    # A reader runs the blocks one after the other where they stand, and runs them again: no
+    # block may depend on a file another block (or its own earlier run) left behind.
+    monkeypatch.chdir(tmp_path)
+    for run in (1, 2):
+        for i, block in enumerate(BLOCKS):
+            try:
+                exec(compile(block, f"README.md block{i}", "exec"), {"__name__": "__readme__"})  # noqa: S102
+            except Exception as e:
+                pytest.fail(f"run {run}, block{i}: {type(e).__name__}: {e}")

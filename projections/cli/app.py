@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from eventlog.errors import EventLogError
 from projections.cli import inspect, langgraph_view, ledger, maintain, receipts, sessions
-from projections.cli.args import PROG, build_parser, parse
+from projections.cli.args import PROG, build_parser, parse, settle_id
 from projections.cli.errors import Failure, UsageError, message
 from projections.cli.store import missing_db, open_store
 
@@ -118,6 +118,7 @@ def _run(args: argparse.Namespace, *, create: bool) -> int:
     store: EventStore | None = None
     try:
         store = open_store(args, create=create)
+        settle_id(args, store)
         status = COMMANDS[args.command](args, store)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
         return status

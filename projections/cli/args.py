@@ -13,8 +13,11 @@ A memory id ``ID`` is written one of three ways:
   doubled (``~~x``), a string holding ``/`` as ``~s:<JSON string>`` (``'~s:"a/b"'``);
 * a tuple as shorthand, its parts joined by ``/``: ``demo/1`` is ``("demo", 1)``; a part
   written as Python prints an int (``0``, ``42``, ``-7``; no leading zeros or ``+``) is an int,
-  every other part a string. So an ``ID`` without ``/`` and not starting with ``~`` is always
-  the plain string itself;
+  every other part a string. ``/`` is never reinterpreted silently: ``--tuple-id demo/1`` says
+  "tuple"; a bare ``demo/1`` is the string id ``"demo/1"`` when that memory exists, else the
+  tuple if that one does, with a note on stderr giving the canonical spelling
+  (:func:`settle_id`); a new id (``fork --to``) with ``/`` must be written canonically. So an
+  ``ID`` without ``/`` and not starting with ``~`` is always the plain string itself;
 * ``--id-json JSON`` instead of ``ID``: a JSON string, integer, ``{"uuid": "..."}`` or an array
   of those (a tuple), e.g. ``--id-json '["demo",1]'``.
 """
@@ -29,13 +32,16 @@ import sys
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
 from projections.cli import langgraph_view
-from projections.cli.errors import UsageError
+from projections.cli.errors import Failure, UsageError
 from projections.validity import PROVIDERS
 from projections.window import evict_permille
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
 
 __all__ = [
     "DEFAULT_DB",
@@ -43,13 +49,16 @@ __all__ = [
     "PolicySpec",
     "build_parser",
     "check_globals",
+    "id_readings",
     "parse",
     "parse_duration",
     "parse_id",
     "parse_id_json",
     "parse_policy",
+    "parse_tuple_id",
     "parse_when",
     "resolve_ids",
+    "settle_id",
     "shell_id",
     "shorthand",
 ]
@@ -59,8 +68,9 @@ DEFAULT_DB = "chatledger.db"
 
 _ID_HELP = (
     "memory id as `chatledger ids` prints it (~i:42, '~t:[\"demo\",1]', ...), "
-    "or a tuple as demo/1 (see --id-json)"
+    "or a tuple as --tuple-id demo/1 (a bare demo/1 is read with a note)"
 )
+_TUPLE_ID_HELP = "the tuple id whose parts are joined by /: --tuple-id demo/1 is ('demo', 1)"
 _ID_JSON_HELP = "the memory id as JSON instead of ID: '\"a/b\"', 42, '[\"demo\",1]'"
 _EXAMPLE = """'~t:["demo",1]'"""
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -81,7 +91,8 @@ def _bad_id(text: str, reason: str) -> UsageError:
 
 
 def parse_id(text: str) -> StreamKey:
-    """The stored key of an ``ID`` argument (see the module docstring).
+    """The stored key of an ``ID`` argument, with ``/`` read as tuple shorthand (see the module
+    docstring); :func:`id_readings` keeps both readings of an ``ID`` with ``/``.
 
     Raises:
         UsageError: ``text`` starts with ``~`` but is not a key chatledger writes.
@@ -92,9 +103,23 @@ def parse_id(text: str) -> StreamKey:
         except ValueError as e:
             raise _bad_id(text, str(e).replace("stored memory key ", "key ")) from e
     if "/" in text:
-        parts = text.split("/")
-        return StreamKey(memory_key(tuple(int(p) if _INT.fullmatch(p) else p for p in parts)))
+        return parse_tuple_id(text)
     return StreamKey(text)
+
+
+def parse_tuple_id(text: str) -> StreamKey:
+    """The key of the tuple ``demo/1`` names: its parts joined by ``/``, a part written as
+    Python prints an int read as that int."""
+    parts = text.split("/")
+    return StreamKey(memory_key(tuple(int(p) if _INT.fullmatch(p) else p for p in parts)))
+
+
+def id_readings(text: str) -> tuple[StreamKey, StreamKey | None]:
+    """The key an ``ID`` names literally, and the tuple its ``/`` may stand for (None: no
+    ``/``, or a ``~`` key, which has one reading). :func:`settle_id` picks with the store."""
+    if "/" in text and not text.startswith("~"):
+        return StreamKey(text), parse_tuple_id(text)
+    return parse_id(text), None
 
 
 def _from_json(value: object, text: str) -> MemoryId:
@@ -161,20 +186,77 @@ def resolve_ids(args: argparse.Namespace) -> None:
     """
     if not hasattr(args, "id"):
         return
-    if args.id is not None and args.id_json is not None:
-        msg = f"pass the memory id once: {args.id!r} and --id-json {args.id_json!r}"
+    given = [
+        f"{option}{value!r}"
+        for option, value in (
+            ("", args.id),
+            ("--id-json ", args.id_json),
+            ("--tuple-id ", args.tuple_id),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        msg = f"pass the memory id once: {' and '.join(given)}"
         raise UsageError(msg)
+    args.tuple_reading = None
     if args.id_json is not None:
         args.key = parse_id_json(args.id_json)
+    elif args.tuple_id is not None:
+        args.key = parse_tuple_id(args.tuple_id)
     elif args.id is not None:
-        args.key = parse_id(args.id)
+        # "/" is never reinterpreted silently: settle_id picks a reading with the store.
+        args.key, args.tuple_reading = id_readings(args.id)
     elif args.id_required:
         msg = f"{args.command} needs a memory ID (or --id-json JSON); `chatledger ids` lists them"
         raise UsageError(msg)
     else:
         args.key = None
     if getattr(args, "new", None) is not None:
-        args.new_key = parse_id(args.new)
+        new, other = id_readings(args.new)
+        if other is not None:  # a new id has no store to settle it: say which one
+            msg = (
+                f"--to {args.new!r} could be the string {shell_id(new)} or the tuple "
+                f"{shell_id(other)}; write the one you mean"
+            )
+            raise UsageError(msg)
+        args.new_key = new
+
+
+def settle_id(args: argparse.Namespace, store: EventStore) -> None:
+    """Pick the reading of an ``ID`` holding ``/`` (see :func:`id_readings`) by what the store
+    holds, saying so on stderr when it is not the literal string: the string id if it has
+    events, else the tuple if it has; neither, and the failure names both.
+
+    Raises:
+        Failure: Neither reading names a memory with events.
+    """
+    other = getattr(args, "tuple_reading", None)
+    if other is None:
+        return
+    literal = args.key
+    if store.head(literal) is not None:
+        if store.head(other) is not None:
+            _note(
+                f"{args.id} is the string id {shell_id(literal)}; for the tuple write "
+                f"{shell_id(other)} or --tuple-id {args.id}"
+            )
+        return
+    if store.head(other) is not None:
+        args.key = other
+        _note(
+            f"read {args.id} as the tuple id {shell_id(other)} (no memory is named "
+            f"{shell_id(literal)}); write {shell_id(other)} or --tuple-id {args.id}"
+        )
+        return
+    msg = (
+        f"no memory is named {args.id}: neither the string id {shell_id(literal)} nor the "
+        f"tuple id {shell_id(other)} has events; `chatledger ids` lists them"
+    )
+    raise Failure(msg)
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(f"{PROG}: note: {text}\n")
 
 
 # ---------------------------------------------------------------------------- argument types
@@ -398,6 +480,7 @@ class _Commands:
         if ident is not None:
             parser.add_argument("id", metavar="ID", nargs="?", help=_ID_HELP)
             parser.add_argument("--id-json", metavar="JSON", help=_ID_JSON_HELP)
+            parser.add_argument("--tuple-id", metavar="A/B", help=_TUPLE_ID_HELP)
             parser.set_defaults(id_required=ident == "required")
         if policy:
             parser.add_argument(
@@ -421,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Inspect, audit and maintain a chatledger event log.",
         epilog=(
-            "IDs: as `chatledger ids` prints them; a tuple also as demo/1 or --id-json "
+            "IDs: as `chatledger ids` prints them; a tuple also as --tuple-id demo/1 or --id-json "
             "'[\"demo\",1]'. Times are ISO 8601; a time without an offset is UTC. Durations: "
             "30m, 12h, 1d, 90d. Exit status: 0 ok, 1 failure, 2 usage error."
         ),

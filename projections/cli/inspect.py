@@ -9,11 +9,11 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from eventlog.errors import ChainIntegrityError
 from eventlog.ids import StreamKey
-from eventlog.lc4j_json import messages_to_json
 from eventlog.models import Record, format_time
 from projections.audit import Change, diff_stream, explain
 from projections.cli import ledger, model
@@ -88,6 +88,31 @@ def _records(store: EventStore, key: StreamKey, gt: int, lte: int | None) -> Ite
     return records(store, key, gt=gt, lte=lte, page=_PAGE)
 
 
+def _until_break(
+    store: EventStore, key: StreamKey, gt: int, lte: int | None
+) -> Iterator[Record | ChainIntegrityError]:
+    """The records in (gt, lte]; on a broken chain, the verified records before the break,
+    then the error (last): the intact part of a history stays readable.
+
+    A page is checked whole before any of it is served, so a break at seq N re-reads the
+    records before N, which verify on their own.
+    """
+    last = gt
+    try:
+        for record in _records(store, key, gt, lte):
+            last = record.seq
+            yield record
+        return
+    except ChainIntegrityError as e:
+        error = e
+    if error.stream_id == key and error.seq - 1 > last:
+        try:
+            yield from _records(store, key, last, error.seq - 1)
+        except ChainIntegrityError as e:  # an earlier break than the first one named
+            error = e
+    yield error
+
+
 def history(args: argparse.Namespace, store: EventStore) -> int:
     """``chatledger history ID``: one row (or JSON line) per event.
 
@@ -103,9 +128,11 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
     check_seq("--from", start, head, key)
     if args.end is not None:
         check_seq("--to", args.end, head, key)
-    found = _records(store, key, start - 1, args.end)
+    found = _until_break(store, key, start - 1, args.end)
     if args.json:
         for record in found:
+            if isinstance(record, ChainIntegrityError):
+                raise record  # after the intact lines: stderr names the break, exit status 1
             emit(record_json(record))
         return 0
     table = Table(
@@ -114,12 +141,23 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
         "kind",
         "window",
         "event",
-        title=title(f"history of {key} ({plural(head, 'event')})"),
+        title=title(f"history of {shell_id(key)} ({plural(head, 'event')})"),
     )
     last = head if args.end is None else args.end
     shown = 0
-    for record in itertools.islice(found, SHOWN):
-        summary, size = record_summary(record)
+    tool_names: dict[str, str] = {}
+    broken: ChainIntegrityError | None = None
+    # One more than SHOWN: a break right after the last row shown is still marked.
+    for rows, record in enumerate(itertools.islice(found, SHOWN + 1)):
+        if isinstance(record, ChainIntegrityError):
+            broken = record
+            what = record.reason.split(";")[0]  # the remedy follows on stderr
+            mark = f"chain broken here ({what}); the events above verify"
+            table.add_row(str(record.seq), "", "BROKEN", "", plain(mark), style="bold red")
+            break
+        if rows == SHOWN:
+            break
+        summary, size = record_summary(record, tool_names)
         table.add_row(
             str(record.seq),
             when(record.recorded_at),
@@ -130,6 +168,8 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
         shown = record.seq
     out = console()
     out.print(table)
+    if broken is not None:
+        raise broken  # stderr names the break and the remedy, exit status 1
     if shown and shown < last:
         # Seqs are consecutive (records() refuses a gap), so the rest is counted, not read.
         more = f"{PROG} history {shell_id(key)} --from {shown + 1}{_same_range(args)}"
@@ -167,12 +207,22 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         view = model.recorded_view(store, key, seq)
         how = "recorded view"
     if args.json:
-        sys.stdout.write(messages_to_json([m for _, m in view]) + "\n")
+        # A report: one object (the view was a bare array before; the README's JSON shapes).
+        emit(
+            {
+                "memory": str(key),
+                "seq": seq,
+                "head": head,
+                "view": how,
+                "messages": [message_obj(m) for _, m in view],
+            }
+        )
         return 0
-    heading = f"{key} after seq {seq} of {head} ({how}, {plural(len(view), 'message')})"
+    heading = f"{shell_id(key)} after seq {seq} of {head} ({how}, {plural(len(view), 'message')})"
     table = Table("#", "event", "role", "text", title=title(heading))
+    tool_names: dict[str, str] = {}
     for number, (ref, message) in enumerate(view, 1):
-        name, text = describe(message)
+        name, text = describe(message, tool_names)
         table.add_row(str(number), ref_text(ref), role(name), plain(text))
     console().print(table)
     if args.policy is None:
@@ -237,7 +287,7 @@ def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
     entered, left, passed = result.counts()
     total = entered + left + passed
     heading = (
-        f"{key}: seq {result.start} → {result.end}: {entered} entered, "
+        f"{shell_id(key)}: seq {result.start} → {result.end}: {entered} entered, "
         f"{left} left, {passed} came and went"
     )
     table = Table("", "event", "entered", "left", "reason", "message", title=title(heading))
@@ -315,14 +365,20 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
         msg = f"--from {args.start} is after --to {last}"
         raise UsageError(msg)
     end = last if args.page_size is None else min(last, args.start + args.page_size - 1)
-    if args.policy is not None:
-        steps = model.policy_steps(
-            store, key, _policy(args), args.start, end, valid_for=args.policy.valid_for
-        )
-    else:
-        steps = model.recorded_steps(store, key, args.start, end)
+
+    def make(start: int, upto: int) -> Iterable[model.Step]:
+        if args.policy is not None:
+            return model.policy_steps(
+                store, key, _policy(args), start, upto, valid_for=args.policy.valid_for
+            )
+        return model.recorded_steps(store, key, start, upto)
+
+    steps = _steps_until_break(make, args.start, end)
     if args.json:
-        for record, view, departures in steps:
+        for step in steps:
+            if isinstance(step, ChainIntegrityError):
+                raise step  # after the intact lines: stderr names the break, exit status 1
+            record, view, departures = step
             emit(
                 {
                     "seq": record.seq,
@@ -334,23 +390,61 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
             )
         return 0
     out = console()
+    tool_names: dict[str, str] = {}
+    broken: ChainIntegrityError | None = None
     with _maybe_pager(out, not args.no_pager):
-        for record, view, departures in steps:
-            summary, _ = record_summary(record)
+        for step in steps:
+            if isinstance(step, ChainIntegrityError):
+                broken = step
+                what = step.reason.split(";")[0]  # the remedy follows on stderr
+                mark = (
+                    f"seq {step.seq} · BROKEN · chain broken here ({what}); the steps above verify"
+                )
+                out.print(Text("── " + mark, style="bold red"))
+                break
+            record, view, departures = step
+            summary, _ = record_summary(record, tool_names)
             heading = Text.assemble(
                 f"seq {record.seq} · {when(record.recorded_at)} · {record.kind} · ", summary
             )
             # A rule fills the terminal's width; piped, it would fill the no-wrap width.
             out.print(Rule(heading, align="left") if out.is_terminal else Text("── ") + heading)
             for number, message in enumerate(view, 1):
-                out.print(Text.assemble(f"  {number:>3} ", preview(message)))
+                out.print(Text.assemble(f"  {number:>3} ", preview(message, tool_names=tool_names)))
             for message, reason in departures:
                 left = f"  ← {model.reason_text(reason)}"
-                out.print(Text.assemble(("    - ", "red"), preview(message, 50), (left, "red")))
-        if end < last:
+                out.print(
+                    Text.assemble(
+                        ("    - ", "red"), preview(message, 50, tool_names), (left, "red")
+                    )
+                )
+        if end < last and broken is None:
             more = f"{PROG} replay {shell_id(key)} --from {end + 1}{_same_view(args)}"
             out.print(f"… {plural(last - end, 'more event')}: {more}", style="dim")
+    if broken is not None:
+        raise broken  # stderr names the break and the remedy, exit status 1
     return 0
+
+
+def _steps_until_break(
+    make: Callable[[int, int], Iterable[model.Step]], start: int, end: int
+) -> Iterator[model.Step | ChainIntegrityError]:
+    """The steps ``start..end``; on a broken chain, the steps before the break, then the error
+    (as :func:`_until_break` does for records)."""
+    last = start - 1
+    try:
+        for step in make(start, end):
+            last = step[0].seq
+            yield step
+        return
+    except ChainIntegrityError as e:
+        error = e
+    if error.seq - 1 > last:
+        try:
+            yield from make(last + 1, error.seq - 1)
+        except ChainIntegrityError as e:  # an earlier break than the first one named
+            error = e
+    yield error
 
 
 def _same_view(args: argparse.Namespace) -> str:

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eventlog.checkpoint import open_checkpoint, sign_checkpoint, verify_checkpoint
 from eventlog.consistency import (
@@ -93,6 +93,21 @@ def _write(text: str, output: str | None, what: str) -> None:
     path.write_text(text + "\n", encoding="utf-8")
 
 
+def _deliver(
+    args: argparse.Namespace, text: str, what: str, *, is_json: bool, report: dict[str, Any]
+) -> None:
+    """Write evidence to stdout or ``-o FILE`` (:func:`_write`), keeping ``--json``'s promise of
+    one JSON object on stdout: a file written is reported as ``{"file": ..., **report}``, and
+    evidence that is not JSON (a signed note) is wrapped as ``{what: text}``."""
+    to_file = args.output not in (None, "-")
+    if args.json and not to_file and not is_json:
+        emit({what.replace(" ", "_"): text})
+        return
+    _write(text, args.output, what)
+    if args.json and to_file:
+        emit({"file": args.output, **report})
+
+
 def _read(path_text: str, option: str) -> str:
     path = Path(path_text)
     if not path.is_file():
@@ -120,7 +135,7 @@ def load_digest(path_text: str) -> LedgerDigest:
 def digest_cmd(args: argparse.Namespace, store: EventStore) -> int:
     """``chatledger digest [-o FILE]``: the size and Merkle root of the whole log, now."""
     d = digest(store)
-    _write(d.to_json(), args.output, "digest")
+    _deliver(args, d.to_json(), "digest", is_json=True, report={"size": d.size, "root": d.root})
     if args.output not in (None, "-"):
         console(stderr=True).print(
             f"digest of {d.size} records written to {args.output}; keep it outside the database "
@@ -181,7 +196,13 @@ def prove_cmd(args: argparse.Namespace, store: EventStore) -> int:
         proof = prove(store, key, args.seq, digest=against, disclose=not args.no_disclose)
     except LookupError as e:
         raise Failure(str(e)) from e
-    _write(proof.to_json(), args.output, "proof")
+    _deliver(
+        args,
+        proof.to_json(),
+        "proof",
+        is_json=True,
+        report={"memory": str(key), "seq": args.seq, "tree_size": proof.tree_size},
+    )
     if args.output not in (None, "-"):
         console(stderr=True).print(
             f"proof of {shell_id(key)} seq {args.seq} in a log of {proof.tree_size} records "
@@ -209,7 +230,13 @@ def _tlog_proof_cmd(args: argparse.Namespace, store: EventStore) -> int:
     except ValueError as e:
         msg = f"--checkpoint {args.checkpoint}: {e}"
         raise Failure(msg) from e
-    _write(text.removesuffix("\n"), args.output, "proof")
+    _deliver(
+        args,
+        text.removesuffix("\n"),
+        "tlog proof",
+        is_json=False,
+        report={"memory": str(args.key), "seq": args.seq},
+    )
     return 0
 
 
@@ -334,7 +361,13 @@ def prove_consistency_cmd(args: argparse.Namespace, store: EventStore) -> int:
         raise Failure(msg) from e
     new = digest(store)
     proof = prove_consistency(store, old, digest=new)
-    _write(evidence_json(new, proof), args.output, "consistency proof")
+    _deliver(
+        args,
+        evidence_json(new, proof),
+        "consistency proof",
+        is_json=True,
+        report={"old_size": old.size, "new_size": new.size},
+    )
     if args.output not in (None, "-"):
         console(stderr=True).print(
             f"proof that the log of {new.size} records extends the digest of {old.size} written "
@@ -441,7 +474,13 @@ def checkpoint_cmd(args: argparse.Namespace, store: EventStore) -> int:
         msg = f"--signing-key {args.signing_key}: {e}"
         raise Failure(msg) from e
     note = sign_checkpoint(store, args.origin, signer)
-    _write(note.removesuffix("\n"), args.output, "checkpoint")
+    _deliver(
+        args,
+        note.removesuffix("\n"),
+        "checkpoint",
+        is_json=False,
+        report={"size": int(note.splitlines()[1]), "origin": args.origin},
+    )
     if args.output not in (None, "-"):
         console(stderr=True).print(
             f"checkpoint of {note.splitlines()[1]} records signed by {signer.name} written to "

@@ -151,7 +151,7 @@ def fork_cmd(args: argparse.Namespace, store: EventStore) -> int:
         )
         return 0
     console().print(
-        f"forked {key} at seq {origin.get('seq')} (hash {str(origin.get('hash'))[:12]}…) "
+        f"forked {shell_id(key)} at seq {origin.get('seq')} (hash {str(origin.get('hash'))[:12]}…) "
         f"to {shell_id(new)}: {plural(count, 'message')}"
     )
     return 0

@@ -113,8 +113,15 @@ def _contents_text(contents: Sequence[Any]) -> str:
     )
 
 
-def describe(message: ChatMessage) -> tuple[str, str]:
-    """A message's role and a one-line text for humans (tool calls as ``→ name(args)``)."""
+def describe(message: ChatMessage, tool_names: dict[str, str] | None = None) -> tuple[str, str]:
+    """A message's role and a one-line text for humans (tool calls as ``→ name(args)``).
+
+    Args:
+        message: The message.
+        tool_names: Call id -> tool name of the calls seen so far, filled here as AI messages
+            pass: a tool result stored without its tool's name (the Agents SDK's
+            ``function_call_output`` has only the call id) is shown with the name of its call.
+    """
     if isinstance(message, SystemMessage):
         return "system", message.text
     if isinstance(message, UserMessage):
@@ -123,11 +130,59 @@ def describe(message: ChatMessage) -> tuple[str, str]:
     if isinstance(message, AiMessage):
         parts = [message.text] if message.text else []
         parts += [f"→ {r.name}({r.arguments or ''})" for r in message.tool_execution_requests]
+        if tool_names is not None:
+            tool_names.update(
+                (r.id, r.name) for r in message.tool_execution_requests if r.id and r.name
+            )
         return "ai", " ".join(parts)
     if isinstance(message, ToolExecutionResultMessage):
         text = _contents_text(message.contents)
-        return "tool", f"{message.tool_name}: {text}" if message.tool_name else text
-    return "custom", json.dumps(message.attributes, ensure_ascii=False)
+        name = message.tool_name or (tool_names or {}).get(message.id or "")
+        return "tool", f"{name}: {text}" if name else text
+    return _framework_message(message.attributes) or (
+        "custom",
+        json.dumps(message.attributes, ensure_ascii=False),
+    )
+
+
+# The attributes the adapters store a framework's own message under (projections.adapters:
+# LANGCHAIN_KEY, ITEM_KEY), read here without importing the frameworks.
+_LANGCHAIN = "langchain.message"
+_AGENTS_ITEM = "openai_agents.item"
+_LANGCHAIN_ROLES = {"system": "system", "human": "user", "ai": "ai", "tool": "tool"}
+_AGENTS_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "ai"}
+
+
+def _framework_message(attributes: dict[str, Any]) -> tuple[str, str] | None:
+    """A custom message an adapter wrote, in its framework's words: LangChain keeps system
+    messages as custom ones (so the history keeps every one), the Agents SDK its system and
+    developer messages and items chatledger has no message type for (reasoning, ...)."""
+    stored = attributes.get(_LANGCHAIN)
+    if isinstance(stored, dict) and isinstance(stored.get("data"), dict):
+        kind = str(stored.get("type", ""))
+        data = stored["data"]
+        name = data.get("role") if kind == "chat" else _LANGCHAIN_ROLES.get(kind, kind)
+        return str(name or kind or "custom"), _content_text(data.get("content"))
+    item = attributes.get(_AGENTS_ITEM)
+    if isinstance(item, dict):
+        role = item.get("role")
+        if isinstance(role, str) and item.get("type", "message") == "message":
+            return _AGENTS_ROLES.get(role, role), _content_text(item.get("content"))
+        rest = {k: v for k, v in item.items() if k != "type"}
+        return str(item.get("type", "item")), json.dumps(rest, ensure_ascii=False)
+    return None
+
+
+def _content_text(content: object) -> str:
+    """A framework message's content as text: a string, or the text of its blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        ]
+        return " ".join(p for p in parts if p)
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
 
 
 def plain(text: str) -> Text:
@@ -151,11 +206,13 @@ def role(name: str) -> Text:
     return Text(name, style=_ROLE_STYLES.get(name, ""))
 
 
-def preview(message: ChatMessage, width: int = 70) -> Text:
-    """``role text`` on one line."""
+def preview(
+    message: ChatMessage, width: int = 70, tool_names: dict[str, str] | None = None
+) -> Text:
+    """``role text`` on one line (``tool_names`` as for :func:`describe`)."""
     from rich.text import Text
 
-    name, text = describe(message)
+    name, text = describe(message, tool_names)
     return Text.assemble((name, _ROLE_STYLES.get(name, "")), " ", short(text, width))
 
 
@@ -164,15 +221,20 @@ def message_obj(message: ChatMessage) -> Any:
     return message_to_obj(message)
 
 
-def record_summary(record: Record) -> tuple[Text, int | None]:
-    """A preview of an event and the size of the window after it (None: no window)."""
+def record_summary(
+    record: Record, tool_names: dict[str, str] | None = None
+) -> tuple[Text, int | None]:
+    """A preview of an event and the size of the window after it (None: no window);
+    ``tool_names`` as for :func:`describe`, shared by the events of one listing."""
     from rich.text import Text
 
     event = decode_event(record)
     size = window_size(record)
     if isinstance(event, MessageAdded):
-        return preview(event.message), size
+        return preview(event.message, tool_names=tool_names), size
     if isinstance(event, MessagesSet):
+        for message in event.messages:
+            describe(message, tool_names)  # learn the calls a set brings
         first = f": {describe(event.messages[0])[1]}" if event.messages else ""
         return Text(short(f"{plural(len(event.messages), 'message')}{first}")), size
     if isinstance(event, ContentErased):

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from itertools import islice
 from typing import Any
 
 from eventlog.errors import ChainIntegrityError
 from eventlog.ids import StreamKey, memory_id_from_key
+from eventlog.lc4j_json import message_to_obj
 from eventlog.messages import (
     AiMessage,
     ChatMessage,
@@ -55,6 +57,7 @@ __all__ = [
     "DIFF_PAGE",
     "INDEX_PAGE",
     "SHOWN_MAX",
+    "SORTS",
     "WHAT_IF_MAX_EVENTS",
     "DiffPage",
     "EventDetail",
@@ -65,6 +68,7 @@ __all__ = [
     "StepView",
     "WhatIf",
     "event_detail",
+    "memory_label",
     "memory_rows",
     "step_view",
 ]
@@ -153,16 +157,30 @@ class IndexPage:
     next_offset: int | None
 
 
-def memory_rows(store: EventStore, needle: str = "", offset: int = 0) -> IndexPage:
-    """The memories whose id contains ``needle``, newest activity first, ``INDEX_PAGE`` from
-    ``offset``, each with its badge: verified whole, now, while the page's budget of
-    :data:`INDEX_VERIFY_BUDGET` events lasts (a larger memory is left unchecked here)."""
+SORTS = ("activity", "size", "id")
+"""The list page's orders: newest activity first, most events first, ids A to Z."""
+
+
+def memory_rows(
+    store: EventStore, needle: str = "", offset: int = 0, *, sort: str = "activity"
+) -> IndexPage:
+    """The memories whose id contains ``needle``, in ``sort`` order (:data:`SORTS`),
+    ``INDEX_PAGE`` from ``offset``, each with its badge: verified whole, now, while the page's
+    budget of :data:`INDEX_VERIFY_BUDGET` events lasts (a larger memory is left unchecked)."""
     if offset < 0:
         msg = f"list offset {offset}: use 0 or more"
         raise ValueError(msg)
+    if sort not in SORTS:
+        msg = f"sort {sort[:40]!r}: use one of {', '.join(SORTS)}"
+        raise ValueError(msg)
     labelled = ((info, _label(info.stream_id)) for info in store.streams())
     infos = [pair for pair in labelled if needle.lower() in pair[1].lower()]
-    infos.sort(key=lambda pair: pair[0].last_recorded_at, reverse=True)
+    if sort == "id":
+        infos.sort(key=lambda pair: pair[1])
+    elif sort == "size":
+        infos.sort(key=lambda pair: (pair[0].event_count, pair[0].last_recorded_at), reverse=True)
+    else:
+        infos.sort(key=lambda pair: pair[0].last_recorded_at, reverse=True)
     budget = INDEX_VERIFY_BUDGET
     rows = []
     for info, label in infos[offset : offset + INDEX_PAGE]:
@@ -175,6 +193,11 @@ def memory_rows(store: EventStore, needle: str = "", offset: int = 0) -> IndexPa
         )
     more = offset + INDEX_PAGE
     return IndexPage(tuple(rows), len(infos), offset, more if more < len(infos) else None)
+
+
+def memory_label(key: str) -> str:
+    """A memory's id as pages show it (a tuple as JSON)."""
+    return _label(key)
 
 
 def _label(key: str) -> str:
@@ -222,6 +245,8 @@ class WhatIf:
     part: int = 0
     next_part: int | None = None
     refused: str = ""  # why it was not computed: the range to narrow
+    only: int = 0  # messages of the what-if window the recorded one lacks (marked by note)
+    dropped: frozenset[str] = frozenset()  # refs of recorded messages the what-if drops
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -324,14 +349,42 @@ def step_view(
         badge=badge,
         digest_root=digest.root,
         digest_size=digest.size,
-        what_if=None if spec is None else _what_if(store, stream, spec, policy, at, part=part),
+        what_if=None
+        if spec is None
+        else _what_if(store, stream, spec, policy, at, part=part, recorded=step.view),
         diff_from=diff_from,
         diff=None if diff_from is None else _diff_page(store, stream, diff_from, at),
     )
 
 
+ONLY_WHAT_IF = "kept only under this policy"
+
+
+def _unmatched(these: Iterable[ChatMessage], others: Iterable[ChatMessage]) -> list[bool]:
+    """For each of ``these``, whether ``others`` lacks it (counted, so a message said twice
+    and kept once is one match)."""
+    left = Counter(_identity(m) for m in others)
+    marks = []
+    for message in these:
+        identity = _identity(message)
+        marks.append(left[identity] == 0)
+        left[identity] -= 1
+    return marks
+
+
+def _identity(message: ChatMessage) -> str:
+    return json.dumps(message_to_obj(message), sort_keys=True, ensure_ascii=False)
+
+
 def _what_if(
-    store: EventStore, key: StreamKey, spec: PolicySpec, text: str, seq: int, *, part: int
+    store: EventStore,
+    key: StreamKey,
+    spec: PolicySpec,
+    text: str,
+    seq: int,
+    *,
+    part: int,
+    recorded: Sequence[Entry] = (),
 ) -> WhatIf:
     # A what-if replays every event up to seq under the other policy: the one piece of a page
     # whose work grows with the history, so it is capped rather than paged by events (a
@@ -351,12 +404,22 @@ def _what_if(
         raise ValueError(msg)
     page = window[first : first + SHOWN_MAX]
     later = first + SHOWN_MAX < len(window)
+    # What differs is marked: what only the other policy keeps, what it drops of the recorded.
+    only = _unmatched(window, (e.message for e in recorded))
+    dropped = _unmatched((e.message for e in recorded), window)
     return WhatIf(
         text,
-        Listing(tuple(map(show, page))),
+        Listing(
+            tuple(
+                show(m, note=ONLY_WHAT_IF if mark else "")
+                for m, mark in zip(page, only[first : first + SHOWN_MAX], strict=True)
+            )
+        ),
         len(window),
         part,
         part + 1 if later else None,
+        only=sum(only),
+        dropped=frozenset(_ref_text(e.ref) for e, d in zip(recorded, dropped, strict=True) if d),
     )
 
 

@@ -25,14 +25,14 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog.errors import EventLogError
 from eventlog.store import EventStore
-from projections.inspector import LOCALHOST, views
+from projections.inspector import LOCALHOST, search, views
 from projections.inspector.hosts import HostGuard
 from projections.inspector.text import visible
 
@@ -89,18 +89,20 @@ def create_app(
     # Ids go into URLs quoted whole, so an id's "?", "#" or "/" stays part of the path.
     env.filters["q"] = lambda text: quote(str(text), safe="")
     env.globals.update(SHOWN_MAX=views.SHOWN_MAX, DIFF_PAGE=views.DIFF_PAGE)
+    env.globals.update(SCAN_MAX=search.SCAN_MAX, HITS_MAX=search.HITS_MAX)
 
     def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**context), status_code=status)
 
     async def index(request: Request) -> Response:
         needle = request.query_params.get("q", "")
+        order = request.query_params.get("sort", "activity")
         try:
             offset = _int(request.query_params.get("offset"), "list offset") or 0
-            listing = await run_in_threadpool(views.memory_rows, store, needle, offset)
+            listing = await run_in_threadpool(views.memory_rows, store, needle, offset, sort=order)
         except (ValueError, EventLogError) as e:
             return page("error.html", 400, message=str(e))
-        return page("index.html", page=listing, q=needle)
+        return page("index.html", page=listing, q=needle, sort=order)
 
     async def memory(request: Request) -> Response:
         key = request.path_params["key"]
@@ -137,9 +139,36 @@ def create_app(
             return page("error.html", 400, message=str(e))
         return page("event.html", e=detail)
 
+    async def find(request: Request) -> Response:
+        params = request.query_params
+        key = params.get("m") or None
+        try:
+            after = _int(params.get("after"), "search start") or 0
+            found = await run_in_threadpool(
+                search.search, store, params.get("q", ""), key=key, after=after
+            )
+        except (ValueError, EventLogError) as e:
+            return page("error.html", 400, message=str(e))
+        label = None if key is None else views.memory_label(key)
+        return page("search.html", s=found, label=label)
+
+    async def jump(request: Request) -> Response:
+        key = request.query_params.get("m", "")
+        try:
+            seq = await run_in_threadpool(
+                search.jump_seq, store, key, request.query_params.get("to", "")
+            )
+        except LookupError as e:
+            return page("error.html", 404, message=str(e))
+        except (ValueError, EventLogError) as e:
+            return page("error.html", 400, message=str(e))
+        return RedirectResponse(f"/m/{quote(key, safe='')}?seq={seq}", status_code=303)
+
     app = Starlette(
         routes=[
             Route("/", index),
+            Route("/search", find),
+            Route("/jump", jump),
             Route("/m/{key:path}/e/{seq:int}", event),
             Route("/m/{key:path}", memory),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),

@@ -105,3 +105,10 @@ def run(*args, cwd=None, stdin=None, env=None):
 
 def json_lines(text):
     return [json.loads(line) for line in text.splitlines()]
+
+
+def shown_messages(text):
+    """The messages of a ``show --json`` report."""
+    from eventlog.lc4j_json import message_from_obj
+
+    return [message_from_obj(obj) for obj in json.loads(text)["messages"]]

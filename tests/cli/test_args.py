@@ -170,3 +170,40 @@ def test_durations_and_times():
     assert parse_duration("90 d") == timedelta(days=90)
     assert parse_when("2025-06-01T12:00:00") == datetime(2025, 6, 1, 12, tzinfo=UTC)
     assert parse_when("2025-06-01T12:00:00+02:00").utcoffset() == timedelta(hours=2)
+
+
+@pytest.fixture
+def slash_db(tmp_path):
+    path = tmp_path / "slash.db"
+    with SQLiteEventStore(path) as store:
+        for memory_id in (("demo", 1), "both/2", ("both", 2)):
+            MessageWindowChatMemory(id=memory_id, max_messages=3, store=store).add(
+                a_message("user", f"in {memory_id!r}")
+            )
+    return path
+
+
+def test_a_slash_is_never_reinterpreted_silently(cli, slash_db):
+    # Only the tuple exists: it is read, and stderr says how to write it.
+    tuple_only = cli("show", "demo/1", "--db", slash_db)
+    assert (tuple_only.returncode, "in ('demo', 1)" in tuple_only.stdout) == (0, True)
+    assert tuple_only.stderr == (
+        """chatledger: note: read demo/1 as the tuple id '~t:["demo",1]' (no memory is named """
+        """'~s:"demo/1"'); write '~t:["demo",1]' or --tuple-id demo/1\n"""
+    )
+    # Both exist: the string is what was typed; the note names the tuple's spellings.
+    both = cli("show", "both/2", "--db", slash_db)
+    assert "in 'both/2'" in both.stdout
+    assert """for the tuple write '~t:["both",2]' or --tuple-id both/2""" in both.stderr
+    # The canonical spelling, --tuple-id and --id-json are read as written, without a note.
+    for args in (['~t:["both",2]'], ["--tuple-id", "both/2"], ["--id-json", '["both",2]']):
+        exact = cli("show", *args, "--db", slash_db)
+        assert ("in ('both', 2)" in exact.stdout, exact.stderr) == (True, "")
+    assert cli("show", "demo/1", "--tuple-id", "demo/1", "--db", slash_db).returncode == 2
+
+
+def test_headers_print_the_canonical_spelling(ok, slash_db):
+    out = ok("history", "--tuple-id", "demo/1", "--db", slash_db).stdout
+    assert out.startswith("""history of '~t:["demo",1]' (1 event)""")
+    out = ok("show", "--tuple-id", "demo/1", "--db", slash_db).stdout
+    assert out.startswith("""'~t:["demo",1]' after seq 1 of 1""")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import EXE
+from projections.cli.model import reason_text
+from tests.cli.conftest import EXE, run
 
 DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
 
@@ -42,7 +43,7 @@ def test_the_suggested_commands_run_as_printed(tmp_path):
     start = next(i for i, line in enumerate(lines) if line.startswith("Next, from the shell"))
     commands = [line.strip() for line in lines[start + 1 :] if line.startswith("  ")]
     assert len(commands) == 5
-    assert commands[1] == f"{EXE} history demo/1"
+    assert commands[1] == f"""{EXE} history '~t:["demo",1]'"""
     for command in commands:
         done = subprocess.run(
             ["bash", "-c", command],
@@ -66,7 +67,7 @@ def test_the_command_is_relative_to_the_current_directory(demo, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     assert demo.cli_command() == ".venv/bin/chatledger"
     assert demo.next_commands('~t:["demo",3]', Path("x y.db"))[1] == (
-        ".venv/bin/chatledger history demo/3 --db 'x y.db'"
+        """.venv/bin/chatledger history '~t:["demo",3]' --db 'x y.db'"""
     )
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -74,3 +75,29 @@ def test_the_command_is_relative_to_the_current_directory(demo, tmp_path, monkey
     monkeypatch.setenv("PATH", str(bin_dir))
     (bin_dir / "chatledger").chmod(0o755)
     assert demo.cli_command() == "chatledger"
+
+
+def test_the_demo_says_why_a_message_left_in_the_words_of_diff_and_the_inspector(tmp_path):
+    shown = subprocess.run(
+        [sys.executable, str(DEMO)],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    rows = {
+        int(cells[0]): cells[-1]
+        for line in shown.splitlines()
+        if (cells := [c.strip() for c in line.strip("│ ").split("│")])[0].isdigit()
+        and len(cells) == 4
+    }
+    diff = run("diff", "--tuple-id", "demo/1", "0", "16", "--db", tmp_path / "chatledger.db").stdout
+    # The replaced system prompt is not "evicted": demo, diff and inspector share reason_text.
+    assert rows[1] == reason_text("system_replaced") == "system message replaced"
+    assert rows[2] == reason_text("evicted")
+    assert rows[6] == reason_text("orphan")
+    assert rows[16] == "yes"
+    for reason in ("system message replaced", "evicted (window full)", "orphan (its tool call"):
+        assert reason in diff

@@ -38,7 +38,12 @@ CASES = [
         "not be shorter",
     ),
     ("unknown-id", ("show", "nope"), 1, "memory id nope has no events in"),
-    ("unknown-tuple", ("show", "nope/1"), 1, """memory id '~t:["nope",1]' has no events"""),
+    (
+        "unknown-tuple",
+        ("show", "nope/1"),
+        1,
+        """neither the string id '~s:"nope/1"' nor the tuple id '~t:["nope",1]' has events""",
+    ),
     ("as-of-past-head", ("show", "conv", "--as-of", 99), 2, "--as-of 99: the history of 'conv'"),
     ("bad-seq", ("show", "conv", "--as-of", "x"), 2, "'x' is not a seq"),
     ("bad-time", ("show", "conv", "--at", "yesterday"), 2, "not an ISO 8601 time"),

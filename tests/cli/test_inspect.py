@@ -20,7 +20,7 @@ from eventlog import (
     UserMessage,
 )
 from eventlog.ids import StreamKey
-from eventlog.lc4j_json import message_from_obj, message_to_obj, messages_from_json
+from eventlog.lc4j_json import message_from_obj, message_to_obj
 from projections import (
     MessageWindowChatMemory,
     MessageWindowPolicy,
@@ -30,7 +30,7 @@ from projections import (
 )
 from projections.cli import model
 from projections.replay import replay_views
-from tests.cli.conftest import json_lines, memory
+from tests.cli.conftest import json_lines, memory, shown_messages
 from tests.factories import a_message
 
 
@@ -82,15 +82,15 @@ def test_counts_are_singular_for_one(ok, tmp_path):
 
 def test_show_as_of_and_at_equal_time_travel(ok, ledger, store):
     mem = memory(store)
-    head = messages_from_json(ok("show", "conv", "--db", ledger, "--json").stdout)
+    head = shown_messages(ok("show", "conv", "--db", ledger, "--json").stdout)
     assert head == mem.messages() == mem.as_of(seq=11)
-    six = messages_from_json(ok("show", "conv", "--db", ledger, "--as-of", 6, "--json").stdout)
+    six = shown_messages(ok("show", "conv", "--db", ledger, "--as-of", 6, "--json").stdout)
     assert six == mem.as_of(seq=6)
     # A naive time is UTC: between seq 5 and 6, so the view after seq 5.
     at = store.read("conv")[4].recorded_at + timedelta(seconds=1)
     naive = at.astimezone(UTC).replace(tzinfo=None).isoformat()
     shown = ok("show", "conv", "--db", ledger, "--at", naive, "--json").stdout
-    assert messages_from_json(shown) == mem.as_of(at=at) == mem.as_of(seq=5)
+    assert shown_messages(shown) == mem.as_of(at=at) == mem.as_of(seq=5)
     table = ok("show", "conv", "--db", ledger, "--as-of", 6).stdout
     assert "conv after seq 6 of 11 (recorded view, 3 messages)" in table
     assert "Be brief." in table
@@ -98,11 +98,11 @@ def test_show_as_of_and_at_equal_time_travel(ok, ledger, store):
 
 def test_show_policy_equals_what_if(ok, ledger, store):
     shown = ok("show", "conv", "--db", ledger, "--as-of", 8, "--policy", "messages:2", "--json")
-    assert messages_from_json(shown.stdout) == what_if(store, "conv", MessageWindowPolicy(2), seq=8)
+    assert shown_messages(shown.stdout) == what_if(store, "conv", MessageWindowPolicy(2), seq=8)
     estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
     shown = ok("show", "conv", "--db", ledger, "--policy", "tokens:40:gpt-4o-mini", "--json")
     expected = what_if(store, "conv", TokenWindowPolicy(40, estimator), seq=None)
-    assert messages_from_json(shown.stdout) == expected
+    assert shown_messages(shown.stdout) == expected
     assert ok("show", "conv", "--db", ledger, "--as-of", 0, "--policy", "messages:2").stdout
 
 

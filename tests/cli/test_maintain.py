@@ -117,7 +117,11 @@ def test_fork_then_continue_with_a_memory(ok, cli, ledger, store):
     again = cli("fork", "conv", "--to", "conv-b", "--db", ledger)
     assert again.returncode == 1
     assert "already has events" in again.stderr
-    text = ok("fork", "conv", "--to", "fork/1", "--db", ledger).stdout
+    # A new id with "/" could be a string or a tuple, and no store can tell: it is refused.
+    ambiguous = cli("fork", "conv", "--to", "fork/1", "--db", ledger)
+    assert ambiguous.returncode == 2
+    assert """the tuple '~t:["fork",1]'; write the one you mean""" in ambiguous.stderr
+    text = ok("fork", "conv", "--to", '~t:["fork",1]', "--db", ledger).stdout
     assert "at seq 11 " in text
     assert """to '~t:["fork",1]': 1 message""" in text
     assert store.head(("fork", 1)).seq == 1

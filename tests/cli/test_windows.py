@@ -14,7 +14,6 @@ from eventlog import (
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    messages_from_json,
 )
 from projections import (
     MessageWindowChatMemory,
@@ -24,6 +23,7 @@ from projections import (
     walk,
     what_if,
 )
+from tests.cli.conftest import shown_messages
 
 
 def test_chunked_eviction_trims_to_the_low_water_mark_and_replays_exactly(tmp_path):
@@ -78,12 +78,12 @@ def test_policy_accepts_evict_to_and_valid_for(ok, tools_db):
         raw = what_if(store, "t", MessageWindowPolicy(7))
         chunked = what_if(store, "t", MessageWindowPolicy(7, evict_to=0.6), valid_for="openai")
     spec = "messages:7:valid_for=anthropic"
-    view = messages_from_json(ok("show", "t", "--db", tools_db, "--policy", spec, "--json").stdout)
+    view = shown_messages(ok("show", "t", "--db", tools_db, "--policy", spec, "--json").stdout)
     assert view == expected
     assert view != raw  # the profile changed something: the raw window starts with an AI turn
     assert check_valid(view, "anthropic") == []
     spec = "messages:7:evict_to=0.6:valid_for=openai"
-    view = messages_from_json(ok("show", "t", "--db", tools_db, "--policy", spec, "--json").stdout)
+    view = shown_messages(ok("show", "t", "--db", tools_db, "--policy", spec, "--json").stdout)
     assert view == chunked
     table = ok("show", "t", "--db", tools_db, "--policy", "messages:7:valid_for=gemini").stdout
     assert "what-if messages:7:valid_for=gemini" in table
