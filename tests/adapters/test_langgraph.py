@@ -264,6 +264,30 @@ def test_two_savers_on_one_ledger_see_each_other(store: EventStore) -> None:
     assert store.verify().ok
 
 
+def test_a_warm_saver_writing_on_a_moved_head_builds_again_on_it(store: EventStore) -> None:
+    from langgraph.checkpoint.base.id import uuid6
+
+    warm, other = LedgerSaver(store), LedgerSaver(store)
+    chat_app(warm).invoke({"messages": [HumanMessage("hi")]}, config())
+    latest = warm.get_tuple(config())
+    assert latest is not None
+    meta: Any = {"source": "update", "step": 9}
+    head = store.read(thread_memory_id("t-1"), desc=True, limit=1)[0].seq
+    # The other saver appends a checkpoint the warm one has not read.
+    theirs = {**latest.checkpoint, "id": str(uuid6())}
+    other.put(latest.config, theirs, meta, {})
+    # Check the warm saver's put, built on its cache without a read, is refused by the
+    # store's expected head and built again after it: both kept, the chain intact.
+    mine = {**latest.checkpoint, "id": str(uuid6())}
+    warm.put(latest.config, mine, meta, {})
+    seqs = [warm.checkpoint_seq({"configurable": {"thread_id": "t-1", "checkpoint_id": c["id"]}})
+            for c in (theirs, mine)]  # fmt: skip
+    assert seqs == [head + 1, head + 2]
+    listed = [t.checkpoint["id"] for t in other.list(config())]
+    assert listed[:2] == [mine["id"], theirs["id"]]
+    assert store.verify().ok
+
+
 def test_put_writes_keeps_regular_writes_once_and_the_newest_special_write(
     store: EventStore,
 ) -> None:
