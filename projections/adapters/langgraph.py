@@ -184,10 +184,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         found = []
         for info in self.store.streams():
             memory_id = info.memory_id
-            if is_thread_memory(memory_id):
-                ours = cast("tuple[str, str, str]", memory_id)
-                if thread_id is None or ours[0] == thread_id:
-                    found.append(ours)
+            if is_thread_memory(memory_id) and thread_id in (None, memory_id[0]):
+                found.append(memory_id)
         return found
 
     def _append(

@@ -25,14 +25,14 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog.errors import EventLogError
 from eventlog.store import EventStore
-from projections.inspector import LOCALHOST, views
+from projections.inspector import LOCALHOST, langgraph_page, views
 from projections.inspector.hosts import HostGuard
 from projections.inspector.text import visible
 
@@ -104,6 +104,10 @@ def create_app(
 
     async def memory(request: Request) -> Response:
         key = request.path_params["key"]
+        thread = langgraph_page.link(key)
+        if thread is not None:
+            # A LangGraph thread records checkpoints, not windows: its own page shows them.
+            return RedirectResponse(thread, status_code=307)
         params = request.query_params
         started = time.perf_counter()
         try:
@@ -137,9 +141,27 @@ def create_app(
             return page("error.html", 400, message=str(e))
         return page("event.html", e=detail)
 
+    async def langgraph(request: Request) -> Response:
+        key, params = request.path_params["key"], request.query_params
+        try:
+            shown = await run_in_threadpool(
+                langgraph_page.thread_page,
+                store,
+                key,
+                params.get("checkpoint") or None,
+                diff_from=params.get("from") or None,
+                before=params.get("before") or None,
+            )
+        except LookupError as e:
+            return page("error.html", 404, message=str(e))
+        except (ValueError, EventLogError, ModuleNotFoundError) as e:
+            return page("error.html", 400, message=str(e))
+        return page("langgraph.html", p=shown)
+
     app = Starlette(
         routes=[
             Route("/", index),
+            Route("/lg/{key:path}", langgraph),
             Route("/m/{key:path}/e/{seq:int}", event),
             Route("/m/{key:path}", memory),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
