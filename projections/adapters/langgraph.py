@@ -104,9 +104,11 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     Thread-safe; the async methods run the store's calls on its worker threads, so they never
     block the event loop. A small cache of folded threads (``cache_size`` memories) catches up
-    from the store on every call, with a verified read (:meth:`EventStore.read_verified`), so
+    from the store on every read, with a verified read (:meth:`EventStore.read_verified`), so
     other writers (another process, another saver) are seen and nothing is served that the
-    chain does not vouch for.
+    chain does not vouch for. A write builds on the cached thread and appends with its head's
+    seq and hash expected: when another writer moved the head, the store refuses it and the
+    saver catches up and builds it again.
 
     Args:
         store: The ledger (SQLite, PostgreSQL or in-memory).
