@@ -392,6 +392,17 @@ def test_the_cli_shows_a_thread_in_langgraph_terms(tmp_path, cli) -> None:
     changes = json.loads(diff.stdout)
     assert [m["text"][:14] for m in changes["messages_added"]] == ["question 2", "reply 2 yyyyyy"]
     assert changes["messages_dropped"] == [] and "messages" in changes["channels_changed"]
+    diff_text = cli(
+        "langgraph", "cli", "--db", path, "--diff", first_turn.checkpoint["id"], "latest"
+    )
+    added = diff_text.stdout.splitlines()[2:]
+    assert added[0] == "+  human: question 2" and added[1].startswith("+     ai: reply 2 yyy")
+    assert len(added) == 2
+    as_json = json.loads(
+        cli("langgraph", "cli", "--db", path, "--json", "--checkpoint", "latest").stdout
+    )
+    assert as_json["checkpoint_id"] == rows[-1]["checkpoint_id"]
+    assert [m["role"] for m in as_json["messages"]] == ["human", "ai"] * 2
     # Check the errors: an unknown checkpoint (usage), an erased thread and an unknown one.
     bad = cli("langgraph", "cli", "--db", path, "--checkpoint", "nope")
     assert bad.returncode == 2 and "no checkpoint 'nope'" in bad.stderr
