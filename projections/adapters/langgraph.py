@@ -28,6 +28,7 @@ Requires the ``langgraph`` extra; from your chatledger clone: ``pip install -e '
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 import secrets
 import threading
@@ -91,6 +92,11 @@ __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
 
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 _LISTS_KEPT = 8  # threads (the most recently used) that keep their last list put
+_RELEASE_SLICE = 256  # messages freed at a time when a remembered list is dropped
+
+# A memory's cache key, remembered: memory_key() encodes the id anew each time (tens of
+# microseconds, several times per call).
+_key = functools.lru_cache(maxsize=1024)(memory_key)
 
 
 class LedgerSaver(BaseCheckpointSaver[str]):
@@ -98,9 +104,11 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     Thread-safe; the async methods run the store's calls on its worker threads, so they never
     block the event loop. A small cache of folded threads (``cache_size`` memories) catches up
-    from the store on every call, with a verified read (:meth:`EventStore.read_verified`), so
+    from the store on every read, with a verified read (:meth:`EventStore.read_verified`), so
     other writers (another process, another saver) are seen and nothing is served that the
-    chain does not vouch for.
+    chain does not vouch for. A write builds on the cached thread and appends with its head's
+    seq and hash expected: when another writer moved the head, the store refuses it and the
+    saver catches up and builds it again.
 
     Args:
         store: The ledger (SQLite, PostgreSQL or in-memory).
@@ -141,7 +149,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     def _thread(self, memory_id: tuple[str, str, str]) -> Thread:
         """The memory's folded state, caught up with a verified read."""
-        key = memory_key(memory_id)
+        key = _key(memory_id)
         state = self._cache.get(key)
         if state is not None:
             self._cache.move_to_end(key)
@@ -161,6 +169,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         for older in itertools.islice(reversed(self._cache.values()), _LISTS_KEPT, None):
             if not older.lists:
                 break
+            for _, kept in older.lists.values():
+                _release(kept)
             older.lists.clear()
         # Bounded by count and by size; the newest entry (this one) always stays.
         total = sum(t.size for t in self._cache.values())
@@ -176,10 +186,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         found = []
         for info in self.store.streams():
             memory_id = info.memory_id
-            if is_thread_memory(memory_id):
-                ours = cast("tuple[str, str, str]", memory_id)
-                if thread_id is None or ours[0] == thread_id:
-                    found.append(ours)
+            if is_thread_memory(memory_id) and thread_id in (None, memory_id[0]):
+                found.append(memory_id)
         return found
 
     def _append(
@@ -189,8 +197,18 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         when another writer moved the head meanwhile, catch up and build again, for up to
         :data:`_RETRY_FOR` seconds (as the memories do)."""
         deadline: float | None = None
+        # The first try builds on the cached state without reading the store: the append's
+        # expected seq and hash refuse it if anyone else wrote meanwhile (then it catches up
+        # and builds again). A read per write saved: a write's time stays flat, and a write
+        # in LangGraph's background thread waits less for the graph's thread to hand back
+        # the GIL (each query releases it).
+        key = _key(memory_id)
+        state = self._cache.get(key)
+        if state is not None:
+            self._cache.move_to_end(key)
         while True:
-            state = self._thread(memory_id)
+            if state is None:
+                state = self._thread(memory_id)
             bodies = build(state)
             if not bodies:
                 return []
@@ -206,6 +224,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                     raise
                 if e.actual is not None and self._thread(memory_id).seq < e.actual:
                     time.sleep(0.001)  # the new head is not visible to this reader yet
+                state = None
                 continue
             for record, body in zip(records, bodies, strict=True):
                 state.appended(record, body)
@@ -303,7 +322,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             # same objects (one pointer comparison each), not equal ones (a model comparison).
             for channel, value in values.items():
                 if isinstance(value, list):
-                    state.lists[channel] = (holders[channel], list(value))
+                    _keep(state, channel, holders[channel], list(value))
         checkpoint["channel_values"] = values
         metadata = cast("CheckpointMetadata", self.serde.loads_typed(bytes_of(body["metadata"])))
         indexed = sorted(
@@ -471,9 +490,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
         with self._lock:
             (record,) = self._append(memory_id, build)
-            state = self._cache.get(memory_key(memory_id)) or self._thread(memory_id)
+            state = self._cache.get(_key(memory_id)) or self._thread(memory_id)
             for channel, value in lists.items():
-                state.lists[channel] = (record.seq, value)
+                _keep(state, channel, record.seq, value)
         return {
             "configurable": {
                 "thread_id": config["configurable"]["thread_id"],
@@ -514,7 +533,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         value = self._value(state, seq, channel)
         if not isinstance(value, list):
             return None
-        state.lists[channel] = (seq, value)
+        _keep(state, channel, seq, value)
         return value
 
     def put_writes(
@@ -573,7 +592,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         with self._lock:
             receipts = self.store.erase_subject((str(thread_id), TAG), reason=reason)
             for memory_id in self._memories(str(thread_id)):
-                self._cache.pop(memory_key(memory_id), None)
+                self._cache.pop(_key(memory_id), None)
             return receipts
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -726,6 +745,23 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """:meth:`prune` without blocking the event loop."""
         await off_loop(self.store, self.prune, thread_ids, strategy=strategy)
+
+
+def _keep(state: Thread, channel: str, seq: int, value: builtins.list[Any]) -> None:
+    """Remember ``value`` (a list of the saver's own) as ``channel``'s list at ``seq``."""
+    old = state.lists.get(channel)
+    state.lists[channel] = (seq, value)
+    if old is not None and old[1] is not value:
+        _release(old[1])
+
+
+def _release(items: builtins.list[Any]) -> None:
+    """Empty a list of the saver's own a slice at a time. When it holds the last references
+    to a long conversation's messages, freeing them all is one C call that keeps the GIL
+    for milliseconds (tens of them at 10,000 turns), an event loop's thread included; between
+    slices another thread can take it."""
+    while items:
+        del items[-_RELEASE_SLICE:]
 
 
 def _memory_of(config: RunnableConfig, operation: str) -> tuple[str, str, str]:

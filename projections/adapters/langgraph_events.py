@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from eventlog.messages import CustomMessage
 from eventlog.models import MessageAdded, Record
@@ -37,6 +37,7 @@ __all__ = [
     "is_thread_memory",
     "moved_body",
     "removed_body",
+    "summary",
     "thawed",
     "thread_memory_id",
 ]
@@ -57,7 +58,7 @@ def thread_memory_id(thread_id: object, checkpoint_ns: str = "") -> tuple[str, s
     return (str(thread_id), TAG, checkpoint_ns)
 
 
-def is_thread_memory(memory_id: object) -> bool:
+def is_thread_memory(memory_id: object) -> TypeGuard[tuple[str, str, str]]:
     """Whether ``memory_id`` is one :func:`thread_memory_id` makes."""
     return (
         isinstance(memory_id, tuple)
@@ -251,3 +252,40 @@ def thawed(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [thawed(v) for v in value]
     return value
+
+
+def summary(body: object) -> str | None:
+    """One line for a person about a stored event's body (the ``langgraph`` attribute), for
+    ``chatledger history``/``show`` and the inspector's timeline; None when it is not one of
+    ours. Decodes no value (no LangGraph needed): a list's new items are counted from its
+    msgpack header."""
+    if not isinstance(body, dict):
+        return None
+    op = body.get("op")
+    try:
+        if op == "checkpoint":
+            stored = []
+            for channel, entry in body["values"].items():
+                if "base" in entry:
+                    kind, data = bytes_of(entry["append"])
+                    array = array_body(data) if kind == "msgpack" else None
+                    count = f"+{array[0]}" if array else "+"
+                    stored.append(f"{channel} {count} after seq {entry['base']}")
+                else:
+                    stored.append(channel)
+            changed = ", ".join(stored) or "no channel changed"
+            return f"checkpoint: {changed} · id {body['id']}"
+        if op == "writes":
+            channels = ", ".join(str(w[1]) for w in body["writes"])
+            return f"writes: {channels} · task {body['task']} · to {body['checkpoint']}"
+        if op == "removed":
+            ids = body["checkpoints"]
+            return f"hid {len(ids)} checkpoint{'' if len(ids) == 1 else 's'} ({body['reason']})"
+        if op == "copied":
+            return (
+                f"copy of thread {body['from']!r} (namespace {body['namespace']!r}) at its "
+                f"seq {body['seq']}"
+            )
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None  # not shaped as ours: shown raw
+    return None

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import ChainIntegrityError
-from eventlog.ids import StreamKey
+from eventlog.ids import StreamKey, memory_id_from_key
 from eventlog.models import Record, format_time
+from projections.adapters.langgraph_events import is_thread_memory
 from projections.audit import Change, diff_stream, explain
 from projections.cli import ledger, model
 from projections.cli.args import PROG, shell_id
@@ -200,6 +201,12 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         seq = store.seq_at(key, args.at) or 0
     else:
         seq = head
+    memory_id = memory_id_from_key(key)
+    if args.policy is None and is_thread_memory(memory_id):
+        # A LangGraph thread (LedgerSaver) records checkpoints, not a window.
+        from projections.cli import langgraph_view
+
+        return langgraph_view.show_at(args, store, memory_id, seq, head)
     if args.policy is not None:
         view = model.what_if_view(store, key, _policy(args), seq, valid_for=args.policy.valid_for)
         how = "what-if " + args.policy.text

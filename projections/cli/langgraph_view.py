@@ -10,14 +10,16 @@ dropped). Decoding values needs LangGraph's serializer: the ``langgraph`` extra.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+import shlex
+from typing import TYPE_CHECKING
 
 from projections.cli.errors import Failure, UsageError
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
+    from projections.adapters.langgraph_steps import Step
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["HELP", "add_arguments", "run", "show_at"]
 
 HELP = (
     "Show a LangGraph thread stored by LedgerSaver: its checkpoints as steps, one "
@@ -43,12 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, store: EventStore) -> int:
     """``chatledger langgraph THREAD [--ns NS] [--checkpoint ID | --diff A B]``."""
     try:
-        from projections.adapters.langgraph import LedgerSaver
+        from projections.adapters.langgraph_steps import thread_steps
     except ModuleNotFoundError as e:
         raise Failure(str(e)) from e
-    saver = LedgerSaver(store, cache_size=1)
-    config: Any = {"configurable": {"thread_id": args.thread, "checkpoint_ns": args.ns}}
-    steps = list(reversed(list(saver.list(config))))
+    steps = thread_steps(store, args.thread, args.ns)
     if not steps:
         _erased(store, args)
         msg = (
@@ -57,13 +57,13 @@ def run(args: argparse.Namespace, store: EventStore) -> int:
             '~t:["THREAD","langgraph","NS"])'
         )
         raise Failure(msg)
-    by_id = {t.checkpoint["id"]: t for t in steps}
+    by_id = {s.checkpoint_id: s for s in steps}
     if args.checkpoint is not None:
         return _conversation(args, _pick(by_id, steps, args.checkpoint))
     if args.diff is not None:
         a, b = (_pick(by_id, steps, cid) for cid in args.diff)
         return _diff(args, a, b)
-    return _steps(args, saver, steps, by_id)
+    return _steps(args, steps)
 
 
 def _erased(store: EventStore, args: argparse.Namespace) -> None:
@@ -81,7 +81,7 @@ def _erased(store: EventStore, args: argparse.Namespace) -> None:
         raise Failure(msg)
 
 
-def _pick(by_id: dict[str, Any], steps: list[Any], cid: str) -> Any:
+def _pick(by_id: dict[str, Step], steps: list[Step], cid: str) -> Step:
     if cid == "latest":
         return steps[-1]
     if cid not in by_id:
@@ -93,50 +93,14 @@ def _pick(by_id: dict[str, Any], steps: list[Any], cid: str) -> Any:
     return by_id[cid]
 
 
-def _changed(step: Any, by_id: dict[str, Any]) -> list[str]:
-    """Channels whose version differs from the parent checkpoint's (all, for a first one)."""
-    versions = step.checkpoint["channel_versions"]
-    parent = step.parent_config and by_id.get(step.parent_config["configurable"]["checkpoint_id"])
-    before = parent.checkpoint["channel_versions"] if parent else {}
-    return sorted(c for c, v in versions.items() if before.get(c) != v)
-
-
-def _messages(step: Any) -> list[Any]:
-    value = step.checkpoint["channel_values"].get("messages", [])
-    return value if isinstance(value, list) else []
-
-
-def _message_obj(message: Any) -> dict[str, Any]:
-    role = str(getattr(message, "type", type(message).__name__))
-    content = getattr(message, "content", message)
-    text = content if isinstance(content, str) else str(content)
-    return {"role": role, "id": getattr(message, "id", None), "text": text}
-
-
-def _steps(args: argparse.Namespace, saver: Any, steps: list[Any], by_id: dict[str, Any]) -> int:
+def _steps(args: argparse.Namespace, steps: list[Step]) -> int:
     from rich.table import Table
 
     from projections.cli.render import console, emit, plural, title
 
-    rows = []
-    for step in steps:
-        rows.append(
-            {
-                "checkpoint_id": step.checkpoint["id"],
-                "parent_id": step.parent_config["configurable"]["checkpoint_id"]
-                if step.parent_config
-                else None,
-                "step": step.metadata.get("step"),
-                "source": step.metadata.get("source"),
-                "changed": _changed(step, by_id),
-                "messages": len(_messages(step)),
-                "pending_writes": len(step.pending_writes or []),
-                "seq": saver.checkpoint_seq(step.config),
-            }
-        )
     if args.json:
-        for row in rows:
-            emit(row)
+        for step in steps:
+            emit(step.row())
         return 0
     key = f"{args.thread} (namespace {args.ns!r})" if args.ns else args.thread
     table = Table(
@@ -147,60 +111,117 @@ def _steps(args: argparse.Namespace, saver: Any, steps: list[Any], by_id: dict[s
         "messages",
         "changed",
         "writes",
-        title=title(f"LangGraph thread {key}: {plural(len(rows), 'checkpoint')}"),
+        title=title(f"LangGraph thread {key}: {plural(len(steps), 'checkpoint')}"),
     )
-    for row in rows:
+    for step in steps:
         table.add_row(
-            str(row["step"]),
-            str(row["source"]),
-            row["checkpoint_id"],
-            str(row["seq"]),
-            str(row["messages"]),
-            ", ".join(row["changed"]),
-            str(row["pending_writes"]),
+            str(step.step),
+            str(step.source),
+            step.checkpoint_id,
+            str(step.seq),
+            str(step.messages),
+            ", ".join(step.changed),
+            str(step.pending_writes),
         )
     console().print(table)
     return 0
 
 
-def _conversation(args: argparse.Namespace, step: Any) -> int:
+def _conversation(args: argparse.Namespace, step: Step) -> int:
+    from projections.adapters.langgraph_steps import conversation
     from projections.cli.render import console, emit, plural, short
 
-    messages = [_message_obj(m) for m in _messages(step)]
+    lines = conversation(step.tuple)
     if args.json:
-        emit({"checkpoint_id": step.checkpoint["id"], "messages": messages})
+        emit({"checkpoint_id": step.checkpoint_id, "messages": [vars(m) for m in lines]})
         return 0
     out = console()
-    out.print(f"checkpoint {step.checkpoint['id']}: {plural(len(messages), 'message')}")
-    for m in messages:
-        out.print(f"{m['role']:>6}: {short(m['text'], 100)}")
+    out.print(f"checkpoint {step.checkpoint_id}: {plural(len(lines), 'message')}")
+    for m in lines:
+        out.print(f"{m.role:>6}: {short(m.text, 100)}")
     return 0
 
 
-def _diff(args: argparse.Namespace, a: Any, b: Any) -> int:
+def _diff(args: argparse.Namespace, a: Step, b: Step) -> int:
+    from projections.adapters.langgraph_steps import diff
     from projections.cli.render import console, emit, short
 
-    va, vb = a.checkpoint["channel_versions"], b.checkpoint["channel_versions"]
-    changed = sorted(c for c in {*va, *vb} if va.get(c) != vb.get(c))
-    ma, mb = _messages(a), _messages(b)
-    ids_a = {getattr(m, "id", None) for m in ma}
-    ids_b = {getattr(m, "id", None) for m in mb}
-    added = [_message_obj(m) for m in mb if getattr(m, "id", None) not in ids_a]
-    dropped = [_message_obj(m) for m in ma if getattr(m, "id", None) not in ids_b]
-    result = {
-        "from": a.checkpoint["id"],
-        "to": b.checkpoint["id"],
-        "channels_changed": changed,
-        "messages_added": added,
-        "messages_dropped": dropped,
-    }
+    found = diff(a.tuple, b.tuple)
     if args.json:
-        emit(result)
+        emit(
+            {
+                "from": found.low,
+                "to": found.high,
+                "channels_changed": found.channels,
+                "messages_added": [vars(m) for m in found.added],
+                "messages_dropped": [vars(m) for m in found.dropped],
+            }
+        )
         return 0
     out = console()
-    out.print(f"from {a.checkpoint['id']} to {b.checkpoint['id']}")
-    out.print(f"channels changed: {', '.join(changed) or 'none'}")
-    for sign, found in (("+", added), ("-", dropped)):
-        for m in found:
-            out.print(f"{sign} {m['role']:>6}: {short(m['text'], 100)}")
+    out.print(f"from {found.low} to {found.high}")
+    out.print(f"channels changed: {', '.join(found.channels) or 'none'}")
+    for sign, lines in (("+", found.added), ("-", found.dropped)):
+        for m in lines:
+            out.print(f"{sign} {m.role:>6}: {short(m.text, 100)}")
+    return 0
+
+
+def show_at(
+    args: argparse.Namespace,
+    store: EventStore,
+    memory_id: tuple[str, str, str],
+    seq: int,
+    head: int,
+) -> int:
+    """``chatledger show`` of a LangGraph thread: the conversation (``messages`` channel) of
+    its newest checkpoint stored at or before ``seq``."""
+    try:
+        from projections.adapters.langgraph_steps import conversation, thread_steps
+    except ModuleNotFoundError as e:
+        raise Failure(str(e)) from e
+    from projections.cli.render import console, emit, plain, plural, role, title
+
+    thread, _, ns = memory_id
+    steps = [s for s in thread_steps(store, thread, ns) if s.seq is not None and s.seq <= seq]
+    if not steps:
+        msg = (
+            f"show: LangGraph thread {thread!r} has no checkpoint at or before seq {seq}; "
+            "`chatledger history` lists its events"
+        )
+        raise Failure(msg)
+    step = steps[-1]
+    lines = conversation(step.tuple)
+    if args.json:
+        emit(
+            {
+                "checkpoint_id": step.checkpoint_id,
+                "seq": step.seq,
+                "step": step.step,
+                "source": step.source,
+                "messages": [vars(m) for m in lines],
+            }
+        )
+        return 0
+    from rich.table import Table
+
+    heading = (
+        f"LangGraph thread {thread!r} after seq {seq} of {head}: checkpoint "
+        f"{step.checkpoint_id} (step {step.step}, {step.source}, seq {step.seq}), "
+        f"{plural(len(lines), 'message')}"
+    )
+    table = Table("#", "role", "text", title=title(heading))
+    for number, m in enumerate(lines, 1):
+        table.add_row(str(number), role(m.role), plain(m.text))
+    console().print(table)
+    from eventlog.ids import memory_key
+    from projections.cli.args import shell_id
+
+    where = shell_id(memory_key(memory_id))
+    console().print(
+        plain(
+            f"its steps: chatledger langgraph {shlex.quote(thread)} · an inclusion proof of "
+            f"this checkpoint: chatledger prove {where} {step.seq}"
+        )
+    )
     return 0

@@ -35,6 +35,7 @@ from eventlog.models import (
     SummaryRecorded,
 )
 from eventlog.serialization import decode_event, require_opened
+from projections.adapters.langgraph_events import summary as langgraph_summary
 from projections.cli.model import Ref, forked_from, window_size
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ _ROLE_STYLES = {
     "ai": "green",
     "tool": "yellow",
     "custom": "blue",
+    "langgraph": "blue",
 }
 
 
@@ -139,6 +141,10 @@ def describe(message: ChatMessage, tool_names: dict[str, str] | None = None) -> 
         text = _contents_text(message.contents)
         name = message.tool_name or (tool_names or {}).get(message.id or "")
         return "tool", f"{name}: {text}" if name else text
+    # A LangGraph checkpoint or task's writes (LedgerSaver): what it stores, not base64.
+    line = langgraph_summary(message.attributes.get("langgraph"))
+    if line is not None:
+        return "langgraph", line
     return _framework_message(message.attributes) or (
         "custom",
         json.dumps(message.attributes, ensure_ascii=False),

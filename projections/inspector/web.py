@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog.errors import EventLogError
 from eventlog.store import EventStore
-from projections.inspector import LOCALHOST, search, views
+from projections.inspector import LOCALHOST, langgraph_page, search, views
 from projections.inspector.hosts import HostGuard
 from projections.inspector.text import visible
 
@@ -71,7 +71,7 @@ class _SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def create_app(
+def create_app(  # noqa: PLR0915 - one small closure per route, all over the one store
     store: EventStore, *, host: str = LOCALHOST, allowed_hosts: Iterable[str] = ()
 ) -> ASGIApp:
     """The inspector for ``store``: an ASGI app (serve it with uvicorn).
@@ -106,6 +106,10 @@ def create_app(
 
     async def memory(request: Request) -> Response:
         key = request.path_params["key"]
+        thread = langgraph_page.link(key)
+        if thread is not None:
+            # A LangGraph thread records checkpoints, not windows: its own page shows them.
+            return RedirectResponse(thread, status_code=307)
         params = request.query_params
         started = time.perf_counter()
         try:
@@ -164,11 +168,29 @@ def create_app(
             return page("error.html", 400, message=str(e))
         return RedirectResponse(f"/m/{quote(key, safe='')}?seq={seq}", status_code=303)
 
+    async def langgraph(request: Request) -> Response:
+        key, params = request.path_params["key"], request.query_params
+        try:
+            shown = await run_in_threadpool(
+                langgraph_page.thread_page,
+                store,
+                key,
+                params.get("checkpoint") or None,
+                diff_from=params.get("from") or None,
+                before=params.get("before") or None,
+            )
+        except LookupError as e:
+            return page("error.html", 404, message=str(e))
+        except (ValueError, EventLogError, ModuleNotFoundError) as e:
+            return page("error.html", 400, message=str(e))
+        return page("langgraph.html", p=shown)
+
     app = Starlette(
         routes=[
             Route("/", index),
             Route("/search", find),
             Route("/jump", jump),
+            Route("/lg/{key:path}", langgraph),
             Route("/m/{key:path}/e/{seq:int}", event),
             Route("/m/{key:path}", memory),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),

@@ -264,6 +264,30 @@ def test_two_savers_on_one_ledger_see_each_other(store: EventStore) -> None:
     assert store.verify().ok
 
 
+def test_a_warm_saver_writing_on_a_moved_head_builds_again_on_it(store: EventStore) -> None:
+    from langgraph.checkpoint.base.id import uuid6
+
+    warm, other = LedgerSaver(store), LedgerSaver(store)
+    chat_app(warm).invoke({"messages": [HumanMessage("hi")]}, config())
+    latest = warm.get_tuple(config())
+    assert latest is not None
+    meta: Any = {"source": "update", "step": 9}
+    head = store.read(thread_memory_id("t-1"), desc=True, limit=1)[0].seq
+    # The other saver appends a checkpoint the warm one has not read.
+    theirs: Any = {**latest.checkpoint, "id": str(uuid6())}
+    other.put(latest.config, theirs, meta, {})
+    # Check the warm saver's put, built on its cache without a read, is refused by the
+    # store's expected head and built again after it: both kept, the chain intact.
+    mine: Any = {**latest.checkpoint, "id": str(uuid6())}
+    warm.put(latest.config, mine, meta, {})
+    seqs = [warm.checkpoint_seq({"configurable": {"thread_id": "t-1", "checkpoint_id": c["id"]}})
+            for c in (theirs, mine)]  # fmt: skip
+    assert seqs == [head + 1, head + 2]
+    listed = [t.checkpoint["id"] for t in other.list(config())]
+    assert listed[:2] == [mine["id"], theirs["id"]]
+    assert store.verify().ok
+
+
 def test_put_writes_keeps_regular_writes_once_and_the_newest_special_write(
     store: EventStore,
 ) -> None:
@@ -368,6 +392,17 @@ def test_the_cli_shows_a_thread_in_langgraph_terms(tmp_path, cli) -> None:
     changes = json.loads(diff.stdout)
     assert [m["text"][:14] for m in changes["messages_added"]] == ["question 2", "reply 2 yyyyyy"]
     assert changes["messages_dropped"] == [] and "messages" in changes["channels_changed"]
+    diff_text = cli(
+        "langgraph", "cli", "--db", path, "--diff", first_turn.checkpoint["id"], "latest"
+    )
+    added = diff_text.stdout.splitlines()[2:]
+    assert added[0] == "+  human: question 2" and added[1].startswith("+     ai: reply 2 yyy")
+    assert len(added) == 2
+    as_json = json.loads(
+        cli("langgraph", "cli", "--db", path, "--json", "--checkpoint", "latest").stdout
+    )
+    assert as_json["checkpoint_id"] == rows[-1]["checkpoint_id"]
+    assert [m["role"] for m in as_json["messages"]] == ["human", "ai"] * 2
     # Check the errors: an unknown checkpoint (usage), an erased thread and an unknown one.
     bad = cli("langgraph", "cli", "--db", path, "--checkpoint", "nope")
     assert bad.returncode == 2 and "no checkpoint 'nope'" in bad.stderr
@@ -375,6 +410,58 @@ def test_the_cli_shows_a_thread_in_langgraph_terms(tmp_path, cli) -> None:
     assert erased.returncode == 1 and "was erased" in erased.stderr and "request 9" in erased.stderr
     missing = cli("langgraph", "nobody", "--db", path)
     assert missing.returncode == 1 and "has no checkpoints" in missing.stderr
+
+
+def test_history_and_show_of_a_thread_read_as_checkpoints(tmp_path, cli) -> None:
+    path = tmp_path / "lg.db"
+    with SQLiteEventStore(path) as store:
+        saver = LedgerSaver(store)
+        app = chat_app(saver)
+        for turn in (1, 2):
+            app.invoke({"messages": [HumanMessage(f"question {turn}")]}, config("h"))
+        saver.copy_thread("h", "h2")
+        saver.prune(["h"])
+        tuples = list(saver.list(config("h2")))
+    key = "~t:" + json.dumps(["h", "langgraph", ""])
+    # Check history says what each event stores, not its base64.
+    table = cli("history", key, "--db", path)
+    assert table.returncode == 0, table.stderr
+    assert "langgraph checkpoint: __start__ · id" in table.stdout
+    assert "langgraph writes: messages" in table.stdout
+    assert "messages +1 after seq" in table.stdout
+    assert "hid 5 checkpoints (prune keep_latest)" in table.stdout
+    assert '"op"' not in table.stdout
+    copied = cli("history", "~t:" + json.dumps(["h2", "langgraph", ""]), "--db", path)
+    assert "copy of thread 'h' (namespace '') at its seq" in copied.stdout
+    # Check show is the conversation of the newest checkpoint at or before the seq asked.
+    shown = cli("show", "~t:" + json.dumps(["h2", "langgraph", ""]), "--db", path)
+    assert shown.returncode == 0, shown.stderr
+    assert "question 2" in shown.stdout and "reply 2 yyy" in shown.stdout
+    assert f"checkpoint {tuples[0].checkpoint['id']}" in shown.stdout.replace("\n", "")
+    assert "chatledger prove" in shown.stdout
+    early = cli("show", "~t:" + json.dumps(["h2", "langgraph", ""]), "--db", path, "--json",
+                "--as-of", "5")  # fmt: skip
+    at_five = json.loads(early.stdout)
+    with SQLiteEventStore(path) as store:
+        saver = LedgerSaver(store)
+        seqs = {saver.checkpoint_seq(t.config): t for t in tuples}
+    # (the newest checkpoint stored at or before seq 5, and its messages)
+    expected = seqs[max(seq for seq in seqs if seq is not None and seq <= 5)]
+    assert at_five["checkpoint_id"] == expected.checkpoint["id"]
+    assert [m["text"] for m in at_five["messages"]] == [
+        m.content for m in expected.checkpoint["channel_values"].get("messages", [])
+    ]
+    nothing = cli("show", "~t:" + json.dumps(["h2", "langgraph", ""]), "--db", path,
+                  "--as-of", "1")  # fmt: skip
+    assert nothing.returncode == 1 and "no checkpoint at or before seq 1" in nothing.stderr
+
+
+def test_a_body_not_shaped_as_ours_is_shown_raw() -> None:
+    from projections.adapters.langgraph_events import summary
+
+    assert summary(None) is None and summary({"op": "other"}) is None
+    assert summary({"op": "checkpoint"}) is None  # missing fields: shown as raw JSON
+    assert summary({"op": "removed", "checkpoints": ["a"], "reason": "r"}) == "hid 1 checkpoint (r)"
 
 
 def test_prune_and_delete_for_runs_hide_checkpoints_and_keep_the_history(store: EventStore) -> None:
