@@ -21,7 +21,7 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
-from eventlog.errors import ChainIntegrityError
+from eventlog.errors import ChainIntegrityError, EventLogError
 from eventlog.ids import StreamKey, memory_id_from_key
 from eventlog.lc4j_json import message_to_obj
 from eventlog.messages import (
@@ -50,7 +50,7 @@ from projections.inspector.badges import (
 )
 from projections.inspector.text import link_target
 from projections.meta import UNBOUNDED_LIMIT, WindowMeta
-from projections.replay import read_checked, what_if
+from projections.replay import brought, read_checked, what_if
 from projections.window import Entry
 
 __all__ = [
@@ -100,9 +100,16 @@ class Shown:
     note: str = ""  # why it left, for departures
 
 
-def show(message: ChatMessage, entry: Entry | None = None, note: str = "") -> Shown:
-    """A message for a page: role, its whole text, tool calls with arguments, image links."""
-    role, text = describe(message)
+def show(
+    message: ChatMessage,
+    entry: Entry | None = None,
+    note: str = "",
+    names: dict[str, str] | None = None,
+) -> Shown:
+    """A message for a page: role, its whole text, tool calls with arguments, image links;
+    ``names`` (call id -> tool name, :func:`tool_names`) names the tool of a result that does
+    not carry it (the Agents SDK's outputs)."""
+    role, text = describe(message, None if names is None else dict(names))
     calls: tuple[tuple[str, str, str], ...] = ()
     images: tuple[tuple[str, str | None], ...] = ()
     if isinstance(message, AiMessage):
@@ -121,7 +128,8 @@ def show(message: ChatMessage, entry: Entry | None = None, note: str = "") -> Sh
         )
         text = "\n".join(parts)
         if isinstance(message, ToolExecutionResultMessage):
-            head = f"{message.tool_name or 'tool'} (call {message.id})"
+            name = message.tool_name or (names or {}).get(message.id or "")
+            head = f"{name or 'tool'} (call {message.id})"
             text = f"{head}{' [error]' if message.is_error else ''}: {text}"
         elif message.name:
             text = f"{message.name}: {text}"
@@ -130,6 +138,42 @@ def show(message: ChatMessage, entry: Entry | None = None, note: str = "") -> Sh
     ref = "" if entry is None else _ref_text(entry.ref)
     tokens = None if entry is None else entry.tokens
     return Shown(role, text, ref, tokens, calls, images, note)
+
+
+# How far back a page looks for the calls its tool results answer: the call is almost always a
+# few events before its result, and a page must not cost the memory's whole history.
+CALL_LOOKBACK = 200
+
+
+def tool_names(
+    store: EventStore, key: StreamKey, seq: int, messages: Iterable[ChatMessage]
+) -> dict[str, str]:
+    """Call id -> tool name for the tool results among ``messages``: from the calls among them,
+    else from the calls of the ``CALL_LOOKBACK`` events up to ``seq`` (verified reads)."""
+    shown = list(messages)
+    names = _calls(shown)
+    wanted = {
+        m.id
+        for m in shown
+        if isinstance(m, ToolExecutionResultMessage) and not m.tool_name and m.id
+    } - names.keys()
+    if wanted:
+        try:
+            records = read_checked(store, key, gt=max(0, seq - CALL_LOOKBACK), lte=seq)
+            names |= _calls(e.message for r in records if not r.erased for e in brought(r))
+        except (EventLogError, ValueError):
+            pass  # a name is a courtesy: the page shows what it verified, the call id stays
+    return names
+
+
+def _calls(messages: Iterable[ChatMessage]) -> dict[str, str]:
+    return {
+        r.id: r.name
+        for m in messages
+        if isinstance(m, AiMessage)
+        for r in m.tool_execution_requests
+        if r.id and r.name
+    }
 
 
 def _ref_text(ref: tuple[int, int]) -> str:
@@ -328,6 +372,16 @@ def step_view(
     summary = summary_at(store, stream, at)
     digest = store.digest()
     departures = step.departures
+    names = tool_names(
+        store,
+        stream,
+        at,
+        [
+            *(e.message for e in step.view),
+            *(e.message for e in step.entered),
+            *(d.entry.message for d in departures),
+        ],
+    )
     return StepView(
         key=key,
         label=_label(key),
@@ -335,10 +389,12 @@ def step_view(
         head=head.seq,
         kind=step.record.kind,
         when=step.record.recorded_at_text,
-        window=_listing((show(e.message, e) for e in step.view), len(step.view)),
-        entered=_listing((show(e.message, e) for e in step.entered), len(step.entered)),
+        window=_listing((show(e.message, e, names=names) for e in step.view), len(step.view)),
+        entered=_listing(
+            (show(e.message, e, names=names) for e in step.entered), len(step.entered)
+        ),
         left=_listing(
-            (show(d.entry.message, d.entry, reason_text(d.reason)) for d in departures),
+            (show(d.entry.message, d.entry, reason_text(d.reason), names) for d in departures),
             len(departures),
         ),
         tokens=tokens,
