@@ -59,6 +59,10 @@ def test_a_failing_run_combines_and_removes_every_per_process_file(tmp_path):
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert sorted(p.name for p in tmp_path.glob(".coverage*")) == [".coverage"]
+    # The killed child's file is named once, and coverage has no such file to warn about.
+    assert "1 subprocess data file(s) empty or partial" in result.stdout
+    output = result.stdout + result.stderr
+    assert "isn't a coverage data file" not in output and "malformed" not in output
 
 
 def test_every_test_that_kills_a_child_starts_it_unmeasured():
