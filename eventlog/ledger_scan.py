@@ -15,19 +15,21 @@ that cannot start, fails or hangs - takes the one-process path, which gives the 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import gc
 import logging
 import os
 import pickle  # only between this process and the worker it started
+import sqlite3
 import subprocess
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from eventlog import merkle
 from eventlog.hashing import GENESIS, stored_record_problem, verifies
@@ -41,13 +43,18 @@ __all__ = ["Scan", "scan"]
 
 _PAGE: Final = 50_000
 _PURGED: Final = "memory_purged"
-# Below this many records a worker's start (a new interpreter importing eventlog, ~0.3 s)
-# costs more than it saves.
+# Below this many records a worker's start (a new interpreter, 0.07 s) and its findings' way
+# back cost more than it saves.
 PARALLEL_MIN = 200_000
-_OWN_SHARE = 0.52  # of the records, checked in this process (measured: both end together)
+_OWN_SHARE = 0.5  # of the records, checked in this process (measured: both end together)
 
-_ReadAll = Callable[..., "list[Record]"]
+# A stored record as a plain tuple in Record's field order (a Record is one too): the pass reads
+# rows without building a Record per row, and makes one only for what it reports.
+_Row = tuple[Any, ...]
+_ReadRows = Callable[[int, int], "Sequence[_Row]"]
 _log = logging.getLogger("chatledger.verify")
+# Record's fields, by index (see eventlog.models.Record).
+_POSITION, _STREAM, _SEQ, _KIND, _PREV, _HASH = 0, 1, 2, 4, 8, 9
 
 
 @dataclasses.dataclass
@@ -63,29 +70,37 @@ class Scan:
 
 @dataclasses.dataclass
 class _Part:
-    """One range's findings; links into the range are the caller's to check."""
+    """One range's findings, as rows; links into the range are the caller's to check."""
 
     size: int = 0
     covered: int = 0
-    bad: Record | None = None
-    purges: list[Record] = dataclasses.field(default_factory=list)
+    bad: _Row | None = None
+    purges: list[_Row] = dataclasses.field(default_factory=list)
     positions: array[int] = dataclasses.field(default_factory=lambda: array("q"))
     # The Merkle tree of this range's records alone, level by level (see _combine).
     levels: list[bytearray] = dataclasses.field(default_factory=list)
-    firsts: dict[str, Record] = dataclasses.field(default_factory=dict)
-    lasts: dict[str, Record] = dataclasses.field(default_factory=dict)
+    firsts: dict[str, _Row] = dataclasses.field(default_factory=dict)
+    lasts: dict[str, _Row] = dataclasses.field(default_factory=dict)
 
 
-def _starts(head: Record | None, record: Record) -> bool:
+def _starts(head: _Row | None, row: _Row) -> bool:
     """The link rule of :func:`eventlog.hashing.check_stream`: a stream starts at seq 1 on
     GENESIS or at a purge tombstone, and every later record chains to the one before."""
     if head is None:
-        return (record.seq == 1 and record.prev_hash == GENESIS) or record.kind == _PURGED
-    return record.seq == head.seq + 1 and record.prev_hash == head.hash
+        return bool((row[_SEQ] == 1 and row[_PREV] == GENESIS) or row[_KIND] == _PURGED)
+    return bool(row[_SEQ] == head[_SEQ] + 1 and row[_PREV] == head[_HASH])
+
+
+def _problem(row: _Row, key: bytes | None, keyed_since: int) -> str | None:
+    """:func:`stored_record_problem` of a row: the slow path, for a row :func:`verifies` did
+    not pass (the import is here so that a worker loads the event models only then)."""
+    from eventlog.models import Record  # here: see above
+
+    return stored_record_problem(Record._make(row), key, keyed_since)
 
 
 def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable arguments
-    read_all: _ReadAll,
+    read_rows: _ReadRows,
     key: bytes | None,
     keyed_since: int,
     last_position: int,
@@ -98,71 +113,119 @@ def _scan_part(  # noqa: PLR0917 - private; mirrors the worker's picklable argum
     nodes = merkle.InMemoryNodeStore()
     tree = merkle.MerkleTree(nodes)
     after = lo
-    leaf = merkle.hash_leaf
+    leaf, check, head_of = merkle.hash_leaf, verifies, heads.get
+    # The loop below runs a million times per check: what it can leave to a pass over the
+    # page in C (positions, purges, the count of covered records) it does, and the
+    # common link (a stream's next record) is tested inline - each saved a tenth of a
+    # microsecond per record, about a tenth of the loop's own cost.
     while True:
-        page = read_all(gt=after, limit=_PAGE)
+        page = read_rows(after, _PAGE)
         full = len(page) == _PAGE
-        if hi is not None and page and page[-1].position > hi:
-            page = [r for r in page if r.position <= hi]
+        if hi is not None and page and page[-1][_POSITION] > hi:
+            page = [r for r in page if r[_POSITION] <= hi]
             full = False
-        for record in page:
-            if record.position <= last_position:
-                part.covered += 1
-            elif record.kind == _PURGED:
-                part.purges.append(record)
-            stream = record.stream_id
-            head = heads.get(stream)
+        for row in page:
+            stream = row[1]  # _STREAM
+            head = head_of(stream)
             if head is None:
-                firsts[stream] = record
+                firsts[stream] = row
                 # A stream's first record in a later range links across the boundary.
-                linked = lo != 0 or _starts(None, record)
-            else:
-                linked = _starts(head, record)
+                linked = lo != 0 or _starts(None, row)
+            else:  # _starts(head, row), inline: _SEQ, _PREV, _HASH
+                linked = row[2] == head[2] + 1 and row[8] == head[9]
             if (
-                part.bad is None
-                and not (linked and verifies(record, key, keyed_since))
-                and (not linked or stored_record_problem(record, key, keyed_since) is not None)
+                not (linked and check(row, key, keyed_since))
+                and part.bad is None
+                and (not linked or _problem(row, key, keyed_since) is not None)
             ):
-                part.bad = record
-            heads[stream] = record
-        tree.extend_hashed([leaf(bytes.fromhex(r.hash)) for r in page])
-        part.positions.extend([r.position for r in page])
+                part.bad = row
+            heads[stream] = row
+        tree.extend_hashed([leaf(bytes.fromhex(r[_HASH])) for r in page])
+        positions = [r[_POSITION] for r in page]
+        covered = bisect.bisect_right(positions, last_position)  # positions ascend
+        part.covered += covered
+        part.purges.extend([r for r in page[covered:] if r[_KIND] == _PURGED])
+        part.positions.extend(positions)
         part.size += len(page)
         if not full:
             part.levels = nodes.rows()
             return part
-        after = page[-1].position
+        after = page[-1][_POSITION]
 
 
 def worker_main() -> None:
-    """The upper range, in a worker process with its own read-only open of the SQLite file;
-    arguments and result are pickles on stdin/stdout. Exit status 3: the path no longer names
-    the file the caller has open (renamed or replaced since)."""
-    from eventlog.sqlite import SQLiteEventStore
+    """The upper range, in a worker process with its own read-only connection to the SQLite
+    file; arguments and result are pickles on stdin/stdout. Exit status 3: the path no longer
+    names the file the caller has open (renamed or replaced since).
 
+    Plain :mod:`sqlite3` running the caller's own query, not a store object: the worker's
+    start counts in the check's time, and a store would import sqlite-utils, pydantic and the
+    event models (0.45 s where this needs 0.1 s). The caller opened and checked the file; the
+    identity check below makes sure this is that file.
+    """
     gc.disable()  # this process only scans: see _collector_paused
-    path, file_id, key, keyed_since, last_position, lo = pickle.load(sys.stdin.buffer)  # noqa: S301
-    with SQLiteEventStore(path, read_only=True) as store:
+    args = pickle.load(sys.stdin.buffer)  # noqa: S301 - from the process that started us
+    path, file_id, sql, key, keyed_since, last_position, lo = args
+    # mode=ro: SQLite's own read-only mode, which never writes the file (not even a checkpoint).
+    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA busy_timeout = 5000")  # a writer's checkpoint: wait, briefly
         st = os.stat(path)
         if (st.st_dev, st.st_ino) != file_id:
             sys.exit(3)
-        part = _scan_part(store.read_all, key, keyed_since, last_position, lo, None)
+        part = _scan_part(
+            lambda gt, limit: conn.execute(sql, (gt, limit)).fetchall(),
+            key,
+            keyed_since,
+            last_position,
+            lo,
+            None,
+        )
+    finally:
+        conn.close()
     # Only what the caller's link checks need: no message text crosses the pipe.
     for ends in (part.firsts, part.lasts):
-        for stream, record in ends.items():
-            ends[stream] = record._replace(payload="", meta="", sealed="")
+        for stream, row in ends.items():
+            ends[stream] = (*row[:6], "", "", *row[8:13], "")
     pickle.dump(part, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # Run with -P (no current directory on sys.path: a package named eventlog there must not run
 # with the chain key) and this package's own directory first.
+# The package is entered without running its __init__ (which imports all of eventlog, 0.3 s):
+# a bare module with our directory as its path stands in for it.
 _WORKER = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from eventlog.ledger_scan import worker_main; worker_main()"
+    "import sys, types; p = types.ModuleType('eventlog'); p.__path__ = [sys.argv[1]]; "
+    "sys.modules['eventlog'] = p; from eventlog.ledger_scan import worker_main; worker_main()"
 )
 
 
-def _start_worker(args: tuple[object, ...]) -> subprocess.Popen[bytes] | None:
+@dataclasses.dataclass
+class _Worker:
+    """A started worker and where its output goes."""
+
+    process: subprocess.Popen[bytes]
+    # Anonymous in-memory files (memfd) for its stdout and stderr where the system has them:
+    # the worker writes its findings (tens of MB at a million records) while this process is
+    # still busy with its own range, and into a pipe nobody reads yet it would stall - the
+    # stall measured 0.4-0.7 s per check. None: pipes, read by communicate() at the end.
+    out: BinaryIO | None = None
+    err: BinaryIO | None = None
+
+
+def _memfile(name: str) -> BinaryIO | None:
+    """An anonymous file in memory (never on disk: the findings name memories), or None."""
+    create = getattr(os, "memfd_create", None)  # Linux; elsewhere the pipes serve
+    if create is None:
+        return None
+    try:
+        return open(create(name), "w+b")  # closed by _finish
+    except OSError:
+        return None
+
+
+def _start_worker(args: tuple[object, ...]) -> _Worker | None:
     """Start the worker for the upper range, or None where this interpreter cannot be run.
 
     A plain subprocess, not multiprocessing: spawning would re-import the caller's __main__
@@ -172,47 +235,78 @@ def _start_worker(args: tuple[object, ...]) -> subprocess.Popen[bytes] | None:
     executable = sys.executable or ""
     if not os.path.basename(executable).startswith("python"):
         return None  # an embedding application (PyInstaller, uWSGI): not an interpreter
-    root = str(Path(__file__).resolve().parent.parent)
+    package = str(Path(__file__).resolve().parent)
+    out, err = _memfile("chatledger-verify-out"), _memfile("chatledger-verify-err")
     try:
-        worker = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
-            [executable, "-P", "-c", _WORKER, root],
+        process = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
+            [executable, "-P", "-c", _WORKER, package],
             stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=out or subprocess.PIPE,
+            stderr=err or subprocess.PIPE,
         )
     except OSError:
+        _close(out, err)
         return None
-    assert worker.stdin is not None  # noqa: S101 - stdin=PIPE
+    worker = _Worker(process, out, err)
+    assert process.stdin is not None  # noqa: S101 - stdin=PIPE
     try:
         # The key travels over the pipe only; a few hundred bytes never fill its buffer.
-        pickle.dump(args, worker.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-        worker.stdin.close()
+        pickle.dump(args, process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        process.stdin.close()
     except OSError:
         _stop(worker)
         return None
-    worker.stdin = None  # closed: communicate() must not touch it
+    process.stdin = None  # closed: communicate() must not touch it
     return worker
 
 
-def _stop(worker: subprocess.Popen[bytes]) -> None:
-    worker.kill()
-    with contextlib.suppress(Exception):
-        worker.communicate(timeout=5)
+def _close(*files: BinaryIO | None) -> None:
+    for file in files:
+        if file is not None:
+            file.close()
 
 
-def _result(worker: subprocess.Popen[bytes], timeout: float) -> _Part | None:
+def _finish(worker: _Worker, *, kill: bool) -> None:
+    if kill:
+        worker.process.kill()
+        with contextlib.suppress(Exception):
+            worker.process.communicate(timeout=5)
+    _close(worker.out, worker.err)
+
+
+def _stop(worker: _Worker) -> None:
+    _finish(worker, kill=True)
+
+
+def _output(worker: _Worker, timeout: float) -> tuple[bytes, bytes]:
+    """The worker's stdout and stderr once it exited (``TimeoutExpired`` after ``timeout``)."""
+    process = worker.process
+    if worker.out is None or worker.err is None:
+        out, err = process.communicate(timeout=timeout)
+        return out or b"", err or b""
+    process.communicate(timeout=timeout)  # waits; reads whichever streams are pipes (none)
+    texts = []
+    for file in (worker.out, worker.err):
+        file.seek(0)
+        texts.append(file.read())
+    return texts[0], texts[1]
+
+
+def _result(worker: _Worker, timeout: float) -> _Part | None:
     """The worker's findings, or None if it failed or took longer than ``timeout`` seconds
     (the caller then checks the range itself)."""
+    process = worker.process
     try:
-        out, err = worker.communicate(timeout=timeout)
-        part = pickle.loads(out) if worker.returncode == 0 else None  # noqa: S301
+        out, err = _output(worker, timeout)
+        part = pickle.loads(out) if process.returncode == 0 else None  # noqa: S301
     except Exception:  # any failure there: check the range here instead
         _stop(worker)
         return None
-    if part is None and worker.returncode != 3:
+    _finish(worker, kill=False)
+    if part is None and process.returncode != 3:
         _log.warning(
             "verify's worker process failed (exit %s): checking its range here instead; %s",
-            worker.returncode,
+            process.returncode,
             err.decode("utf-8", "replace").strip().splitlines()[-1:] or "no output",
         )
     return part if isinstance(part, _Part) else None
@@ -234,8 +328,8 @@ def _split(store: EventStore) -> tuple[tuple[str, int, int], int] | None:
     if total < PARALLEL_MIN:
         return None
     step = _step(total)
-    # This process takes a little more: the worker also starts an interpreter (~0.3 s) and
-    # sends its findings back, which this process then loads.
+    # Half each: the worker's start (an interpreter, 0.07 s) and its findings' way back (read
+    # here after this process's range) are about what this process's store reads cost more.
     leaves = max(step, round(total * _OWN_SHARE / step) * step)
     boundary = blocks[leaves // BLOCK - 1].last_position
     return (file, boundary) if type(boundary) is int else None
@@ -263,7 +357,7 @@ def scan(store: EventStore, last_position: int, size: int) -> tuple[Scan, merkle
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for the pass.
 
-    The pass allocates a tuple and a record per row, pages of 50,000 at a time, and the
+    The pass allocates a tuple per row, pages of 50,000 at a time, and the
     collector runs every few hundred allocations and now and then walks everything alive:
     about 9 % of the pass's time at a million records, freeing nothing, since rows hold no
     cycles. Reference counting still frees every page; the collector resumes afterwards
@@ -284,29 +378,36 @@ def _scan(store: EventStore, last_position: int, size: int) -> tuple[Scan, merkl
     parts: list[_Part] = []
     worker = None
     if split is not None:
+        from eventlog.sqlite import SCAN_ROWS  # here: only a SQLite file is split
+
         (path, dev, ino), boundary = split
-        worker = _start_worker((path, (dev, ino), key, keyed_since, last_position, boundary))
+        worker = _start_worker(
+            (path, (dev, ino), SCAN_ROWS, key, keyed_since, last_position, boundary)
+        )
+    rows = store._scan_rows
     if worker is not None and split is not None:
         started = time.monotonic()
         try:
-            parts.append(_scan_part(store.read_all, key, keyed_since, last_position, 0, boundary))
+            parts.append(_scan_part(rows, key, keyed_since, last_position, 0, boundary))
         except BaseException:
             _stop(worker)
             raise
         # The worker does about as much as this process did: a generous bound on its wait.
         upper = _result(worker, timeout=max(60.0, 4 * (time.monotonic() - started)))
         if upper is None:
-            upper = _scan_part(store.read_all, key, keyed_since, last_position, boundary, None)
+            upper = _scan_part(rows, key, keyed_since, last_position, boundary, None)
         parts.append(upper)
     else:
-        parts.append(_scan_part(store.read_all, key, keyed_since, last_position, 0, None))
+        parts.append(_scan_part(rows, key, keyed_since, last_position, 0, None))
     return _combine(parts), _tree(parts, size)
 
 
 def _combine(parts: list[_Part]) -> Scan:
+    from eventlog.models import Record  # here: not in the worker (see _problem)
+
     out = Scan()
-    bad: list[Record] = []
-    lasts: dict[str, Record] = {}
+    bad: list[_Row] = []
+    lasts: dict[str, _Row] = {}
     for i, part in enumerate(parts):
         if part.bad is not None:
             bad.append(part.bad)
@@ -319,9 +420,11 @@ def _combine(parts: list[_Part]) -> Scan:
         lasts.update(part.lasts)
         out.size += part.size
         out.covered += part.covered
-        out.purges.extend(part.purges)
+        out.purges.extend(map(Record._make, part.purges))
         out.positions.extend(part.positions)
-    out.bad = min(bad, key=lambda r: r.position) if bad else None
+    if bad:
+        first_bad: _Row = min(bad, key=lambda r: r[_POSITION])
+        out.bad = Record._make(first_bad)
     return out
 
 

@@ -9,13 +9,14 @@ stores and hashes the same bytes and none needs to change when an event type doe
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.messages import ChatMessage
+from eventlog.timetext import format_time, parse_time
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
@@ -48,27 +49,6 @@ CURRENT_SCHEMA_VERSION = 1
 _FROZEN = ConfigDict(
     frozen=True, extra="forbid", defer_build=True
 )  # built on first use: import time
-
-
-def format_time(moment: datetime) -> str:
-    """Return the canonical stored text of a timestamp: UTC, microseconds, fixed width.
-
-    Fixed width makes text order equal time order, so stores can compare the stored text.
-
-    Raises:
-        ValueError: If ``moment`` is naive (no timezone): its instant would be a guess.
-    """
-    if moment.tzinfo is UTC:  # the hot path: the stores' own clock
-        return moment.isoformat(timespec="microseconds")[:26] + "Z"
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        msg = f"timestamp {moment.isoformat()} has no timezone; pass an aware datetime (UTC)"
-        raise ValueError(msg)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(text: str) -> datetime:
-    """Inverse of :func:`format_time`."""
-    return datetime.fromisoformat(text)
 
 
 class MessageAdded(BaseModel):

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlite_utils
 
@@ -269,6 +269,9 @@ _SEQ_AT = (
 )
 _SELECT = f"SELECT {_COLUMNS} FROM events WHERE "  # noqa: S608 - constants only, no user text
 _READ_ALL = _SELECT + "position > ? ORDER BY position LIMIT ?"
+# Rows for verify(digest=)'s pass, Record-shaped (an empty `sealed` last): run by this store and
+# by that pass's worker process, on its own read-only connection (eventlog.ledger_scan).
+SCAN_ROWS = f"SELECT {_COLUMNS}, '' FROM events WHERE position > ? ORDER BY position LIMIT ?"  # noqa: S608
 # read() with every combination of bounds, built once: (has gt, has lte, desc) -> SQL.
 _READ = {
     (gt, lte, desc): _SELECT
@@ -888,6 +891,10 @@ class SQLiteEventStore(EventStore):
                 "read_all", lambda conn: [Record(*row) for row in conn.execute(_READ_ALL, params)]
             )
         )
+
+    def _scan_rows(self, gt: int, limit: int) -> list[tuple[Any, ...]]:
+        params = (gt, limit)
+        return self._read("read_all", lambda conn: conn.execute(SCAN_ROWS, params).fetchall())
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
         key = memory_key(memory_id)

@@ -23,6 +23,7 @@ from eventlog.ids import StreamKey
 from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_inclusion
 from eventlog.ledger_tree import BLOCK
 from eventlog.merkle import InMemoryNodeStore, MerkleTree
+from eventlog.sqlite import SCAN_ROWS
 from tests.conftest import PG_DSN
 from tests.eventlog.test_ledger import _delete, _forge_and_rehash
 
@@ -258,13 +259,13 @@ def test_the_pass_pauses_the_collector_and_leaves_it_as_it_found_it(
         _grow(store, 2 * BLOCK)
         d = digest(store)
         seen: list[bool] = []
-        read_all = store.read_all
+        scan_rows = store._scan_rows
 
-        def observed(**bounds):
+        def observed(gt, limit):
             seen.append(gc.isenabled())
-            return read_all(**bounds)
+            return scan_rows(gt, limit)
 
-        monkeypatch.setattr(store, "read_all", observed)
+        monkeypatch.setattr(store, "_scan_rows", observed)
         if paused_before:
             gc.disable()
         try:
@@ -400,17 +401,19 @@ def test_the_worker_checks_its_range_and_sends_no_text(tmp_path):
         file = store._reopen_path()
         assert file is not None
         boundary = store._tree_blocks()[1][0].last_position if digest(store) else 0
-        worker = ledger_scan._start_worker((file[0], file[1:], None, 0, 1 << 62, boundary))
+        worker = ledger_scan._start_worker(
+            (file[0], file[1:], SCAN_ROWS, None, 0, 1 << 62, boundary)
+        )
         assert worker is not None
         part = ledger_scan._result(worker, timeout=60)
-        here = ledger_scan._scan_part(store.read_all, None, 0, 1 << 62, boundary, None)
+        here = ledger_scan._scan_part(store._scan_rows, None, 0, 1 << 62, boundary, None)
     assert part is not None and part.bad is None
     assert (part.size, part.levels, list(part.positions)) == (
         here.size,
         here.levels,
         list(here.positions),
     )
-    assert all(r.payload == "" for r in [*part.firsts.values(), *part.lasts.values()])
+    assert all(r[6] == "" for r in [*part.firsts.values(), *part.lasts.values()])
 
 
 def test_a_worker_that_cannot_run_leaves_the_pass_to_this_process(
@@ -509,21 +512,23 @@ def test_a_failing_or_slow_worker_leaves_its_range_here(tmp_path, caplog):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database")
     st = junk.stat()
-    worker = ledger_scan._start_worker((str(junk), (st.st_dev, st.st_ino), None, 0, 0, 0))
+    worker = ledger_scan._start_worker(
+        (str(junk), (st.st_dev, st.st_ino), SCAN_ROWS, None, 0, 0, 0)
+    )
     assert worker is not None
     assert ledger_scan._result(worker, timeout=60) is None
     assert "worker process failed" in caplog.text
     # Another file's identity: the worker refuses quietly (exit 3).
     caplog.clear()
-    worker = ledger_scan._start_worker((file[0], (st.st_dev, st.st_ino), None, 0, 0, 0))
+    worker = ledger_scan._start_worker((file[0], (st.st_dev, st.st_ino), SCAN_ROWS, None, 0, 0, 0))
     assert worker is not None
     assert ledger_scan._result(worker, timeout=60) is None
     assert "worker process failed" not in caplog.text
     # A worker past its time is stopped.
-    worker = ledger_scan._start_worker((file[0], file[1:], None, 0, 1 << 62, 0))
+    worker = ledger_scan._start_worker((file[0], file[1:], SCAN_ROWS, None, 0, 1 << 62, 0))
     assert worker is not None
     assert ledger_scan._result(worker, timeout=0.001) is None
-    assert worker.returncode is not None
+    assert worker.process.returncode is not None
 
 
 def test_a_package_planted_in_the_working_directory_never_runs_with_the_key(tmp_path, monkeypatch):
@@ -541,7 +546,7 @@ def test_a_package_planted_in_the_working_directory_never_runs_with_the_key(tmp_
         f"open({str(stolen)!r}, 'w').write('key taken')\n", encoding="utf-8"
     )
     monkeypatch.chdir(planted.parent)
-    worker = ledger_scan._start_worker((file[0], file[1:], _KEY, 0, 1 << 62, 0))
+    worker = ledger_scan._start_worker((file[0], file[1:], SCAN_ROWS, _KEY, 0, 1 << 62, 0))
     assert worker is not None
     part = ledger_scan._result(worker, timeout=60)
     assert part is not None and part.size == 2 * BLOCK and part.bad is None
