@@ -46,10 +46,13 @@ __all__ = [
     "key_cmd",
     "keygen",
     "load_digest",
+    "load_verifier",
     "prove_cmd",
     "prove_consistency_cmd",
+    "read_file",
     "verify_checkpoint_cmd",
     "verify_digest_cmd",
+    "write_evidence",
 ]
 
 
@@ -81,14 +84,15 @@ def key_cmd(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
-def _write(text: str, output: str | None, what: str) -> None:
-    """Write ``text`` to stdout or to a new file (never over an existing one)."""
+def write_evidence(text: str, output: str | None, what: str) -> None:
+    """Write ``text`` to stdout or to a new file (never over an existing one: a digest, a
+    proof or a receipt is evidence, and each one is kept)."""
     if output is None or output == "-":
         sys.stdout.write(text + "\n")
         return
     path = Path(output)
     if path.exists():
-        msg = f"{what} file {path} exists; pick a new name (a digest is evidence: keep each one)"
+        msg = f"{what} file {path} exists; pick a new name (a {what} is evidence: keep each one)"
         raise Failure(msg)
     path.write_text(text + "\n", encoding="utf-8")
 
@@ -103,17 +107,25 @@ def _deliver(
     if args.json and not to_file and not is_json:
         emit({what.replace(" ", "_"): text})
         return
-    _write(text, args.output, what)
+    write_evidence(text, args.output, what)
     if args.json and to_file:
         emit({"file": args.output, **report})
 
 
-def _read(path_text: str, option: str) -> str:
+def read_file(path_text: str, option: str) -> str:
+    """The text of the file an option names (a usage error, naming the option, if none)."""
     path = Path(path_text)
     if not path.is_file():
         msg = f"{option} {path_text}: no such file"
         raise UsageError(msg)
-    return path.read_text(encoding="utf-8")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        msg = (
+            f"{option} {path_text}: not UTF-8 text ({e.reason} at byte {e.start}), so not a "
+            "file chatledger wrote; pass the file it wrote"
+        )
+        raise Failure(msg) from e
 
 
 def load_digest(path_text: str) -> LedgerDigest:
@@ -123,7 +135,7 @@ def load_digest(path_text: str) -> LedgerDigest:
         Failure: The file is not a digest.
     """
     try:
-        return LedgerDigest.from_json(_read(path_text, "--digest"))
+        return LedgerDigest.from_json(read_file(path_text, "--digest"))
     except ValueError as e:
         msg = (
             f"--digest {path_text} is not a chatledger digest ({e}); "
@@ -224,7 +236,7 @@ def _tlog_proof_cmd(args: argparse.Namespace, store: EventStore) -> int:
         raise UsageError(msg)
     from eventlog.tlog_proof import tlog_proof
 
-    note = _read(args.checkpoint, "--checkpoint")
+    note = read_file(args.checkpoint, "--checkpoint")
     try:
         text = tlog_proof(store, args.key, args.seq, note)
     except ValueError as e:
@@ -245,7 +257,7 @@ def check_proof(args: argparse.Namespace) -> int:
     C2SP tlog-proof bundle: no database needed."""
     from eventlog.tlog_proof import TLOG_PROOF_HEADER
 
-    text = _read(args.proof, "PROOF")
+    text = read_file(args.proof, "PROOF")
     if text.startswith(TLOG_PROOF_HEADER):
         return _check_tlog_proof(args, text)
     if args.digest is None:
@@ -299,11 +311,7 @@ def _check_tlog_proof(args: argparse.Namespace, text: str) -> int:
             "signer's .vkey file (`chatledger keygen`)"
         )
         raise UsageError(msg)
-    try:
-        verifier = Verifier.from_text(_read_key_file(args.verifier_key, "--verifier-key"))
-    except ValueError as e:
-        msg = f"--verifier-key {args.verifier_key}: {e}"
-        raise Failure(msg) from e
+    verifier = load_verifier(args.verifier_key)
     ok = verify_tlog_proof(text, verifier, origin=args.origin)
     try:
         bundle = parse_tlog_proof(text)
@@ -352,7 +360,7 @@ def prove_consistency_cmd(args: argparse.Namespace, store: EventStore) -> int:
         msg = "prove --since proves the whole log's growth; leave out ID and SEQ"
         raise UsageError(msg)
     try:
-        old = LedgerDigest.from_json(_read(args.since, "--since"))
+        old = LedgerDigest.from_json(read_file(args.since, "--since"))
     except ValueError as e:
         msg = (
             f"--since {args.since} is not a chatledger digest ({e}); "
@@ -465,6 +473,20 @@ def _read_key_file(path_text: str, option: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def load_verifier(path_text: str) -> Verifier:
+    """The verifier key ``--verifier-key`` names (``chatledger keygen`` wrote it).
+
+    Raises:
+        UsageError: No such file.
+        Failure: The file is not a verifier key.
+    """
+    try:
+        return Verifier.from_text(_read_key_file(path_text, "--verifier-key"))
+    except ValueError as e:
+        msg = f"--verifier-key {path_text}: {e}"
+        raise Failure(msg) from e
+
+
 def checkpoint_cmd(args: argparse.Namespace, store: EventStore) -> int:
     """``chatledger checkpoint --origin ORIGIN --signing-key FILE``: a signed C2SP checkpoint."""
     key_text = _read_key_file(args.signing_key, "--signing-key")
@@ -500,12 +522,8 @@ def verify_checkpoint_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.key is not None or args.digest is not None:
         msg = "verify --checkpoint checks the whole log; leave out the ID and --digest"
         raise UsageError(msg)
-    note = _read(args.checkpoint, "--checkpoint")
-    try:
-        verifier = Verifier.from_text(_read_key_file(args.verifier_key, "--verifier-key"))
-    except ValueError as e:
-        msg = f"--verifier-key {args.verifier_key}: {e}"
-        raise Failure(msg) from e
+    note = read_file(args.checkpoint, "--checkpoint")
+    verifier = load_verifier(args.verifier_key)
     report = verify_checkpoint(store, note, verifier)
     if args.json:
         cp = report.checkpoint

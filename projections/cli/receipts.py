@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eventlog.receipts import check_receipt, find_receipt, receipt_bundle
 from projections.cli.args import shell_id
 from projections.cli.errors import Failure, UsageError
-from projections.cli.ledger import load_digest
+from projections.cli.ledger import load_digest, load_verifier, read_file, write_evidence
 from projections.cli.render import console, emit
 from projections.cli.store import read_key
 
@@ -40,11 +39,7 @@ def erasure_receipt_cmd(args: argparse.Namespace, store: EventStore) -> int:
         raise Failure(msg) from e
     doc = json.loads(text)
     if args.output not in (None, "-"):
-        path = Path(args.output)
-        if path.exists():
-            msg = f"receipt file {path} exists; pick a new name (a receipt is evidence: keep each)"
-            raise Failure(msg)
-        path.write_text(text + "\n", encoding="utf-8")
+        write_evidence(text, args.output, "receipt")
     if args.json or args.output == "-":
         emit(doc)
         return 0
@@ -67,10 +62,7 @@ def erasure_receipt_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 def check_receipt_cmd(args: argparse.Namespace) -> int:
     """``chatledger check-receipt RECEIPT --digest FILE``: no database needed."""
-    path = Path(args.receipt)
-    if not path.is_file():
-        msg = f"check-receipt {args.receipt}: no such file"
-        raise UsageError(msg)
+    text = read_file(args.receipt, "check-receipt")
     trusted: LedgerDigest | Checkpoint
     if args.checkpoint is not None and args.digest is None:
         trusted = _signed(args)
@@ -83,7 +75,7 @@ def check_receipt_cmd(args: argparse.Namespace) -> int:
             "checkpoint, `chatledger checkpoint`), one of the two"
         )
         raise UsageError(msg)
-    check = check_receipt(path.read_bytes(), trusted, key=read_key(args))
+    check = check_receipt(text, trusted, key=read_key(args))
     if args.json:
         emit({"ok": check.ok, "reason": check.reason, "receipt": check.receipt})
         return 0 if check.ok else 1
@@ -110,17 +102,10 @@ def _signed(args: argparse.Namespace) -> Checkpoint:
     if args.verifier_key is None:
         msg = "check-receipt --checkpoint needs --verifier-key FILE: the signer's .vkey file"
         raise UsageError(msg)
-    files = {}
-    for option, name in (("--checkpoint", args.checkpoint), ("--verifier-key", args.verifier_key)):
-        file = Path(name)
-        if not file.is_file():
-            msg = f"check-receipt {option} {name}: no such file"
-            raise UsageError(msg)
-        files[option] = file.read_text(encoding="utf-8")
+    note = read_file(args.checkpoint, "check-receipt --checkpoint")
+    verifier = load_verifier(args.verifier_key)
     try:
-        return open_checkpoint(
-            files["--checkpoint"], files["--verifier-key"].strip(), origin=args.origin
-        )
+        return open_checkpoint(note, verifier, origin=args.origin)
     except ValueError as e:
         msg = f"check-receipt: the checkpoint {args.checkpoint} does not hold: {e}"
         raise Failure(msg) from e

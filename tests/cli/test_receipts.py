@@ -63,7 +63,12 @@ def test_receipt_commands_say_what_is_wrong_and_the_remedy(cli, ok, tmp_path):
     receipt = tmp_path / "r.json"
     ok("--db", db, "erasure-receipt", receipt_id, "-o", receipt)
     again = cli("--db", db, "erasure-receipt", receipt_id, "-o", receipt)
-    assert again.returncode == 1 and "exists" in again.stderr
+    assert again.returncode == 1 and "a receipt is evidence: keep each one" in again.stderr
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe not text")
+    garbled = cli("check-receipt", binary, "--digest", receipt)
+    assert garbled.returncode == 1 and "not UTF-8 text" in garbled.stderr
+    assert "Traceback" not in garbled.stderr
     unanchored = cli("check-receipt", receipt)
     assert unanchored.returncode == 2 and "needs --digest FILE" in unanchored.stderr
 
@@ -88,3 +93,9 @@ def test_a_receipt_checks_against_a_signed_checkpoint_and_not_another_signers(cl
     assert both.returncode == 2 and "one of the two" in both.stderr
     unkeyed = cli(*signed)
     assert unkeyed.returncode == 2 and "needs --verifier-key" in unkeyed.stderr
+    gone = cli(
+        "check-receipt", receipt, "--checkpoint", tmp_path / "no.txt", "--verifier-key", vkey
+    )
+    assert gone.returncode == 2 and "--checkpoint" in gone.stderr and "no such file" in gone.stderr
+    no_key = cli(*signed, "--verifier-key", tmp_path / "no.vkey")
+    assert no_key.returncode == 2 and "chatledger keygen" in no_key.stderr
