@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 __all__ = [
+    "call_names",
     "console",
     "describe",
     "emit",
@@ -115,6 +116,19 @@ def _contents_text(contents: Sequence[Any]) -> str:
     )
 
 
+def call_names(messages: Iterable[ChatMessage]) -> dict[str, str]:
+    """Call id -> tool name of the tool calls the AI messages among ``messages`` make: how a
+    tool result stored without its tool's name (the Agents SDK's ``function_call_output`` has
+    only the call id) is named after its call, here and in the inspector."""
+    return {
+        r.id: r.name
+        for m in messages
+        if isinstance(m, AiMessage)
+        for r in m.tool_execution_requests
+        if r.id and r.name
+    }
+
+
 def describe(message: ChatMessage, tool_names: dict[str, str] | None = None) -> tuple[str, str]:
     """A message's role and a one-line text for humans (tool calls as ``→ name(args)``).
 
@@ -133,9 +147,7 @@ def describe(message: ChatMessage, tool_names: dict[str, str] | None = None) -> 
         parts = [message.text] if message.text else []
         parts += [f"→ {r.name}({r.arguments or ''})" for r in message.tool_execution_requests]
         if tool_names is not None:
-            tool_names.update(
-                (r.id, r.name) for r in message.tool_execution_requests if r.id and r.name
-            )
+            tool_names.update(call_names([message]))
         return "ai", " ".join(parts)
     if isinstance(message, ToolExecutionResultMessage):
         text = _contents_text(message.contents)

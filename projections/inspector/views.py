@@ -39,7 +39,7 @@ from eventlog.store import EventStore
 from projections.audit import diff, walk
 from projections.cli.args import PolicySpec, parse_policy
 from projections.cli.model import make_policy, reason_text, summary_at
-from projections.cli.render import describe, record_summary
+from projections.cli.render import call_names, describe, record_summary
 from projections.inspector.badges import (
     FULL_VERIFY_MAX,
     INDEX_VERIFY_BUDGET,
@@ -151,7 +151,7 @@ def tool_names(
     """Call id -> tool name for the tool results among ``messages``: from the calls among them,
     else from the calls of the ``CALL_LOOKBACK`` events up to ``seq`` (verified reads)."""
     shown = list(messages)
-    names = _calls(shown)
+    names = call_names(shown)
     wanted = {
         m.id
         for m in shown
@@ -160,20 +160,10 @@ def tool_names(
     if wanted:
         try:
             records = read_checked(store, key, gt=max(0, seq - CALL_LOOKBACK), lte=seq)
-            names |= _calls(e.message for r in records if not r.erased for e in brought(r))
+            names |= call_names(e.message for r in records if not r.erased for e in brought(r))
         except (EventLogError, ValueError):
             pass  # a name is a courtesy: the page shows what it verified, the call id stays
     return names
-
-
-def _calls(messages: Iterable[ChatMessage]) -> dict[str, str]:
-    return {
-        r.id: r.name
-        for m in messages
-        if isinstance(m, AiMessage)
-        for r in m.tool_execution_requests
-        if r.id and r.name
-    }
 
 
 def _ref_text(ref: tuple[int, int]) -> str:
