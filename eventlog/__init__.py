@@ -1,83 +1,83 @@
 """chatledger's event log: messages, LangChain4j JSON, events and hash-chained stores.
 
-:class:`SQLiteEventStore` is imported on first access, so ``import eventlog`` loads
-sqlite-utils only when it is used. The PostgreSQL store lives in :mod:`eventlog.postgres`
-(``pip install 'chatledger[postgres]'``) and is imported from there, so this package never
-needs psycopg.
+Every exported name is imported on first access, so ``import eventlog`` loads pydantic,
+sqlite-utils or cryptography only when a part that needs them is used. The PostgreSQL store
+lives in :mod:`eventlog.postgres` (``pip install 'chatledger[postgres]'``) and is imported
+from there, so this package never needs psycopg.
 """
 
 from __future__ import annotations
 
+import importlib
 import typing
 
-from eventlog.consistency import ConsistencyProof, verify_consistency
-from eventlog.errors import (
-    ChainIntegrityError,
-    ChainKeyError,
-    ConcurrencyError,
-    ContentErasedError,
-    EncodingUnavailableError,
-    EventLogError,
-    OutcomeUnknownError,
-    PersistenceError,
-    ReadOnlyError,
-    RollbackError,
-    SchemaVersionError,
-    StoreClosedError,
-)
-from eventlog.ids import MemoryId
-from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
-from eventlog.keyring import (
-    FileKeyring,
-    Keyring,
-    KeyringError,
-    KeyUnavailableError,
-    MemoryKeyring,
-    SealBrokenError,
-)
-from eventlog.lc4j_json import (
-    message_from_json,
-    message_to_json,
-    messages_from_json,
-    messages_to_json,
-)
-from eventlog.ledger import DigestReport, InclusionProof, LedgerDigest, verify_inclusion
-from eventlog.memory import InMemoryEventStore
-from eventlog.messages import (
-    AiMessage,
-    AudioContent,
-    ChatMessage,
-    Content,
-    CustomMessage,
-    ImageContent,
-    PdfFileContent,
-    SystemMessage,
-    TextContent,
-    ToolExecutionRequest,
-    ToolExecutionResultMessage,
-    UserMessage,
-    VideoContent,
-)
-from eventlog.models import (
-    ContentErased,
-    ErasureReceipt,
-    LoggedEvent,
-    MemoryCleared,
-    MemoryErased,
-    MemoryPurged,
-    MessageAdded,
-    MessageRetracted,
-    MessagesSet,
-    Record,
-    StreamInfo,
-    SummaryRecorded,
-    VerifyReport,
-)
-from eventlog.receipts import ReceiptCheck, check_receipt, find_receipt, receipt_bundle
-from eventlog.store import EventStore
-
 if typing.TYPE_CHECKING:
+    from eventlog.consistency import ConsistencyProof, verify_consistency
+    from eventlog.errors import (
+        ChainIntegrityError,
+        ChainKeyError,
+        ConcurrencyError,
+        ContentErasedError,
+        EncodingUnavailableError,
+        EventLogError,
+        OutcomeUnknownError,
+        PersistenceError,
+        ReadOnlyError,
+        RollbackError,
+        SchemaVersionError,
+        StoreClosedError,
+    )
+    from eventlog.ids import MemoryId
+    from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
+    from eventlog.keyring import (
+        FileKeyring,
+        Keyring,
+        KeyringError,
+        KeyUnavailableError,
+        MemoryKeyring,
+        SealBrokenError,
+    )
+    from eventlog.lc4j_json import (
+        message_from_json,
+        message_to_json,
+        messages_from_json,
+        messages_to_json,
+    )
+    from eventlog.ledger import DigestReport, InclusionProof, LedgerDigest, verify_inclusion
+    from eventlog.memory import InMemoryEventStore
+    from eventlog.messages import (
+        AiMessage,
+        AudioContent,
+        ChatMessage,
+        Content,
+        CustomMessage,
+        ImageContent,
+        PdfFileContent,
+        SystemMessage,
+        TextContent,
+        ToolExecutionRequest,
+        ToolExecutionResultMessage,
+        UserMessage,
+        VideoContent,
+    )
+    from eventlog.models import (
+        ContentErased,
+        ErasureReceipt,
+        LoggedEvent,
+        MemoryCleared,
+        MemoryErased,
+        MemoryPurged,
+        MessageAdded,
+        MessageRetracted,
+        MessagesSet,
+        Record,
+        StreamInfo,
+        SummaryRecorded,
+        VerifyReport,
+    )
+    from eventlog.receipts import ReceiptCheck, check_receipt, find_receipt, receipt_bundle
     from eventlog.sqlite import SQLiteEventStore
+    from eventlog.store import EventStore
 
 __all__ = [
     "AiMessage",
@@ -147,19 +147,88 @@ __all__ = [
     "verify_inclusion",
 ]
 
+# Each exported name -> the module that defines it. Names load on first access (PEP 562), so
+# `import eventlog` costs milliseconds and each part pays its imports (pydantic, sqlite-utils,
+# cryptography, tiktoken ...) only when used; the value is then stored in this module, and
+# later lookups are plain attributes. tests/test_public_api.py holds this map to __all__.
+_WHERE: dict[str, str] = {
+    "AiMessage": "eventlog.messages",
+    "AudioContent": "eventlog.messages",
+    "ChainIntegrityError": "eventlog.errors",
+    "ChainKeyError": "eventlog.errors",
+    "ChatMessage": "eventlog.messages",
+    "ConcurrencyError": "eventlog.errors",
+    "ConsistencyProof": "eventlog.consistency",
+    "Content": "eventlog.messages",
+    "ContentErased": "eventlog.models",
+    "ContentErasedError": "eventlog.errors",
+    "CustomMessage": "eventlog.messages",
+    "DigestReport": "eventlog.ledger",
+    "EncodingUnavailableError": "eventlog.errors",
+    "ErasureReceipt": "eventlog.models",
+    "EventLogError": "eventlog.errors",
+    "EventStore": "eventlog.store",
+    "FileKeyring": "eventlog.keyring",
+    "ImageContent": "eventlog.messages",
+    "ImportReport": "eventlog.jsonl",
+    "InMemoryEventStore": "eventlog.memory",
+    "InclusionProof": "eventlog.ledger",
+    "KeyUnavailableError": "eventlog.keyring",
+    "Keyring": "eventlog.keyring",
+    "KeyringError": "eventlog.keyring",
+    "LedgerDigest": "eventlog.ledger",
+    "LoggedEvent": "eventlog.models",
+    "MemoryCleared": "eventlog.models",
+    "MemoryErased": "eventlog.models",
+    "MemoryId": "eventlog.ids",
+    "MemoryKeyring": "eventlog.keyring",
+    "MemoryPurged": "eventlog.models",
+    "MessageAdded": "eventlog.models",
+    "MessageRetracted": "eventlog.models",
+    "MessagesSet": "eventlog.models",
+    "OutcomeUnknownError": "eventlog.errors",
+    "PdfFileContent": "eventlog.messages",
+    "PersistenceError": "eventlog.errors",
+    "ReadOnlyError": "eventlog.errors",
+    "ReceiptCheck": "eventlog.receipts",
+    "Record": "eventlog.models",
+    "RollbackError": "eventlog.errors",
+    "SQLiteEventStore": "eventlog.sqlite",
+    "SchemaVersionError": "eventlog.errors",
+    "SealBrokenError": "eventlog.keyring",
+    "StoreClosedError": "eventlog.errors",
+    "StreamInfo": "eventlog.models",
+    "SummaryRecorded": "eventlog.models",
+    "SystemMessage": "eventlog.messages",
+    "TextContent": "eventlog.messages",
+    "ToolExecutionRequest": "eventlog.messages",
+    "ToolExecutionResultMessage": "eventlog.messages",
+    "UserMessage": "eventlog.messages",
+    "VerifyReport": "eventlog.models",
+    "VideoContent": "eventlog.messages",
+    "check_receipt": "eventlog.receipts",
+    "export_jsonl": "eventlog.jsonl",
+    "find_receipt": "eventlog.receipts",
+    "import_jsonl": "eventlog.jsonl",
+    "message_from_json": "eventlog.lc4j_json",
+    "message_to_json": "eventlog.lc4j_json",
+    "messages_from_json": "eventlog.lc4j_json",
+    "messages_to_json": "eventlog.lc4j_json",
+    "receipt_bundle": "eventlog.receipts",
+    "verify_consistency": "eventlog.consistency",
+    "verify_inclusion": "eventlog.ledger",
+}
+
 
 def __getattr__(name: str) -> object:
-    # SQLiteEventStore is imported on first access: sqlite-utils (with click, dateutil and
-    # pluggy behind it) costs ~25 ms, which `import eventlog` should not pay when no SQLite
-    # store is used. Stored in the module afterwards, so later lookups are plain attributes.
-    if name == "SQLiteEventStore":
-        from eventlog.sqlite import SQLiteEventStore
-
-        globals()[name] = SQLiteEventStore
-        return SQLiteEventStore
-    msg = f"module 'eventlog' has no attribute {name!r}"
-    raise AttributeError(msg)
+    module = _WHERE.get(name)
+    if module is None:
+        msg = f"module 'eventlog' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "SQLiteEventStore"})
+    return sorted({*globals(), *__all__})

@@ -192,12 +192,10 @@ def worker_main() -> None:
 
 
 # Run with -P (no current directory on sys.path: a package named eventlog there must not run
-# with the chain key) and this package's own directory first.
-# The package is entered without running its __init__ (which imports all of eventlog, 0.3 s):
-# a bare module with our directory as its path stands in for it.
+# with the chain key) and this package's own parent directory first.
 _WORKER = (
-    "import sys, types; p = types.ModuleType('eventlog'); p.__path__ = [sys.argv[1]]; "
-    "sys.modules['eventlog'] = p; from eventlog.ledger_scan import worker_main; worker_main()"
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from eventlog.ledger_scan import worker_main; worker_main()"
 )
 
 
@@ -235,11 +233,11 @@ def _start_worker(args: tuple[object, ...]) -> _Worker | None:
     executable = sys.executable or ""
     if not os.path.basename(executable).startswith("python"):
         return None  # an embedding application (PyInstaller, uWSGI): not an interpreter
-    package = str(Path(__file__).resolve().parent)
+    root = str(Path(__file__).resolve().parent.parent)
     out, err = _memfile("chatledger-verify-out"), _memfile("chatledger-verify-err")
     try:
         process = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
-            [executable, "-P", "-c", _WORKER, package],
+            [executable, "-P", "-c", _WORKER, root],
             stdin=subprocess.PIPE,
             stdout=out or subprocess.PIPE,
             stderr=err or subprocess.PIPE,

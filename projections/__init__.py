@@ -3,21 +3,25 @@ what-if views, provider-valid views, summarizing memory, the memory provider and
 
 from __future__ import annotations
 
-from projections.audit import ViewDiff, diff, explain, fork, walk
-from projections.base import ChatMemory, Clock
-from projections.compaction import (
-    CompactionReport,
-    CompactionScheduler,
-    compact,
-    compaction_runs,
-)
-from projections.memories import MessageWindowChatMemory, TokenWindowChatMemory
-from projections.provider import ChatMemoryProvider, ProviderStats
-from projections.replay import what_if
-from projections.summarizing import SummarizingChatMemory
-from projections.tokens import OpenAiTokenCountEstimator, TokenCountEstimator
-from projections.validity import check_valid, valid_view
-from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from projections.audit import ViewDiff, diff, explain, fork, walk
+    from projections.base import ChatMemory, Clock
+    from projections.compaction import (
+        CompactionReport,
+        CompactionScheduler,
+        compact,
+        compaction_runs,
+    )
+    from projections.memories import MessageWindowChatMemory, TokenWindowChatMemory
+    from projections.provider import ChatMemoryProvider, ProviderStats
+    from projections.replay import what_if
+    from projections.summarizing import SummarizingChatMemory
+    from projections.tokens import OpenAiTokenCountEstimator, TokenCountEstimator
+    from projections.validity import check_valid, valid_view
+    from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
 
 __all__ = [
     "ChatMemory",
@@ -45,3 +49,48 @@ __all__ = [
     "walk",
     "what_if",
 ]
+
+# Each exported name -> the module that defines it. Names load on first access (PEP 562), so
+# `import projections` costs milliseconds and each part pays its imports (pydantic, sqlite-utils,
+# cryptography, tiktoken ...) only when used; the value is then stored in this module, and
+# later lookups are plain attributes. tests/test_public_api.py holds this map to __all__.
+_WHERE: dict[str, str] = {
+    "ChatMemory": "projections.base",
+    "ChatMemoryProvider": "projections.provider",
+    "Clock": "projections.base",
+    "CompactionReport": "projections.compaction",
+    "CompactionScheduler": "projections.compaction",
+    "MessageWindowChatMemory": "projections.memories",
+    "MessageWindowPolicy": "projections.window",
+    "OpenAiTokenCountEstimator": "projections.tokens",
+    "ProviderStats": "projections.provider",
+    "SummarizingChatMemory": "projections.summarizing",
+    "TokenCountEstimator": "projections.tokens",
+    "TokenWindowChatMemory": "projections.memories",
+    "TokenWindowPolicy": "projections.window",
+    "ViewDiff": "projections.audit",
+    "WindowPolicy": "projections.window",
+    "check_valid": "projections.validity",
+    "compact": "projections.compaction",
+    "compaction_runs": "projections.compaction",
+    "diff": "projections.audit",
+    "explain": "projections.audit",
+    "fork": "projections.audit",
+    "valid_view": "projections.validity",
+    "walk": "projections.audit",
+    "what_if": "projections.replay",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        msg = f"module 'projections' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -10,10 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eventlog.errors import EventLogError
-from projections.cli import inspect, langgraph_view, ledger, maintain, receipts, sessions
 from projections.cli.args import PROG, build_parser, parse, settle_id
 from projections.cli.errors import Failure, UsageError, message
-from projections.cli.store import missing_db, open_store
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -22,37 +21,49 @@ __all__ = ["main"]
 
 Command = Callable[[argparse.Namespace, "EventStore"], int]
 
-COMMANDS: dict[str, Command] = {
-    "ids": inspect.ids,
-    "history": inspect.history,
-    "show": inspect.show,
-    "diff": inspect.diff_cmd,
-    "explain": inspect.explain_cmd,
-    "replay": inspect.replay,
-    "verify": inspect.verify,
-    "digest": ledger.digest_cmd,
-    "prove": ledger.prove_cmd,
-    "export": maintain.export,
-    "import": maintain.import_cmd,
-    "fork": maintain.fork_cmd,
-    "compact": maintain.compact_cmd,
-    "erase": maintain.erase_cmd,
-    "serve": maintain.serve_cmd,
-    "key": ledger.key_cmd,
-    "checkpoint": ledger.checkpoint_cmd,
-    "quarantine": sessions.quarantine_cmd,
-    "sent": sessions.sent_cmd,
-    "langgraph": langgraph_view.run,
-    "erasure-receipt": receipts.erasure_receipt_cmd,
+# Each command's function as "module:function" in projections.cli, imported when the command
+# runs: `chatledger --help` and every command pay only for their own imports (pydantic,
+# sqlite-utils, cryptography, rich ...), not for all of them.
+COMMANDS: dict[str, str] = {
+    "ids": "inspect:ids",
+    "history": "inspect:history",
+    "show": "inspect:show",
+    "diff": "inspect:diff_cmd",
+    "explain": "inspect:explain_cmd",
+    "replay": "inspect:replay",
+    "verify": "inspect:verify",
+    "digest": "ledger:digest_cmd",
+    "prove": "ledger:prove_cmd",
+    "export": "maintain:export",
+    "import": "maintain:import_cmd",
+    "fork": "maintain:fork_cmd",
+    "compact": "maintain:compact_cmd",
+    "erase": "maintain:erase_cmd",
+    "serve": "maintain:serve_cmd",
+    "key": "ledger:key_cmd",
+    "checkpoint": "ledger:checkpoint_cmd",
+    "quarantine": "sessions:quarantine_cmd",
+    "sent": "sessions:sent_cmd",
+    "langgraph": "langgraph_view:run",
+    "erasure-receipt": "receipts:erasure_receipt_cmd",
 }
 
 # Commands checked or made with files alone: the point is that no database is needed.
-STORELESS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "check-proof": ledger.check_proof,
-    "check-consistency": ledger.check_consistency,
-    "check-receipt": receipts.check_receipt_cmd,
-    "keygen": ledger.keygen,
+STORELESS: dict[str, str] = {
+    "check-proof": "ledger:check_proof",
+    "check-consistency": "ledger:check_consistency",
+    "check-receipt": "receipts:check_receipt_cmd",
+    "keygen": "ledger:keygen",
 }
+
+
+def command(name: str) -> Callable[..., int]:
+    """The function that runs command ``name`` (from :data:`COMMANDS` or :data:`STORELESS`)."""
+    module, _, function = (COMMANDS.get(name) or STORELESS[name]).partition(":")
+    run: Callable[..., int] = getattr(
+        importlib.import_module(f"projections.cli.{module}"), function
+    )
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_without_store(args)
     # import is the one command that may create its SQLite file; a refused import must not
     # leave an empty database behind.
+    from projections.cli.store import missing_db  # here: see COMMANDS
+
     creating = args.command == "import"
     new_file = missing_db(args) if creating else None
     status = 1
@@ -101,7 +114,7 @@ def _reader_gone() -> int:
 
 def _run_without_store(args: argparse.Namespace) -> int:
     try:
-        status = STORELESS[args.command](args)
+        status = command(args.command)(args)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
         return status
     except BrokenPipeError:
@@ -115,11 +128,13 @@ def _run_without_store(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, *, create: bool) -> int:
+    from projections.cli.store import open_store  # here: see COMMANDS
+
     store: EventStore | None = None
     try:
         store = open_store(args, create=create)
         settle_id(args, store)
-        status = COMMANDS[args.command](args, store)
+        status = command(args.command)(args, store)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
         return status
     except UsageError as e:

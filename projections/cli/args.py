@@ -37,8 +37,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
 from projections.cli import langgraph_view
 from projections.cli.errors import Failure, UsageError
-from projections.validity import PROVIDERS
-from projections.window import evict_permille
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -344,6 +342,10 @@ class PolicySpec(NamedTuple):
 
 
 def _policy_spec(text: str) -> PolicySpec:
+    # Here, not at the top: the window modules import the message models (pydantic), which
+    # `chatledger --help` and the commands without --policy do not need.
+    from projections.validity import PROVIDERS
+
     parts = text.split(":")
     options = {}
     while len(parts) > 2 and "=" in parts[-1]:
@@ -383,6 +385,8 @@ def parse_policy(text: str) -> PolicySpec:
 
 
 def _evict_to(text: str) -> float:
+    from projections.window import evict_permille  # here: see _policy_spec
+
     try:
         value = float(text)
         evict_permille(value)
@@ -518,11 +522,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspection_commands(commands)
     _add_maintenance_commands(commands)
     _add_key_command(commands)
-    from projections.cli import sessions  # its own module: it imports from this one
-
-    sessions.add_commands(commands)
+    _add_session_commands(commands)
     langgraph_view.add_arguments(commands.add("langgraph", langgraph_view.HELP))
     return parser
+
+
+def _add_session_commands(commands: _Commands) -> None:
+    """``quarantine`` and ``sent`` (run by :mod:`projections.cli.sessions`)."""
+    p = commands.add(
+        "quarantine",
+        "Acknowledge that record SEQ of memory ID is damaged (as verify names it): reads leave "
+        "that one record out instead of refusing the memory; verify keeps reporting the break. "
+        "Keyed ledgers need --key-file.",
+        ident="required",
+    )
+    p.add_argument("seq", type=_positive, metavar="SEQ", help="the damaged record's seq")
+    p.add_argument("--reason", required=True, metavar="TEXT", help="recorded with it")
+
+    p = commands.add(
+        "sent",
+        "Print as JSON exactly what the model call recorded at event SEQ of memory ID was sent "
+        "(a context_sent event, written by window_callback() or a LangChain history with "
+        "window=), with its policy, profile and token count.",
+        ident="required",
+    )
+    p.add_argument("seq", type=_positive, metavar="SEQ", help="the context_sent event's seq")
 
 
 def _add_tlog_proof_options(p: argparse.ArgumentParser) -> None:

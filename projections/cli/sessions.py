@@ -20,33 +20,9 @@ from projections.cli.store import existing
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["add_commands", "model_call_note", "quarantine_cmd", "sent_cmd"]
+__all__ = ["model_call_note", "quarantine_cmd", "sent_cmd"]
 
 _CARRIED = ("openai_agents.item", "langchain.message")  # what the adapters keep in attributes
-
-
-def add_commands(commands: Any) -> None:
-    """Add this module's commands to the parser (``commands`` is args' ``_Commands``)."""
-    from projections.cli.args import _positive
-
-    p = commands.add(
-        "quarantine",
-        "Acknowledge that record SEQ of memory ID is damaged (as verify names it): reads leave "
-        "that one record out instead of refusing the memory; verify keeps reporting the break. "
-        "Keyed ledgers need --key-file.",
-        ident="required",
-    )
-    p.add_argument("seq", type=_positive, metavar="SEQ", help="the damaged record's seq")
-    p.add_argument("--reason", required=True, metavar="TEXT", help="recorded with it")
-
-    p = commands.add(
-        "sent",
-        "Print as JSON exactly what the model call recorded at event SEQ of memory ID was sent "
-        "(a context_sent event, written by window_callback() or a LangChain history with "
-        "window=), with its policy, profile and token count.",
-        ident="required",
-    )
-    p.add_argument("seq", type=_positive, metavar="SEQ", help="the context_sent event's seq")
 
 
 def quarantine_cmd(args: argparse.Namespace, store: EventStore) -> int:
