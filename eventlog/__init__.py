@@ -8,8 +8,9 @@ from there, so this package never needs psycopg.
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from eventlog._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
     from eventlog.consistency import ConsistencyProof, verify_consistency
@@ -220,15 +221,4 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        msg = f"module 'eventlog' has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, globals())

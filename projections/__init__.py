@@ -3,8 +3,9 @@ what-if views, provider-valid views, summarizing memory, the memory provider and
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from eventlog._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
     from projections.audit import ViewDiff, diff, explain, fork, walk
@@ -82,15 +83,4 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        msg = f"module 'projections' has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, globals())
