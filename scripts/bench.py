@@ -1441,6 +1441,45 @@ def prefix_hits(memory: ChatMemory, messages: list[ChatMessage], turns: int) -> 
     return 100 * hits / (turns - 1), sizes / turns
 
 
+# Start-up, in fresh interpreters: what a script or a `chatledger` command pays before it
+# does anything. The floor is the interpreter alone.
+_STARTUP = {
+    "ST.python": ("python -c pass (the floor)", "pass"),
+    "ST.import": ("import eventlog, projections", "import eventlog, projections"),
+    "ST.help": (
+        "chatledger --help",
+        "import contextlib, io\nfrom projections.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])",
+    ),
+}
+
+
+def startup_group(cfg: Config, res: Results) -> None:
+    """Each start-up figure: median wall time of fresh processes, the three taking turns."""
+    runs = max(11, 4 * cfg.repeat + 1)
+    times: dict[str, list[float]] = {row_id: [] for row_id in _STARTUP}
+    for _ in range(runs):
+        for row_id, (_, code) in _STARTUP.items():
+            start = time.perf_counter_ns()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times[row_id].append((time.perf_counter_ns() - start) / 1e6)
+    floor = statistics.median(times["ST.python"])
+    for row_id, (workload, _) in _STARTUP.items():
+        ms = times[row_id]
+        res.add(
+            Row(
+                row_id,
+                workload,
+                value=statistics.median(ms),
+                unit="ms",
+                ratio=None if row_id == "ST.python" else statistics.median(ms) / floor,
+                vs="" if row_id == "ST.python" else "ST.python",
+                detail=f"min {min(ms):.0f}, max {max(ms):.0f} ms; {runs} fresh processes",
+                group="startup",
+            )
+        )
+
+
 def cache_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessage]) -> None:
     """[windows] prompt-cache friendliness on a 500-turn conversation: the share of turns whose
     sent messages extend the previous turn's, LangChain4j's sliding window against chunked
@@ -1735,6 +1774,13 @@ def goals(res: Results, backend: str) -> list[dict[str, str]]:
     goal("SC.import peak <= 200 MB", value("SC.import"), lambda x: x <= 200, "{:.0f} MB")
     goal("SC.par8 >= 2 x one writer", ratio("SC.par8"), lambda x: x >= 2, "{:.2f} x")
     goal("SC.same8 >= 0.7 x one writer", ratio("SC.same8"), lambda x: x >= 0.7, "{:.2f} x")
+    goal(
+        "ST import eventlog, projections <= 100 ms",
+        value("ST.import"),
+        lambda x: x <= 100,
+        "{:.0f} ms",
+    )
+    goal("ST chatledger --help <= 150 ms", value("ST.help"), lambda x: x <= 150, "{:.0f} ms")
     goal("CA chunked prefix hits >= 80 %", value("CA.msg70"), lambda x: x >= 80, "{:.0f} %")
     goal("CA chunked tokens prefix hits >= 80 %", value("CA.tok70"), lambda x: x >= 80, "{:.0f} %")
     if backend == "memory":
@@ -1868,8 +1914,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-peers", action="store_true", help="skip LangChain and LangGraph")
     p.add_argument(
         "--only",
-        default="write,read,ledger,w5,scale,cache",
-        help="groups to run: write,read,ledger,w5,scale",
+        default="write,read,ledger,w5,scale,cache,startup",
+        help="groups to run: write,read,ledger,w5,scale,cache,startup",
     )
     p.add_argument("--json", type=pathlib.Path, help="write every figure to this file")
     p.add_argument("--dir", type=pathlib.Path, help="where to make the work directory (cwd)")
@@ -1940,6 +1986,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("w5", lambda: w5_group(cfg, be, res)),
                 ("scale", lambda: scale_group(cfg, be, res, messages)),
                 ("cache", lambda: cache_group(cfg, be, res, messages)),
+                ("startup", lambda: startup_group(cfg, res)),
             ]
             for name, group in groups:
                 if name in cfg.only:
