@@ -34,7 +34,7 @@ from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias
 
 from eventlog.errors import EventLogError, SchemaVersionError
 from eventlog.ids import MemoryId, memory_key
@@ -60,7 +60,8 @@ _PREFIX: Final = "enc1:"
 _KEY_BYTES: Final = 32
 _NONCE_BYTES: Final = 12
 _TAG_BYTES: Final = 16
-_FILE_FORMAT: Final = 1
+_FILE_FORMAT: Final = 1  # keys in the file as they are (base64)
+_WRAPPED_FORMAT: Final = 2  # keys wrapped under a master key held elsewhere
 
 
 class KeyUnavailableError(EventLogError):
@@ -327,11 +328,14 @@ _Stamp: TypeAlias = tuple[int, int, int]  # st_mtime_ns, st_size, st_ino
 class FileKeyring(Keyring):
     """Keys in a JSON file (mode 0600), shared safely by threads and processes on one host.
 
-    The file is ``{"format": 1, "keys": {key_id: {"subject", "key" (base64), "created_at"}}}``
-    and is created with the first key. Every change takes an exclusive ``flock`` on
-    ``<path>.lock``, re-reads the file under it and replaces the file atomically (temporary
-    file, fsync, rename, fsync of the directory), so a crash leaves the old or the new file,
-    never a torn one. Use a local filesystem: ``flock`` across NFS hosts is not reliable.
+    The file is ``{"format": 1, "keys": {key_id: {"subject", "key" (base64), "created_at",
+    "mac"}}, "destroyed": {key_id: time}}`` and is created with the first key. With a master
+    key (``master_key=``, kept elsewhere) it is format 2: each key ``"wrapped"`` under it, the
+    file's ``"master_check"`` and the ``"destroyed_mac"`` of the list of destroyed keys.
+    Every change takes an exclusive ``flock`` on ``<path>.lock``, re-reads the file under it
+    and replaces the file atomically (temporary file, fsync, rename, fsync of the directory),
+    so a crash leaves the old or the new file, never a torn one. Use a local filesystem:
+    ``flock`` across NFS hosts is not reliable.
 
     Keys are cached; each call stats the file and reloads it when it changed, so a
     :meth:`destroy` by another process is seen on the next call. A call already past that
@@ -344,22 +348,37 @@ class FileKeyring(Keyring):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, allow_insecure_permissions: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        master_key: bytes | None = None,
+        allow_insecure_permissions: bool = False,
     ) -> None:
         """Open the keyring at ``path``; a missing file is an empty keyring.
 
         Args:
             path: The keyring file (created 0600 with the first key).
+            master_key: 32 secret bytes kept apart from the file (a KMS, a secret manager, a
+                file on another volume). With it, every key is stored wrapped under it
+                (AES-GCM, the entry's id, subject, memory and date as associated data) and
+                the list of destroyed keys carries its MAC: the file alone (a backup, a
+                copy) yields no key, and no entry, label or "destroyed" record can be
+                changed, swapped or forged without it. Such a file opens only with it; an
+                unwrapped file is wrapped once with :meth:`wrap`.
             allow_insecure_permissions: Use a file that group or others may read or write
                 (refused by default, as ssh refuses such a private key): only when something
                 else protects it, e.g. a directory no one else can enter.
 
         Raises:
             KeyringError: If the file exists but cannot be read, is not a keyring, or group
-                or others have any permission on it.
+                or others have any permission on it; if it is wrapped and no (or another)
+                master key is given, or unwrapped and one is; if an entry or the list of
+                destroyed keys does not verify.
             SchemaVersionError: If the file was written by a newer chatledger.
+            ValueError: If ``master_key`` is not 32 bytes.
         """
         self._path = Path(path)
+        self._wrapping = None if master_key is None else _Wrapping(master_key)
         self._allow_insecure = allow_insecure_permissions
         self._lock_path = Path(f"{self._path}.lock")
         self._lock = threading.Lock()
@@ -375,6 +394,40 @@ class FileKeyring(Keyring):
 
     def __repr__(self) -> str:
         return f"FileKeyring({str(self._path)!r})"
+
+    @classmethod
+    def wrap(
+        cls,
+        path: str | os.PathLike[str],
+        master_key: bytes,
+        *,
+        allow_insecure_permissions: bool = False,
+    ) -> FileKeyring:
+        """Wrap the keys of an unwrapped keyring file under ``master_key``, in place (under
+        the file's lock, replaced atomically), and return the keyring opened with it.
+
+        Copies of the file made before (backups, freed filesystem blocks) still hold the keys
+        unwrapped: this protects what is written from now on.
+
+        Raises:
+            KeyringError: The file does not exist, is already wrapped, or does not verify.
+            ValueError: ``master_key`` is not 32 bytes.
+        """
+        wrapping = _Wrapping(master_key)  # checked before anything is read or written
+        plain = cls(path, allow_insecure_permissions=allow_insecure_permissions)
+        with plain._lock, plain._flocked("wrap"):
+            plain._refresh(force=True)
+            if plain._stamp is None:
+                plain._fail(
+                    "wrap",
+                    "no such file; a new keyring is created wrapped by "
+                    "FileKeyring(path, master_key=...) with its first key",
+                )
+            plain._wrapping = wrapping
+            plain._write("wrap", plain._keys, plain._destroyed)
+        return cls(
+            path, master_key=master_key, allow_insecure_permissions=allow_insecure_permissions
+        )
 
     def current(self, subject: str) -> tuple[str, bytes]:
         return self._scoped(subject, "")
@@ -506,61 +559,103 @@ class FileKeyring(Keyring):
             self._corrupt(f"it is not JSON ({e})")
         if not isinstance(doc, dict) or not isinstance(doc.get("format"), int):
             self._corrupt('it has no "format" number')
-        if doc["format"] > _FILE_FORMAT:
+        if doc["format"] > _WRAPPED_FORMAT:
             what = f"keyring {str(self._path)!r}"
-            raise SchemaVersionError(what, doc["format"], _FILE_FORMAT)
+            raise SchemaVersionError(what, doc["format"], _WRAPPED_FORMAT)
         keys = doc.get("keys")
-        if doc["format"] != _FILE_FORMAT or not isinstance(keys, dict):
+        if doc["format"] not in (_FILE_FORMAT, _WRAPPED_FORMAT) or not isinstance(keys, dict):
             self._corrupt(f'format {doc["format"]} is unknown or "keys" is not an object')
+        wrapping = self._wrapping_of(doc)
         entries: dict[str, _Entry] = {}
         for key_id, item in keys.items():
-            try:
-                subject, created_at = item["subject"], item["created_at"]
-                key = base64.b64decode(item["key"], validate=True)
-            except (TypeError, KeyError, binascii.Error) as e:
-                self._corrupt(f"key {key_id!r} is malformed ({type(e).__name__}: {e})")
-            if not (key_id and isinstance(subject, str) and isinstance(created_at, str)):
-                self._corrupt(f"key {key_id!r} has an empty id or a non-text subject or date")
-            if len(key) != _KEY_BYTES:
-                self._corrupt(f"key {key_id!r} has {len(key)} bytes, not {_KEY_BYTES}")
-            memory = item.get("memory", "")
-            if not isinstance(memory, str):
-                self._corrupt(f"key {key_id!r} has a non-text memory")
-            entry = _Entry(subject, key, created_at, memory)
-            # Files written before entries carried a MAC have none; every write adds them.
-            mac = item.get("mac")
-            if mac is not None and not hmac.compare_digest(str(mac), _entry_mac(key_id, entry)):
-                self._corrupt(
-                    f"key {key_id!r} does not match its MAC: its subject, id, date or key bytes "
-                    "were changed since it was written (swapped between entries?), so erasing "
-                    "by subject could destroy another subject's key"
-                )
-            entries[key_id] = entry
+            entries[key_id] = self._entry(key_id, item, wrapping)
         destroyed = doc.get("destroyed", {})
         if not isinstance(destroyed, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in destroyed.items()
         ):
             self._corrupt('"destroyed" is not an object of key ids and times')
+        if wrapping is not None and not hmac.compare_digest(
+            str(doc.get("destroyed_mac")), wrapping.destroyed_mac(destroyed)
+        ):
+            # Without this, anyone who can write the file could make a read say "destroyed
+            # by an erasure" of content that was never erased (or hide an erasure).
+            self._corrupt(
+                "the list of destroyed keys does not match its MAC: a key was added to it or "
+                "removed from it since the keyring wrote it"
+            )
         if both := sorted(entries.keys() & destroyed.keys()):
             self._corrupt(f"key {both[0]!r} is listed both as a key and as destroyed")
         return entries, destroyed
 
+    def _wrapping_of(self, doc: dict[str, Any]) -> _Wrapping | None:
+        """The master key that opens this file (None for an unwrapped one), checked."""
+        wrapped = doc["format"] == _WRAPPED_FORMAT
+        if wrapped and self._wrapping is None:
+            self._fail(
+                "load",
+                "its keys are wrapped under a master key: pass master_key= (the CLI: "
+                "--keyring-master-key FILE), the 32 bytes the keyring was wrapped with",
+            )
+        if not wrapped and self._wrapping is not None:
+            # Refused, not converted: a wrapped file swapped for an unwrapped forgery must
+            # not be adopted on the next write.
+            self._fail(
+                "load",
+                "its keys are not wrapped, but a master key was given: wrap the file once "
+                "with FileKeyring.wrap(path, master_key) (or open it without master_key)",
+            )
+        if self._wrapping is not None and not hmac.compare_digest(
+            str(doc.get("master_check")), self._wrapping.check
+        ):
+            self._fail(
+                "load",
+                "the master key given is not the one this keyring was wrapped with (or the "
+                "file was replaced by another keyring): pass the right master key",
+            )
+        return self._wrapping
+
+    def _entry(self, key_id: str, item: Any, wrapping: _Wrapping | None) -> _Entry:
+        """One entry of the file, its key unwrapped or its MAC checked."""
+        try:
+            subject, created_at = item["subject"], item["created_at"]
+            memory = item.get("memory", "")
+            if wrapping is None:
+                key = base64.b64decode(item["key"], validate=True)
+            else:
+                if "key" in item:
+                    self._corrupt(f"key {key_id!r} is stored unwrapped in a wrapped keyring")
+                sealed = base64.b64decode(item["wrapped"], validate=True)
+        except (TypeError, KeyError, AttributeError, binascii.Error) as e:
+            self._corrupt(f"key {key_id!r} is malformed ({type(e).__name__}: {e})")
+        if not (key_id and isinstance(subject, str) and isinstance(created_at, str)):
+            self._corrupt(f"key {key_id!r} has an empty id or a non-text subject or date")
+        if not isinstance(memory, str):
+            self._corrupt(f"key {key_id!r} has a non-text memory")
+        if wrapping is not None:
+            unwrapped = wrapping.unwrap(sealed, _entry_text(key_id, subject, created_at, memory))
+            if unwrapped is None:
+                self._corrupt(
+                    f"key {key_id!r} does not open under the master key: its subject, "
+                    "memory, id, date or key bytes were changed since it was written "
+                    "(swapped between entries, or forged), so erasing by subject could "
+                    "destroy another subject's key"
+                )
+            key = unwrapped
+        if len(key) != _KEY_BYTES:
+            self._corrupt(f"key {key_id!r} has {len(key)} bytes, not {_KEY_BYTES}")
+        entry = _Entry(subject, key, created_at, memory)
+        # Files written before entries carried a MAC have none; every write adds them.
+        mac = item.get("mac") if wrapping is None else None
+        if mac is not None and not hmac.compare_digest(str(mac), _entry_mac(key_id, entry)):
+            self._corrupt(
+                f"key {key_id!r} does not match its MAC: its subject, id, date or key bytes "
+                "were changed since it was written (swapped between entries?), so erasing "
+                "by subject could destroy another subject's key"
+            )
+        return entry
+
     def _write(self, operation: str, keys: dict[str, _Entry], destroyed: dict[str, str]) -> None:
-        doc = {
-            "format": _FILE_FORMAT,
-            "keys": {
-                k: {
-                    "subject": e.subject,
-                    **({"memory": e.memory} if e.memory else {}),
-                    "key": base64.b64encode(e.key).decode("ascii"),
-                    "created_at": e.created_at,
-                    "mac": _entry_mac(k, e),
-                }
-                for k, e in keys.items()
-            },
-            "destroyed": destroyed,
-        }
-        data = json.dumps(doc, indent=2, sort_keys=True).encode("utf-8")
+        data = _document(keys, destroyed, self._wrapping)
         directory = self._path.parent
         try:
             # mkstemp creates the file 0600 whatever the umask; the temp file sits in the
@@ -647,18 +742,90 @@ def _invalid_tag() -> type[Exception]:
     return _INVALID_TAG
 
 
-def _entry_mac(key_id: str, entry: _Entry) -> str:
-    """A keyring entry's MAC, under its own key: binds id, subject, date and key bytes, so a
-    label or key swapped between entries, or an edited entry, no longer verifies. Whoever
-    holds the file holds the keys and could recompute it: it stops mistakes and naive edits,
-    not a forger who reads the file."""
+def _entry_text(key_id: str, subject: str, created_at: str, memory: str) -> bytes:
+    """What binds a key to its entry: its id, subject, date and memory, length-prefixed."""
     text = (
         f"chatledger.keyring.entry.v1\x1f{len(key_id)}:{key_id}"
-        f"\x1f{len(entry.subject)}:{entry.subject}\x1f{len(entry.created_at)}:{entry.created_at}"
+        f"\x1f{len(subject)}:{subject}\x1f{len(created_at)}:{created_at}"
     )
-    if entry.memory:  # a memory's own key (absent from subject keys, whose MACs predate it)
-        text += f"\x1f{len(entry.memory)}:{entry.memory}"
-    return hmac.new(entry.key, text.encode(), "sha256").hexdigest()
+    if memory:  # a memory's own key (absent from subject keys, whose MACs predate it)
+        text += f"\x1f{len(memory)}:{memory}"
+    return text.encode()
+
+
+def _entry_mac(key_id: str, entry: _Entry) -> str:
+    """An unwrapped keyring entry's MAC, under its own key: binds id, subject, date and key
+    bytes, so a label or key swapped between entries, or an edited entry, no longer verifies.
+    Whoever holds the file holds the keys and could recompute it: it stops mistakes and naive
+    edits, not a forger who reads the file (a master key does: see :class:`_Wrapping`)."""
+    text = _entry_text(key_id, entry.subject, entry.created_at, entry.memory)
+    return hmac.new(entry.key, text, "sha256").hexdigest()
+
+
+class _Wrapping:
+    """A keyring's master key at work: keys wrapped (AES-GCM, the entry as associated data)
+    and the list of destroyed keys MACed, under two keys derived from it (one per use)."""
+
+    def __init__(self, master_key: bytes) -> None:
+        if not isinstance(master_key, bytes) or len(master_key) != _KEY_BYTES:
+            size = len(master_key) if isinstance(master_key, bytes) else type(master_key).__name__
+            msg = (
+                f"FileKeyring: master_key must be {_KEY_BYTES} bytes, not {size}; make one with "
+                "os.urandom(32) (or `head -c 32 /dev/urandom`) and keep it apart from the file"
+            )
+            raise ValueError(msg)
+        self._wrap_key = hmac.digest(master_key, b"chatledger.keyring.wrap.v1", "sha256")
+        self._mac_key = hmac.digest(master_key, b"chatledger.keyring.mac.v1", "sha256")
+        self.check = hmac.new(self._mac_key, b"chatledger.keyring.check.v1", "sha256").hexdigest()
+
+    def wrap(self, key: bytes, entry_text: bytes) -> str:
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = _cipher(self._wrap_key).encrypt(nonce, key, entry_text)
+        return base64.b64encode(nonce + sealed).decode("ascii")
+
+    def unwrap(self, sealed: bytes, entry_text: bytes) -> bytes | None:
+        """The key, or None when it does not open with this entry under this master key."""
+        try:
+            return _cipher(self._wrap_key).decrypt(
+                sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], entry_text
+            )
+        except _invalid_tag():
+            return None
+
+    def destroyed_mac(self, destroyed: dict[str, str]) -> str:
+        text = json.dumps(sorted(destroyed.items()), separators=(",", ":")).encode()
+        return hmac.new(
+            self._mac_key, b"chatledger.keyring.destroyed.v1\x1f" + text, "sha256"
+        ).hexdigest()
+
+
+def _document(
+    keys: dict[str, _Entry], destroyed: dict[str, str], wrapping: _Wrapping | None
+) -> bytes:
+    """The keyring file's bytes: keys as they are (with their MACs) or wrapped."""
+    entries: dict[str, dict[str, str]] = {}
+    for k, e in keys.items():
+        entry = {"subject": e.subject, "created_at": e.created_at}
+        if e.memory:
+            entry["memory"] = e.memory
+        if wrapping is None:
+            entry["key"] = base64.b64encode(e.key).decode("ascii")
+            entry["mac"] = _entry_mac(k, e)
+        else:
+            entry["wrapped"] = wrapping.wrap(
+                e.key, _entry_text(k, e.subject, e.created_at, e.memory)
+            )
+        entries[k] = entry
+    doc: dict[str, Any] = {"keys": entries, "destroyed": destroyed}
+    if wrapping is None:
+        doc["format"] = _FILE_FORMAT
+    else:
+        doc |= {
+            "format": _WRAPPED_FORMAT,
+            "master_check": wrapping.check,
+            "destroyed_mac": wrapping.destroyed_mac(destroyed),
+        }
+    return json.dumps(doc, indent=2, sort_keys=True).encode("utf-8")
 
 
 def _new_key() -> bytes:

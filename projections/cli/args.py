@@ -456,6 +456,13 @@ def _add_globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
         help="keyring file of a ledger encrypted at rest; erase --subject destroys keys in it",
     )
     group.add_argument(
+        "--keyring-master-key",
+        metavar="FILE",
+        default=default(None),
+        help="with --keyring: the file holding the 32-byte master key its keys are wrapped "
+        "under (keep it apart from the keyring)",
+    )
+    group.add_argument(
         "--witness",
         metavar="PATH",
         default=default(None),

@@ -111,14 +111,30 @@ def read_keyring(args: argparse.Namespace) -> Keyring | None:
         UsageError: The file does not exist (a keyring is never created by a read; a typo
             would otherwise start an empty one).
     """
+    master_file = getattr(args, "keyring_master_key", None)
     if args.keyring is None:
+        if master_file is not None:
+            msg = "--keyring-master-key goes with --keyring FILE: the keyring it opens"
+            raise UsageError(msg)
         return None
     if not Path(args.keyring).is_file():
         msg = (
             f"--keyring {args.keyring}: no such file; pass the keyring the ledger was written with"
         )
         raise UsageError(msg)
-    return FileKeyring(args.keyring)
+    master = None
+    if master_file is not None:
+        try:
+            master = Path(master_file).read_bytes()
+        except OSError as e:
+            why = "no such file" if isinstance(e, FileNotFoundError) else one_line(e)
+            msg = f"--keyring-master-key {master_file}: {why}"
+            raise UsageError(msg) from e
+    try:
+        return FileKeyring(args.keyring, master_key=master)
+    except ValueError as e:
+        msg = f"--keyring-master-key {master_file}: {e}"
+        raise UsageError(msg) from e
 
 
 def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:

@@ -97,3 +97,35 @@ def test_an_encrypted_ledger_reads_with_its_keyring_and_erase_destroys_the_key(o
     assert [entry["subject"] for entry in data["keys"].values()] == ['~t:["bob"]']
     shown = ok("history", "--id-json", '["bob","s1"]', "--db", path, "--keyring", keys).stdout
     assert "bob's note" in shown
+
+
+def test_a_keyring_wrapped_under_a_master_key_opens_only_with_it(ok, cli, tmp_path):
+    from eventlog.keyring import FileKeyring
+
+    path, keys, master = tmp_path / "sealed.db", tmp_path / "keys.json", tmp_path / "master.key"
+    master.write_bytes(bytes(range(32)))
+    with SQLiteEventStore(path, keyring=FileKeyring(keys, master_key=master.read_bytes())) as st:
+        memory(st, ("alice", "s1")).add(a_message("user", "alice's secret"))
+        memory(st, ("bob", "s1")).add(a_message("user", "bob's note"))
+    sealed = ("history", "--id-json", '["alice","s1"]', "--db", path, "--keyring", keys)
+    assert "alice's secret" in ok(*sealed, "--keyring-master-key", master).stdout
+    unwrapped = cli(*sealed)
+    assert unwrapped.returncode == 1 and "--keyring-master-key FILE" in unwrapped.stderr
+    short = tmp_path / "short.key"
+    short.write_bytes(b"0123")
+    bad = cli(*sealed, "--keyring-master-key", short)
+    assert bad.returncode == 2 and "must be 32 bytes, not 4" in bad.stderr
+    alone = cli(
+        "history", "--id-json", '["bob","s1"]', "--db", path, "--keyring-master-key", master
+    )
+    assert alone.returncode == 2 and "goes with --keyring FILE" in alone.stderr
+    gone = cli(*sealed, "--keyring-master-key", tmp_path / "none.key")
+    assert gone.returncode == 2 and "no such file" in gone.stderr
+    # Erasing a subject destroys its key in the wrapped file, which stays wrapped.
+    ok("erase", "--subject", '["alice"]', "--reason", "r", "--yes", "--db", path, "--keyring",
+       keys, "--keyring-master-key", master)  # fmt: skip
+    doc = json.loads(keys.read_text())
+    assert doc["format"] == 2 and len(doc["destroyed"]) == 1
+    assert all("key" not in entry for entry in doc["keys"].values())
+    erased = ok(*sealed, "--keyring-master-key", master).stdout
+    assert "alice's secret" not in erased

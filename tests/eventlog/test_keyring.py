@@ -32,10 +32,15 @@ WHERE = "read of ('user-42','s1') seq 3"
 TEXT = "my card is 4111 1111 1111 1111, é ✓"
 
 
-@pytest.fixture(params=["memory", "file"])
+MASTER = bytes(range(32))  # a master key, kept apart from the keyring file
+
+
+@pytest.fixture(params=["memory", "file", "wrapped"])
 def keyring(request, tmp_path) -> Keyring:
     if request.param == "memory":
         return MemoryKeyring()
+    if request.param == "wrapped":
+        return FileKeyring(tmp_path / "keys.json", master_key=MASTER)
     return FileKeyring(tmp_path / "keys.json")
 
 
@@ -383,7 +388,7 @@ def test_corruption_after_opening_is_noticed_and_nothing_is_overwritten(tmp_path
 
 def test_file_from_a_newer_version_is_refused(tmp_path):
     path = tmp_path / "keys.json"
-    path.write_text('{"format": 2, "keys": {}}')
+    path.write_text('{"format": 3, "keys": {}}')
     with pytest.raises(SchemaVersionError, match="upgrade chatledger"):
         FileKeyring(path)
 
@@ -539,3 +544,117 @@ def test_each_memory_has_its_own_key_and_destroying_one_keeps_the_others(keyring
     assert keyring.memory_key("dave", "m1")[0] != one  # a new key after the erasure
     assert keyring.destroy("dave") == 3  # the subject's key and both memories' keys
     assert keyring.get(two) is None
+
+
+# -- a master key: the file alone yields nothing and cannot be edited ------------------------
+
+
+def _edit(path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    path.chmod(0o600)
+
+
+def _wrapped_pair(tmp_path):
+    path = tmp_path / "keys.json"
+    keyring = FileKeyring(path, master_key=MASTER)
+    alice, alice_key = keyring.current("alice")
+    bob, bob_key = keyring.current("bob")
+    return path, keyring, (alice, alice_key), (bob, bob_key)
+
+
+def test_a_wrapped_keyring_file_holds_no_key_and_opens_only_with_its_master_key(tmp_path):
+    path, keyring, (alice, alice_key), (bob, bob_key) = _wrapped_pair(tmp_path)
+    memory_id, memory_key = keyring.memory_key("alice", "s1")
+    raw = path.read_bytes()
+    for key in (alice_key, bob_key, memory_key):
+        for form in (key, key.hex().encode(), base64.b64encode(key)):
+            assert form not in raw
+    again = FileKeyring(path, master_key=MASTER)
+    assert (again.get(alice), again.get(bob), again.get(memory_id)) == (
+        alice_key,
+        bob_key,
+        memory_key,
+    )
+    with pytest.raises(KeyringError, match="wrapped under a master key: pass master_key="):
+        FileKeyring(path)
+    with pytest.raises(KeyringError, match="not the one this keyring was wrapped with"):
+        FileKeyring(path, master_key=bytes(32))
+    with pytest.raises(ValueError, match="master_key must be 32 bytes, not 5"):
+        FileKeyring(path, master_key=b"short")
+
+
+@pytest.mark.parametrize("field", ["subject", "wrapped", "created_at"])
+def test_without_the_master_key_no_label_or_key_can_be_swapped(tmp_path, field):
+    path, keyring, (alice, _), (bob, _) = _wrapped_pair(tmp_path)
+    _swap(path, alice, bob, field)
+    with pytest.raises(KeyringError, match="does not open under the master key") as info:
+        FileKeyring(path, master_key=MASTER)
+    assert repr(alice) in str(info.value) or repr(bob) in str(info.value)
+    with pytest.raises(KeyringError, match="does not open under the master key"):
+        keyring.destroy("alice")  # the object that loaded the honest file reloads, refuses
+    assert {alice, bob} <= json.loads(path.read_text())["keys"].keys()
+
+
+def test_without_the_master_key_no_entry_can_be_forged_or_downgraded(tmp_path):
+    path, _, (alice, _), _ = _wrapped_pair(tmp_path)
+    other = FileKeyring(tmp_path / "other.json", master_key=bytes(32))  # the forger's own
+    forged_id, _ = other.current("alice")
+    forged = json.loads((tmp_path / "other.json").read_text())["keys"][forged_id]
+
+    def plant(doc: dict[str, Any]) -> None:
+        doc["keys"][alice] = {**forged, "created_at": doc["keys"][alice]["created_at"]}
+
+    _edit(path, plant)
+    with pytest.raises(KeyringError, match=f"{alice!r} does not open under the master key"):
+        FileKeyring(path, master_key=MASTER)
+    path.unlink()
+    path, _, (alice, alice_key), _ = _wrapped_pair(tmp_path)
+
+    def downgrade(doc: dict[str, Any]) -> None:
+        entry = doc["keys"][alice]
+        entry["key"] = base64.b64encode(alice_key).decode()
+        del entry["wrapped"]
+
+    _edit(path, downgrade)
+    with pytest.raises(KeyringError, match="stored unwrapped in a wrapped keyring"):
+        FileKeyring(path, master_key=MASTER)
+
+
+def test_without_the_master_key_no_erasure_can_be_forged_or_hidden(tmp_path):
+    path, keyring, (alice, _), _ = _wrapped_pair(tmp_path)
+
+    def fake_erasure(doc: dict[str, Any]) -> None:  # alice's key "destroyed by an erasure"
+        del doc["keys"][alice]
+        doc["destroyed"][alice] = "2026-11-26T00:00:00+00:00"
+
+    _edit(path, fake_erasure)
+    with pytest.raises(KeyringError, match="destroyed keys does not match its MAC"):
+        FileKeyring(path, master_key=MASTER)
+    path.unlink()
+    path, keyring, (alice, _), _ = _wrapped_pair(tmp_path)
+    assert keyring.destroy("alice") == 1
+    assert FileKeyring(path, master_key=MASTER).destroyed(alice)
+    _edit(path, lambda doc: doc["destroyed"].clear())  # hide the erasure
+    with pytest.raises(KeyringError, match="destroyed keys does not match its MAC"):
+        FileKeyring(path, master_key=MASTER)
+
+
+def test_an_unwrapped_keyring_is_wrapped_once_and_never_adopted_silently(tmp_path):
+    path = tmp_path / "keys.json"
+    plain = FileKeyring(path)
+    key_id, key = plain.current("alice")
+    payload = seal(plain, "alice", AAD, TEXT)
+    with pytest.raises(KeyringError, match=r"not wrapped.*FileKeyring.wrap\(path, master_key\)"):
+        FileKeyring(path, master_key=MASTER)
+    assert "wrapped" not in path.read_text()  # refused, not converted
+    wrapped = FileKeyring.wrap(path, MASTER)
+    assert wrapped.get(key_id) == key
+    assert open_sealed(FileKeyring(path, master_key=MASTER), AAD, payload, where=WHERE) == TEXT
+    assert base64.b64encode(key) not in path.read_bytes()
+    with pytest.raises(KeyringError, match="wrapped under a master key"):
+        FileKeyring.wrap(path, MASTER)  # once
+    with pytest.raises(KeyringError, match="no such file"):
+        FileKeyring.wrap(tmp_path / "none.json", MASTER)
+    assert not (tmp_path / "none.json").exists()
