@@ -1,16 +1,19 @@
 """Certify LedgerSession with the OpenAI Agents SDK's own session tests.
 
-Downloads the pinned ``openai-agents`` source distribution (it ships its ``tests/``), builds a
-throwaway venv with chatledger and the SDK's test tools, and runs the SDK's session test files
-with ``SQLiteSession`` replaced everywhere by a ``LedgerSession`` that takes SQLiteSession's
-constructor (``db_path`` becomes a chatledger SQLite file; ``":memory:"`` an in-memory store).
-Tests that inspect SQLite internals (tables, raw SQL, connections, worker threads, private
-hooks) cannot apply to another storage and are deselected, each with its reason below.
+Downloads an ``openai-agents`` source distribution (it ships its ``tests/``), by default the
+newest of the range the ``openai-agents`` extra accepts, builds a throwaway venv with chatledger
+and the SDK's test tools, and runs the SDK's session test files with ``SQLiteSession`` replaced
+everywhere by a ``LedgerSession`` that takes SQLiteSession's constructor (``db_path`` becomes a
+chatledger SQLite file; ``":memory:"`` an in-memory store). Tests that inspect SQLite internals
+(tables, raw SQL, connections, worker threads, private hooks) cannot apply to another storage
+and are deselected, each with its reason below.
 
-    python scripts/agents_sdk_tests.py            # exit 0 when every selected test passes
+    python scripts/agents_sdk_tests.py            # NEWEST: exit 0 when every selected test passes
+    python scripts/agents_sdk_tests.py --oldest   # OLDEST (or --version X for any other)
     python scripts/agents_sdk_tests.py -k pop -x  # extra arguments go to pytest
 
-CI runs it (``.ci/run``). Needs network access to the package registry.
+CI runs it for both ends of the range (``.ci/run``). Needs network access to the package
+registry.
 """
 
 from __future__ import annotations
@@ -18,18 +21,23 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from peer_suite import PeerSuite, certify
+from peer_suite import PeerSuite, main, release
 
-VERSION = "0.24.0"
-FILES = [
-    "tests/memory/test_session.py",
-    "tests/memory/test_session_limit.py",
-    "tests/memory/test_session_context_wrapper.py",
-    "tests/extensions/memory/test_encrypt_session.py",
-]
+# The ends of the range the openai-agents extra accepts (tests/test_distribution.py holds them to
+# pyproject.toml): OLDEST is its lower bound, NEWEST the newest release below its upper bound.
+OLDEST = "0.19.0"
+NEWEST = "0.24.0"
+# test file -> the first version whose sdist ships it
+FILES = {
+    "tests/memory/test_session.py": OLDEST,
+    "tests/memory/test_session_limit.py": OLDEST,
+    "tests/memory/test_session_context_wrapper.py": "0.20.0",
+    "tests/extensions/memory/test_encrypt_session.py": OLDEST,
+}
 TOOLS = ["pytest>=8", "pytest-asyncio", "pytest-mock", "inline-snapshot", "cryptography"]
 
-# test id (substring) -> why it cannot apply to a session stored in chatledger
+# test id (prefix) -> why it cannot apply to a session stored in chatledger; a version whose
+# sdist lacks the test does not deselect (nor report) it
 _THREADS = "checks SQLiteSession's per-thread sqlite3 connections"
 _CORRUPT = "writes corrupt JSON rows into SQLite's agent_messages table with raw SQL"
 _FAULTS = "injects sqlite3 errors through SQLiteSession's private connection objects"
@@ -109,16 +117,19 @@ PLUGIN = textwrap.dedent(
 )
 
 
-SUITE = PeerSuite(
-    package="openai-agents",
-    version=VERSION,
-    extra="openai-agents",
-    files=FILES,
-    tools=TOOLS,
-    plugin=PLUGIN,
-    deselected=DESELECTED,
-)
+def suite(version: str) -> PeerSuite:
+    """The SDK's session tests that ``openai-agents==version`` ships."""
+    files = [f for f, since in FILES.items() if release(version) >= release(since)]
+    return PeerSuite(
+        package="openai-agents",
+        version=version,
+        extra="openai-agents",
+        files=files,
+        tools=TOOLS,
+        plugin=PLUGIN,
+        deselected=DESELECTED,
+    )
 
 
 if __name__ == "__main__":
-    sys.exit(certify(SUITE, sys.argv[1:]))
+    sys.exit(main(suite, OLDEST, NEWEST, sys.argv[1:]))

@@ -1,7 +1,8 @@
 """Run langchain-core's own chat-history tests against LedgerChatMessageHistory.
 
 langchain-tests has no chat-history suite, so this takes langchain-core's: its source
-distribution (pinned) ships ``tests/unit_tests/chat_history/test_chat_history.py`` and
+distribution (by default the newest of the range the ``langchain`` extra accepts) ships
+``tests/unit_tests/chat_history/test_chat_history.py`` and
 ``tests/unit_tests/runnables/test_history.py`` (``RunnableWithMessageHistory``), whose history
 factories build ``InMemoryChatMessageHistory``. A plugin loaded before collection makes that
 name a ``LedgerChatMessageHistory`` on its own in-memory ledger (same constructor: optional
@@ -9,9 +10,11 @@ name a ``LedgerChatMessageHistory`` on its own in-memory ledger (same constructo
 events. langchain-core's test conftest also runs blockbuster, which fails a test when anything
 blocks the event loop: the async paths are checked for that too.
 
-    python scripts/langchain_core_tests.py        # exit 0 when every selected test passes
+    python scripts/langchain_core_tests.py           # NEWEST: exit 0 when all selected pass
+    python scripts/langchain_core_tests.py --oldest  # OLDEST (or --version X for any other)
 
-CI runs it (``.ci/run``). Needs network access to the package registry.
+CI runs it for both ends of the range (``.ci/run``). Needs network access to the package
+registry.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from peer_suite import PeerSuite, certify
+from peer_suite import PeerSuite, main
 
-VERSION = "1.8.3"  # 1.8.4 needs langchain-protocol>=0.0.22, which the registry lacks
+# The ends of the range the langchain extra accepts (tests/test_distribution.py holds them to
+# pyproject.toml): OLDEST is its lower bound, NEWEST its upper bound.
+OLDEST = "1.4.0"
+NEWEST = "1.8.3"  # 1.8.4 needs langchain-protocol>=0.0.22, which the registry lacks
 FILES = [
     "tests/unit_tests/chat_history/test_chat_history.py",
     "tests/unit_tests/runnables/test_history.py",
@@ -69,17 +75,20 @@ PLUGIN = textwrap.dedent(
     '''
 )
 
-SUITE = PeerSuite(
-    package="langchain-core",
-    version=VERSION,
-    extra="langchain",
-    files=FILES,
-    tools=TOOLS,
-    plugin=PLUGIN,
-    deselected=DESELECTED,
-    ini=["asyncio_mode=auto"],
-)
+
+def suite(version: str) -> PeerSuite:
+    """langchain-core's chat-history tests as ``langchain-core==version`` ships them."""
+    return PeerSuite(
+        package="langchain-core",
+        version=version,
+        extra="langchain",
+        files=FILES,
+        tools=TOOLS,
+        plugin=PLUGIN,
+        deselected=DESELECTED,
+        ini=["asyncio_mode=auto"],
+    )
 
 
 if __name__ == "__main__":
-    sys.exit(certify(SUITE, sys.argv[1:]))
+    sys.exit(main(suite, OLDEST, NEWEST, sys.argv[1:]))

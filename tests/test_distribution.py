@@ -9,10 +9,12 @@ import sys
 import tarfile
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -50,7 +52,7 @@ def test_each_distribution_is_listed_once_and_test_takes_the_other_extras_by_nam
     assert itself.extras == {"postgres", "inspector", "openai-agents", "langchain", "langgraph"}
 
 
-def _pinned_version(script: str) -> str:
+def _script(script: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location("pin", ROOT / "scripts" / script)
     assert spec is not None
     assert spec.loader is not None
@@ -60,26 +62,90 @@ def _pinned_version(script: str) -> str:
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    return str(module.VERSION)
+    return module
+
+
+def _script_constant(script: str, name: str) -> str:
+    return str(getattr(_script(script), name))
 
 
 @pytest.mark.parametrize(
     ("extra", "script"),
     [("openai-agents", "agents_sdk_tests.py"), ("langchain", "langchain_core_tests.py")],
 )
-def test_framework_extras_are_ranges_that_hold_the_certified_version(extra, script):
+def test_framework_extras_are_ranges_whose_ends_are_the_certified_versions(extra, script):
     (requirement,) = [Requirement(r) for r in PROJECT["optional-dependencies"][extra]]
     operators = {s.operator for s in requirement.specifier}
     assert "==" not in operators
-    assert operators & {">=", ">"}
     assert operators & {"<", "<="}
-    assert requirement.specifier.contains(_pinned_version(script))
+    # CI certifies both ends: the oldest is the lower bound itself, the newest lies in the range.
+    (lower,) = [s for s in requirement.specifier if s.operator == ">="]
+    oldest = _script_constant(script, "OLDEST")
+    newest = _script_constant(script, "NEWEST")
+    assert Version(oldest) == Version(lower.version), f"{script} OLDEST vs {requirement}"
+    assert requirement.specifier.contains(newest), f"{script} NEWEST vs {requirement}"
+    assert Version(oldest) < Version(newest)
+
+
+@pytest.mark.parametrize("script", ["agents_sdk_tests.py", "langchain_core_tests.py"])
+def test_a_certification_runs_the_newest_unless_told_another_version(monkeypatch, script):
+    module = _script(script)
+    peer_suite = sys.modules[module.main.__module__]
+    runs = []
+
+    def certify(suite, args):
+        runs.append((suite, args))
+        return 0
+
+    monkeypatch.setattr(peer_suite, "certify", certify)
+    assert module.main(module.suite, module.OLDEST, module.NEWEST, ["-k", "pop"]) == 0
+    module.main(module.suite, module.OLDEST, module.NEWEST, ["--oldest", "-x"])
+    module.main(module.suite, module.OLDEST, module.NEWEST, ["--version", "9.9.9"])
+    module.main(module.suite, module.OLDEST, module.NEWEST, ["--version=1.2.3", "-q"])
+    assert [(suite.version, args) for suite, args in runs] == [
+        (module.NEWEST, ["-k", "pop"]),
+        (module.OLDEST, ["-x"]),
+        ("9.9.9", []),
+        ("1.2.3", ["-q"]),
+    ]
+    assert all(suite.files for suite, _ in runs)
+    with pytest.raises(SystemExit, match=r"not a plain release such as 1\.8\.3"):
+        module.main(module.suite, module.OLDEST, module.NEWEST, ["--version", "1.8.x"])
+    with pytest.raises(SystemExit, match="--version needs a value"):
+        module.main(module.suite, module.OLDEST, module.NEWEST, ["--version"])
+
+
+def test_the_agents_certification_takes_only_the_test_files_a_version_ships():
+    module = _script("agents_sdk_tests.py")
+    wrapper = "tests/memory/test_session_context_wrapper.py"
+    assert wrapper not in module.suite("0.19.4").files
+    assert wrapper in module.suite("0.20.0").files
+    assert module.suite(module.NEWEST).files == list(module.FILES)
+
+
+def test_a_deselection_applies_where_the_sdist_defines_the_test(tmp_path):
+    peer_suite = sys.modules[_script("agents_sdk_tests.py").main.__module__]
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "def test_plain():\n    pass\n\n\nclass TestC:\n    async def test_method_a(self):\n"
+    )
+    defines = peer_suite._defines
+    assert defines(tmp_path, "tests/test_x.py::test_plain")
+    assert defines(tmp_path, "tests/test_x.py::test_plain[param]")
+    assert defines(tmp_path, "tests/test_x.py::TestC::test_method_a")
+    assert defines(tmp_path, "tests/test_x.py::test_method")
+    assert not defines(tmp_path, "tests/test_x.py::test_gone")
+    assert not defines(tmp_path, "tests/test_missing.py::test_plain")
+    assert defines(tmp_path, "tests/test_x.py")
+    assert not defines(tmp_path, "tests/test_missing.py")
 
 
 def test_the_langgraph_extra_holds_the_version_its_own_tests_certify():
     extra = PROJECT["optional-dependencies"]["langgraph"]
     requirements = {Requirement(r).name: Requirement(r) for r in extra}
-    assert requirements["langgraph"].specifier.contains(_pinned_version("langgraph_tests.py"))
+    assert requirements["langgraph"].specifier.contains(
+        _script_constant("langgraph_tests.py", "VERSION")
+    )
     assert all({s.operator for s in r.specifier} & {"<", "<="} for r in requirements.values())
 
 
