@@ -10,11 +10,19 @@ a string holding NUL (which PostgreSQL text cannot store) is ``~s:<JSON string>`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from typing import TypeAlias
 
-__all__ = ["SYSTEM_PREFIX", "MemoryId", "StreamKey", "memory_id_from_key", "memory_key"]
+__all__ = [
+    "SYSTEM_PREFIX",
+    "MemoryId",
+    "StreamKey",
+    "id_from_json",
+    "memory_id_from_key",
+    "memory_key",
+]
 
 MemoryId: TypeAlias = "str | int | uuid.UUID | tuple[MemoryId, ...]"
 
@@ -99,15 +107,33 @@ def _require_utf8(memory_id: object, text: str) -> None:
         raise ValueError(msg) from None
 
 
-def _untagged(value: object, key: str) -> MemoryId:
+def id_from_json(value: object) -> MemoryId:
+    """The memory id a decoded JSON value spells: a string, an integer, ``{"uuid": "..."}`` or
+    an array of those. The one grammar of tagged stored keys and of the CLI's ``--id-json``.
+
+    Raises:
+        ValueError: Naming the first part that is none of those.
+    """
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     if isinstance(value, list):
-        return tuple(_untagged(part, key) for part in value)
+        return tuple(id_from_json(part) for part in value)
     if isinstance(value, dict) and set(value) == {"uuid"} and isinstance(value["uuid"], str):
-        return uuid.UUID(value["uuid"])
-    msg = f"stored memory key {key!r} is not a chatledger key"
+        with contextlib.suppress(ValueError):
+            return uuid.UUID(value["uuid"])
+    msg = (
+        f"{json.dumps(value)} is not a memory id part; write a string, an integer, "
+        '{"uuid": "..."} or an array of those'
+    )
     raise ValueError(msg)
+
+
+def _untagged(value: object, key: str) -> MemoryId:
+    try:
+        return id_from_json(value)
+    except ValueError:
+        msg = f"stored memory key {key!r} is not a chatledger key"
+        raise ValueError(msg) from None
 
 
 def memory_id_from_key(key: str) -> MemoryId:

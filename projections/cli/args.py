@@ -29,12 +29,11 @@ import json
 import re
 import shlex
 import sys
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
+from eventlog.ids import MemoryId, StreamKey, id_from_json, memory_id_from_key, memory_key
 from projections.cli import langgraph_view
 from projections.cli.errors import Failure, UsageError
 
@@ -121,20 +120,11 @@ def id_readings(text: str) -> tuple[StreamKey, StreamKey | None]:
 
 
 def _from_json(value: object, text: str) -> MemoryId:
-    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, list):
-        return tuple(_from_json(part, text) for part in value)
-    if isinstance(value, dict) and set(value) == {"uuid"} and isinstance(value["uuid"], str):
-        try:
-            return uuid.UUID(value["uuid"])
-        except ValueError:
-            pass
-    msg = (
-        f"--id-json {text!r}: {json.dumps(value)} is not a memory id part; write a string, "
-        'an integer, {"uuid": "..."} or an array of those'
-    )
-    raise UsageError(msg)
+    try:
+        return id_from_json(value)
+    except ValueError as e:
+        msg = f"--id-json {text!r}: {e}"
+        raise UsageError(msg) from None
 
 
 def parse_id_json(text: str) -> StreamKey:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventlog.ids import StreamKey, memory_id_from_key, memory_key
+from eventlog.ids import StreamKey, id_from_json, memory_id_from_key, memory_key
 
 ids = st.recursive(
     st.text() | st.integers() | st.uuids(),
@@ -48,7 +49,25 @@ def test_system_keys_pass_through():
     assert memory_id_from_key("~sys:compaction") == "~sys:compaction"
 
 
-@pytest.mark.parametrize("key", ["~x:1", "~i:abc", '~t:{"a":1}', "~t:not json", "~u:zz"])
+@pytest.mark.parametrize(
+    "key",
+    ["~x:1", "~i:abc", '~t:{"a":1}', "~t:not json", "~u:zz", '~t:["a",{"uuid":"zz"}]', "~t:[true]"],
+)
 def test_foreign_keys_are_rejected(key):
     with pytest.raises(ValueError, match="not a chatledger key"):
         memory_id_from_key(key)
+
+
+@pytest.mark.parametrize(
+    ("value", "bad"),
+    [(True, "true"), (1.5, "1.5"), ({"uuid": "zz"}, '{"uuid": "zz"}'), (["a", [None]], "null")],
+)
+def test_the_id_grammar_names_the_part_that_is_not_an_id(value, bad):
+    # One grammar for tagged stored keys and the CLI's --id-json (which adds its option name).
+    with pytest.raises(ValueError, match=re.escape(f"{bad} is not a memory id part")):
+        id_from_json(value)
+
+
+def test_the_id_grammar_reads_every_kind_of_part():
+    u = "12345678-1234-5678-1234-567812345678"
+    assert id_from_json(["a", 1, {"uuid": u}, ["b"]]) == ("a", 1, uuid.UUID(u), ("b",))
