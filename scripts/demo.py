@@ -37,7 +37,7 @@ from eventlog.ids import memory_key
 from projections import MessageWindowChatMemory, MessageWindowPolicy
 from projections.audit import diff
 from projections.cli.args import shell_id
-from projections.cli.model import reason_text
+from projections.readmodel import reason_text
 
 
 def conversation() -> list[ChatMessage]:

@@ -30,12 +30,21 @@ import re
 import shlex
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from eventlog.ids import MemoryId, StreamKey, id_from_json, memory_id_from_key, memory_key
 from projections.cli import langgraph_view
 from projections.cli.errors import Failure, UsageError
+from projections.grammar import (
+    PolicySpec,
+    parse_duration,
+    parse_policy,
+    parse_positive,
+    parse_seq,
+    parse_when,
+    policy_spec,
+)
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -70,8 +79,6 @@ _ID_HELP = (
 _TUPLE_ID_HELP = "the tuple id whose parts are joined by /: --tuple-id demo/1 is ('demo', 1)"
 _ID_JSON_HELP = "the memory id as JSON instead of ID: '\"a/b\"', 42, '[\"demo\",1]'"
 _EXAMPLE = """'~t:["demo",1]'"""
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _INT = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
@@ -250,55 +257,6 @@ def _note(text: str) -> None:
 # ---------------------------------------------------------------------------- argument types
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parse ``30m``, ``12h``, ``1d``, ``90d``, ``2w`` or a sum like ``1d12h``.
-
-    Raises:
-        argparse.ArgumentTypeError: The text is not a duration.
-    """
-    compact = text.replace(" ", "").lower()
-    if not compact or _DURATION.sub("", compact):
-        msg = f"{text!r} is not a duration; write e.g. 30m, 12h, 1d, 90d or 1d12h"
-        raise argparse.ArgumentTypeError(msg)
-    parts: dict[str, float] = {}
-    for number, unit in _DURATION.findall(compact):
-        parts[_UNITS[unit]] = parts.get(_UNITS[unit], 0.0) + float(number)
-    return timedelta(**parts)
-
-
-def parse_when(text: str) -> datetime:
-    """Parse an ISO 8601 time; a time without an offset is taken as UTC.
-
-    Raises:
-        argparse.ArgumentTypeError: The text is not an ISO 8601 time.
-    """
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        msg = f"{text!r} is not an ISO 8601 time; write e.g. 2025-06-01T12:00:00Z (no offset = UTC)"
-        raise argparse.ArgumentTypeError(msg) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
-
-def _seq(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        msg = f"{text!r} is not a seq; write a whole number >= 0"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _seq(text)
-    if value == 0:
-        msg = "must be at least 1"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
 def _subject(text: str) -> tuple[object, ...]:
     try:
         value = json.loads(text)
@@ -308,82 +266,6 @@ def _subject(text: str) -> tuple[object, ...]:
         msg = f"--subject {text!r}: expected a non-empty JSON array, e.g. '[\"alice\"]'"
         raise argparse.ArgumentTypeError(msg)
     return tuple(value)
-
-
-class PolicySpec(NamedTuple):
-    """A parsed ``--policy``: ``messages:N`` or ``tokens:N:MODEL``, then any of
-    ``:evict_to=F`` (chunked eviction) and ``:valid_for=PROVIDER`` (a provider-valid view)."""
-
-    kind: str
-    limit: int
-    model: str | None = None
-    evict_to: float | None = None
-    valid_for: str | None = None
-
-    @property
-    def text(self) -> str:
-        """The option as written (canonical order), to repeat it in a hint."""
-        parts = [self.kind, str(self.limit)] + ([self.model] if self.model else [])
-        if self.evict_to is not None:
-            parts.append(f"evict_to={self.evict_to:g}")
-        if self.valid_for is not None:
-            parts.append(f"valid_for={self.valid_for}")
-        return ":".join(parts)
-
-
-def _policy_spec(text: str) -> PolicySpec:
-    # Here, not at the top: the window modules import the message models (pydantic), which
-    # `chatledger --help` and the commands without --policy do not need.
-    from projections.validity import PROVIDERS
-
-    parts = text.split(":")
-    options = {}
-    while len(parts) > 2 and "=" in parts[-1]:
-        name, _, value = parts.pop().partition("=")
-        options[name] = value
-    try:
-        evict_to = _evict_to(options.pop("evict_to")) if "evict_to" in options else None
-        valid_for = options.pop("valid_for", None)
-        if valid_for is not None and valid_for not in PROVIDERS:
-            msg = f"{text!r}: valid_for must be one of {', '.join(sorted(PROVIDERS))}"
-            raise argparse.ArgumentTypeError(msg)
-        if not options:
-            if parts[0] == "messages" and len(parts) == 2:
-                return PolicySpec("messages", _positive(parts[1]), None, evict_to, valid_for)
-            if parts[0] == "tokens" and len(parts) == 3 and parts[2]:
-                return PolicySpec("tokens", _positive(parts[1]), parts[2], evict_to, valid_for)
-    except argparse.ArgumentTypeError as e:
-        if "valid_for" in str(e) or "evict_to" in str(e):
-            raise
-    msg = (
-        f"{text!r} is not a policy; write messages:N or tokens:N:MODEL (e.g. tokens:2000:gpt-4o), "
-        "optionally followed by :evict_to=0.7 and :valid_for=openai|anthropic|gemini"
-    )
-    raise argparse.ArgumentTypeError(msg)
-
-
-def parse_policy(text: str) -> PolicySpec:
-    """A ``--policy`` text as :class:`PolicySpec`.
-
-    Raises:
-        ValueError: It is not a policy; the message says how to write one.
-    """
-    try:
-        return _policy_spec(text)
-    except argparse.ArgumentTypeError as e:
-        raise ValueError(str(e)) from None
-
-
-def _evict_to(text: str) -> float:
-    from projections.window import evict_permille  # here: see _policy_spec
-
-    try:
-        value = float(text)
-        evict_permille(value)
-    except ValueError:
-        msg = f"evict_to={text!r}: write a fraction between 0 and 1, e.g. evict_to=0.7"
-        raise argparse.ArgumentTypeError(msg) from None
-    return value
 
 
 # ---------------------------------------------------------------------------- parser
@@ -486,7 +368,7 @@ class _Commands:
         if policy:
             parser.add_argument(
                 "--policy",
-                type=_policy_spec,
+                type=policy_spec,
                 metavar="SPEC",
                 help="what-if window instead of the recorded one: messages:N or tokens:N:MODEL",
             )
@@ -533,7 +415,7 @@ def _add_session_commands(commands: _Commands) -> None:
         "Keyed ledgers need --key-file.",
         ident="required",
     )
-    p.add_argument("seq", type=_positive, metavar="SEQ", help="the damaged record's seq")
+    p.add_argument("seq", type=parse_positive, metavar="SEQ", help="the damaged record's seq")
     p.add_argument("--reason", required=True, metavar="TEXT", help="recorded with it")
 
     p = commands.add(
@@ -543,7 +425,7 @@ def _add_session_commands(commands: _Commands) -> None:
         "window=), with its policy, profile and token count.",
         ident="required",
     )
-    p.add_argument("seq", type=_positive, metavar="SEQ", help="the context_sent event's seq")
+    p.add_argument("seq", type=parse_positive, metavar="SEQ", help="the context_sent event's seq")
 
 
 def _add_tlog_proof_options(p: argparse.ArgumentParser) -> None:
@@ -612,8 +494,10 @@ def _add_inspection_commands(commands: _Commands) -> None:
     p = commands.add(
         "history", "List a memory's events: seq, time, kind and a preview.", ident="required"
     )
-    p.add_argument("--from", dest="start", type=_positive, metavar="SEQ", help="first seq to list")
-    p.add_argument("--to", dest="end", type=_positive, metavar="SEQ", help="last seq to list")
+    p.add_argument(
+        "--from", dest="start", type=parse_positive, metavar="SEQ", help="first seq to list"
+    )
+    p.add_argument("--to", dest="end", type=parse_positive, metavar="SEQ", help="last seq to list")
 
     p = commands.add(
         "show",
@@ -622,7 +506,9 @@ def _add_inspection_commands(commands: _Commands) -> None:
         policy=True,
     )
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--as-of", type=_seq, metavar="SEQ", help="the view right after event SEQ")
+    when.add_argument(
+        "--as-of", type=parse_seq, metavar="SEQ", help="the view right after event SEQ"
+    )
     when.add_argument(
         "--at", type=parse_when, metavar="TIME", help="the view at TIME (ISO 8601, naive = UTC)"
     )
@@ -632,16 +518,18 @@ def _add_inspection_commands(commands: _Commands) -> None:
         "Which messages entered and left the view between seq A and seq B, and why.",
         ident="required",
     )
-    p.add_argument("a", metavar="A", type=_seq, help="the earlier seq")
-    p.add_argument("b", metavar="B", type=_seq, help="the later seq")
+    p.add_argument("a", metavar="A", type=parse_seq, help="the earlier seq")
+    p.add_argument("b", metavar="B", type=parse_seq, help="the later seq")
 
     p = commands.add(
         "explain",
         "When the message brought by event SEQ entered the view, and why it left.",
         ident="required",
     )
-    p.add_argument("seq", metavar="SEQ", type=_positive, help="the add or set event")
-    p.add_argument("--index", type=_seq, default=0, help="index in a set event's list (default 0)")
+    p.add_argument("seq", metavar="SEQ", type=parse_positive, help="the add or set event")
+    p.add_argument(
+        "--index", type=parse_seq, default=0, help="index in a set event's list (default 0)"
+    )
 
     p = commands.add(
         "replay",
@@ -650,11 +538,11 @@ def _add_inspection_commands(commands: _Commands) -> None:
         policy=True,
     )
     p.add_argument(
-        "--from", dest="start", type=_positive, default=1, metavar="SEQ", help="first event"
+        "--from", dest="start", type=parse_positive, default=1, metavar="SEQ", help="first event"
     )
-    p.add_argument("--to", dest="end", type=_positive, metavar="SEQ", help="last event")
+    p.add_argument("--to", dest="end", type=parse_positive, metavar="SEQ", help="last event")
     p.add_argument(
-        "--page-size", type=_positive, metavar="N", help="show N events, then how to continue"
+        "--page-size", type=parse_positive, metavar="N", help="show N events, then how to continue"
     )
     p.add_argument("--no-pager", action="store_true", help="never page, even on a terminal")
 
@@ -686,7 +574,7 @@ def _add_inspection_commands(commands: _Commands) -> None:
         help="address to bind (default 127.0.0.1; another one lets other machines read every "
         "conversation)",
     )
-    p.add_argument("--port", type=_positive, default=8765, help="TCP port (default 8765)")
+    p.add_argument("--port", type=parse_positive, default=8765, help="TCP port (default 8765)")
     p.add_argument(
         "--allow-host",
         action="append",
@@ -707,7 +595,7 @@ def _add_inspection_commands(commands: _Commands) -> None:
         "with --since DIGEST instead, the proof that the log extends that digest.",
         ident="optional",
     )
-    p.add_argument("seq", metavar="SEQ", type=_positive, nargs="?", help="the event to prove")
+    p.add_argument("seq", metavar="SEQ", type=parse_positive, nargs="?", help="the event to prove")
     p.add_argument("-o", "--output", metavar="FILE", help="write to a new FILE ('-': stdout)")
     p.add_argument("--digest", metavar="FILE", help="prove against this digest's log size")
     p.add_argument(
@@ -762,7 +650,9 @@ def _add_maintenance_commands(commands: _Commands) -> None:
         ident="optional",
     )
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="'-' writes to stdout")
-    p.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="with ID: events after SEQ")
+    p.add_argument(
+        "--after", type=parse_seq, default=0, metavar="SEQ", help="with ID: events after SEQ"
+    )
     p.add_argument("--include-system", action="store_true", help="also export ~sys: streams")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
@@ -778,7 +668,7 @@ def _add_maintenance_commands(commands: _Commands) -> None:
     )
 
     p = commands.add("fork", "Start memory NEW as a copy of ID's view at a seq.", ident="required")
-    p.add_argument("--at", dest="seq", type=_positive, metavar="SEQ", help="default: the head")
+    p.add_argument("--at", dest="seq", type=parse_positive, metavar="SEQ", help="default: the head")
     p.add_argument(
         "--to", dest="new", required=True, metavar="NEW", help="an unused id, written like ID"
     )

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from eventlog.errors import ChainIntegrityError
 from eventlog.ids import StreamKey, memory_id_from_key
 from eventlog.models import Record, format_time
+from projections import readmodel as model
 from projections.adapters.langgraph_events import is_thread_memory
 from projections.audit import Change, diff_stream, explain
-from projections.cli import ledger, model
+from projections.cli import ledger
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import UsageError
 from projections.cli.render import (

@@ -15,11 +15,11 @@ from eventlog.jsonl import export_jsonl, import_jsonl
 from projections.audit import fork
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import Failure, UsageError
-from projections.cli.model import forked_from
 from projections.cli.render import console, emit, plain, plural, progress, title
 from projections.cli.store import check_seq, existing, where
 from projections.compaction import compact
 from projections.meta import check_window_record
+from projections.readmodel import forked_from
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore

@@ -20,8 +20,8 @@ from eventlog.messages import ChatMessage
 from eventlog.models import MessageAdded, MessagesSet, Record
 from eventlog.serialization import decode_event
 from eventlog.store import EventStore
-from projections.cli.args import parse_when
-from projections.cli.render import describe
+from projections.grammar import parse_when
+from projections.readmodel import describe
 from projections.replay import read_checked
 
 __all__ = ["HITS_MAX", "NEEDLE_MAX", "SCAN_MAX", "Hit", "SearchPage", "jump_seq", "search"]

@@ -37,9 +37,7 @@ from eventlog.models import Record, SummaryRecorded
 from eventlog.serialization import decode_event
 from eventlog.store import EventStore
 from projections.audit import diff, walk
-from projections.cli.args import PolicySpec, parse_policy
-from projections.cli.model import make_policy, reason_text, summary_at
-from projections.cli.render import call_names, describe, record_summary
+from projections.grammar import PolicySpec, parse_policy
 from projections.inspector.badges import (
     FULL_VERIFY_MAX,
     INDEX_VERIFY_BUDGET,
@@ -50,6 +48,14 @@ from projections.inspector.badges import (
 )
 from projections.inspector.text import link_target
 from projections.meta import UNBOUNDED_LIMIT, WindowMeta
+from projections.readmodel import (
+    call_names,
+    describe,
+    event_line,
+    make_policy,
+    reason_text,
+    summary_at,
+)
 from projections.replay import brought, read_checked, what_if
 from projections.window import Entry
 
@@ -530,7 +536,7 @@ _UNVOUCHED = "(not shown: at or after the break, the chain does not vouch for it
 
 def _summary(record: Record) -> str:
     try:
-        return record_summary(record)[0].plain
+        return event_line(record).plain
     except Exception:
         return "(does not decode)"
 

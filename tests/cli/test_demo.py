@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from projections.cli.model import reason_text
+from projections.readmodel import reason_text
 from tests.cli.conftest import EXE, run
 
 DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"

@@ -28,7 +28,7 @@ from projections import (
     TokenWindowPolicy,
     what_if,
 )
-from projections.cli import model
+from projections import readmodel as model
 from projections.replay import replay_views
 from tests.cli.conftest import json_lines, memory, shown_messages
 from tests.factories import a_message

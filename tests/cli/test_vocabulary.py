@@ -66,7 +66,7 @@ def test_an_agents_tool_output_names_its_tool_and_system_items_are_system(ok, fr
 
 def test_framework_messages_of_every_shape_read_as_text():
     from eventlog.messages import CustomMessage
-    from projections.cli.render import describe
+    from projections.readmodel import describe
 
     def langchain(kind, content, **data):
         return CustomMessage(
