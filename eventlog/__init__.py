@@ -31,13 +31,13 @@ if typing.TYPE_CHECKING:
     from eventlog.ids import MemoryId
     from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
     from eventlog.keyring import (
-        FileKeyring,
         Keyring,
         KeyringError,
         KeyUnavailableError,
         MemoryKeyring,
         SealBrokenError,
     )
+    from eventlog.keyring_file import FileKeyring
     from eventlog.lc4j_json import (
         message_from_json,
         message_to_json,
@@ -169,7 +169,7 @@ _WHERE: dict[str, str] = {
     "ErasureReceipt": "eventlog.models",
     "EventLogError": "eventlog.errors",
     "EventStore": "eventlog.store",
-    "FileKeyring": "eventlog.keyring",
+    "FileKeyring": "eventlog.keyring_file",
     "ImageContent": "eventlog.messages",
     "ImportReport": "eventlog.jsonl",
     "InMemoryEventStore": "eventlog.memory",

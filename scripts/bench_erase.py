@@ -32,7 +32,7 @@ from pathlib import Path
 
 from eventlog import SQLiteEventStore, UserMessage
 from eventlog.ids import StreamKey
-from eventlog.keyring import FileKeyring
+from eventlog.keyring_file import FileKeyring
 from eventlog.models import NewRecord
 from projections import MessageWindowChatMemory
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import eventlog
 from eventlog.errors import PersistenceError
 from eventlog.ids import StreamKey
-from eventlog.keyring import FileKeyring, Keyring
+from eventlog.keyring import Keyring
+from eventlog.keyring_file import FileKeyring
 from projections.cli.args import DEFAULT_DB, shell_id
 from projections.cli.errors import Failure, UsageError, one_line
 

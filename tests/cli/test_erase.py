@@ -72,7 +72,7 @@ def test_history_shows_erased_events_and_the_receipt(ok, ledger):
 
 
 def test_an_encrypted_ledger_reads_with_its_keyring_and_erase_destroys_the_key(ok, cli, tmp_path):
-    from eventlog.keyring import FileKeyring
+    from eventlog.keyring_file import FileKeyring
 
     path, keys = tmp_path / "sealed.db", tmp_path / "keys.json"
     with SQLiteEventStore(path, keyring=FileKeyring(keys)) as store:
@@ -100,7 +100,7 @@ def test_an_encrypted_ledger_reads_with_its_keyring_and_erase_destroys_the_key(o
 
 
 def test_a_keyring_wrapped_under_a_master_key_opens_only_with_it(ok, cli, tmp_path):
-    from eventlog.keyring import FileKeyring
+    from eventlog.keyring_file import FileKeyring
 
     path, keys, master = tmp_path / "sealed.db", tmp_path / "keys.json", tmp_path / "master.key"
     master.write_bytes(bytes(range(32)))

@@ -15,7 +15,6 @@ import pytest
 
 from eventlog.errors import EventLogError, SchemaVersionError
 from eventlog.keyring import (
-    FileKeyring,
     Keyring,
     KeyringError,
     KeyUnavailableError,
@@ -26,6 +25,7 @@ from eventlog.keyring import (
     seal,
     subject_of,
 )
+from eventlog.keyring_file import FileKeyring
 
 AAD = b"user-42\x00seq=3\x00message_added"
 WHERE = "read of ('user-42','s1') seq 3"

@@ -11,7 +11,8 @@ import pytest
 from eventlog import SQLiteEventStore
 from eventlog.ids import StreamKey
 from eventlog.jsonl import export_jsonl
-from eventlog.keyring import FileKeyring, KeyUnavailableError, MemoryKeyring, is_sealed
+from eventlog.keyring import KeyUnavailableError, MemoryKeyring, is_sealed
+from eventlog.keyring_file import FileKeyring
 from eventlog.ledger import verify_inclusion
 from eventlog.serialization import decode_event
 
