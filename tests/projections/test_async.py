@@ -119,7 +119,7 @@ def test_the_event_loop_is_never_blocked(store: EventStore, writers: int) -> Non
     ]
     per_writer = 1_000 // writers
 
-    async def play() -> float:
+    async def play() -> tuple[float, float]:
         worst = 0.0
         stop = asyncio.Event()
 
@@ -137,14 +137,18 @@ def test_the_event_loop_is_never_blocked(store: EventStore, writers: int) -> Non
 
         beat = asyncio.create_task(heartbeat())
         await asyncio.sleep(0.01)
+        started = time.perf_counter()
         await asyncio.gather(*(writer(m) for m in memories))
+        elapsed = time.perf_counter() - started
         stop.set()
         await beat
-        return worst
+        return worst, elapsed
 
-    worst = asyncio.run(play())
+    worst, elapsed = asyncio.run(play())
     assert sum(len(m.history()) for m in memories) == per_writer * writers  # nothing lost
-    # Typically 1-3 ms (the goal, 10 ms, is the benchmark's); the bound is 10x the goal so a
-    # loaded machine never fails it, while work run on the loop itself (1,000 adds, over half
-    # a second) would.
-    assert worst <= 0.100, f"the loop was blocked for {worst * 1000:.1f} ms"
+    # Typically 1-3 ms (the goal, 10 ms, is the benchmark's). Work run on the loop itself
+    # would block it for the whole run (1,000 adds, over half a second, and longer on a
+    # loaded machine), so the bound is 10x the goal or a quarter of this run's own length,
+    # whichever is larger: a machine that slows everything down slows both alike.
+    bound = max(0.100, elapsed / 4)
+    assert worst <= bound, f"the loop was blocked for {worst * 1000:.1f} ms of {elapsed:.2f} s"
