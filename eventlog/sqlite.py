@@ -691,6 +691,10 @@ class SQLiteEventStore(EventStore):
                             raise ConcurrencyError(key, actual, None)
                     records.append(Record(cursor.lastrowid or 0, *row))
             except sqlite3.IntegrityError as e:
+                if e.sqlite_errorcode != sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+                    # Another constraint (a trigger or CHECK someone added) refused the row:
+                    # a failure to report, not a lost race to retry (rolled back below).
+                    raise
                 # The unique (stream_id, seq) key caught a writer the cached head missed:
                 # exactly the optimistic-concurrency check, without a read per append.
                 self._heads.pop(key, None)

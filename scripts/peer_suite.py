@@ -113,6 +113,9 @@ def _certify(suite: PeerSuite, work: Path, pytest_args: list[str]) -> int:
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     counts = {name: int(n) for n, name in re.findall(r"(\d+) (\w+)", last)}
     print(f"{suite.package} {suite.version}, its own tests against chatledger: {counts}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("chatledger: "):  # what the plugin adds (e.g. how many touched ours)
+            print(f"  {line.removeprefix('chatledger: ')}")
     for test, why in deselected.items():
         print(f"  deselected {test}: {why}")
     return 0 if proc.returncode == 0 else 1

@@ -29,6 +29,11 @@ history only counts as changed under it (a restore, a failover that lost commits
 when that event is no longer there with that hash: a head behind it, or another record at its
 seq. Any continuation, of any length, by any number of writers, is normal and silent.
 
+``replace_newest`` (the Agents SDK's Responses compaction) checks that the newest items are
+still the ones a read returned and, in the same append, retracts them and adds what replaces
+them; ``replace_all`` is a clear and adds in one append. Either way the history keeps every
+item.
+
 A session written before this module (no ``"sys"`` in its meta) has its system messages found
 once, by reading the list, the first time an object writes to it.
 
@@ -46,6 +51,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 from typing import Any, TypeVar
 
 from eventlog.errors import ChainIntegrityError, ConcurrencyError
@@ -151,6 +157,36 @@ def tail(runs: Sequence[Run], count: int | None) -> list[Ref]:
             picked.extend((run[0], i) for i in range(hi, lo - 1, -1))
     picked.reverse()
     return picked
+
+
+def _oldest(runs: Sequence[Run]) -> Iterator[Ref]:
+    """The refs of ``runs``, oldest first, lazily."""
+    for run in runs:
+        lo, hi = run[-2], run[-1]
+        if len(run) == 2:
+            yield from ((s, 0) for s in range(lo, hi + 1))
+        else:
+            yield from ((run[0], i) for i in range(lo, hi + 1))
+
+
+def _remove(runs: list[Run], ref: Ref) -> None:
+    """Take ``ref`` out of ``runs`` wherever it is (splitting its run), in O(runs)."""
+    seq, index = ref
+    for at in range(len(runs) - 1, -1, -1):  # the newest runs first: that is where it usually is
+        run = runs[at]
+        pieces: list[Run]
+        if len(run) == 2:
+            if index != 0 or not run[0] <= seq <= run[1]:
+                continue
+            pieces = [(run[0], seq - 1), (seq + 1, run[1])]
+        else:
+            if run[0] != seq or not run[1] <= index <= run[2]:
+                continue
+            pieces = [(seq, run[1], index - 1), (seq, index + 1, run[2])]
+        runs[at : at + 1] = [p for p in pieces if p[-2] <= p[-1]]
+        return
+    msg = f"ref {ref} is not in the list; it was changed under this object - run verify()"
+    raise ValueError(msg)
 
 
 def _size(runs: Sequence[Run]) -> int:
@@ -496,6 +532,116 @@ class ItemList:
             self._load()  # a pop takes what is newest now, not what this object saw
             self._write(build, need_system=True)
         return taken[0] if taken else None
+
+    def newest_snapshot(self, count: int) -> tuple[list[Any], list[Ref], bool]:
+        """:meth:`newest_refs` of ``count`` and whether they are the whole list (nothing
+        older is in it), as of one newest event."""
+        with self._lock:
+            objects, refs = self.newest_refs(count)
+            first = next(_oldest(self._runs), None)
+            whole = first is None or (bool(refs) and refs[0] == first)
+            return objects, refs, whole
+
+    def replace_newest(
+        self,
+        expected: Sequence[Ref],
+        messages: Sequence[ChatMessage],
+        prune: Callable[[Any], bool] | None = None,
+    ) -> bool:
+        """Replace the newest items by ``messages`` if they are still exactly ``expected``
+        (refs an earlier read returned): in one append, a ``message_retracted`` per item
+        replaced (oldest first), then a ``message_added`` per message. The history keeps
+        every item; a concurrent writer either lands first (then this returns False) or
+        makes this append lose its expected head, which re-checks and returns False.
+
+        Args:
+            expected: The refs of the newest items, oldest first (not empty).
+            messages: What replaces them.
+            prune: Called with the stored object of each older item, oldest first: those it
+                accepts, up to the first it refuses, are retracted in the same append (the
+                SDK's expired encrypted items).
+
+        Returns:
+            False, with nothing written, when the newest items are not ``expected`` any more
+            (something was added, popped or cleared since the read), or ``expected`` is empty.
+
+        Raises:
+            ChainIntegrityError: This object found the chain broken earlier.
+            ConcurrencyError: Other writers kept winning for 30 seconds.
+        """
+        wanted = list(expected)
+        if not wanted:
+            return False
+        system = [is_system(m) for m in messages]
+        stale: list[bool] = []
+
+        def build(base: int, runs: list[Run], found: list[Ref]) -> list[NewRecord]:
+            stale.clear()
+            if tail(runs, len(wanted)) != wanted:
+                stale.append(True)
+                return []
+            older = self._prunable(runs, len(wanted), prune) if prune is not None else []
+            records = []
+            for ref in [*older, *wanted]:
+                _remove(runs, ref)
+                if ref in found:
+                    found.remove(ref)
+                event = MessageRetracted(seq=ref[0], index=ref[1])
+                records.append(encode_event(event, self._meta(runs, found)))
+            for offset, message in enumerate(messages):
+                seq = base + len(records) + 1
+                _extend(runs, seq)
+                if system[offset]:
+                    found.append((seq, 0))
+                records.append(added_record(message, self._meta(runs, found)))
+            return records
+
+        with self._lock:
+            self._load()  # checked against what is newest now, not what this object saw
+            self._write(build, need_system=True)
+        return not stale
+
+    def _prunable(self, runs: list[Run], keep: int, prune: Callable[[Any], bool]) -> list[Ref]:
+        """The oldest refs of ``runs``, before its newest ``keep``, that ``prune`` accepts, up
+        to the first it refuses; read a chunk at a time (it usually stops in the first)."""
+        left = _size(runs) - keep
+        refs = _oldest(runs)
+        taken: list[Ref] = []
+        while left > 0:
+            page = list(islice(refs, min(CHUNK, left)))
+            left -= len(page)
+            objects, kept = self._objects_refs(page, {})
+            for ref, obj in zip(kept, objects, strict=True):
+                if not prune(obj):
+                    return taken
+                taken.append(ref)
+        return taken
+
+    def replace_all(self, messages: Sequence[ChatMessage]) -> list[Record]:
+        """Empty the list and add ``messages``, in one append: a ``memory_cleared`` then a
+        ``message_added`` per message (what :meth:`clear` then :meth:`add` write, with no
+        moment in between). The history keeps every item.
+
+        Raises:
+            ChainIntegrityError: This object found the chain broken earlier.
+            ConcurrencyError: Other writers kept winning for 30 seconds.
+        """
+        system = [is_system(m) for m in messages]
+
+        def build(base: int, runs: list[Run], found: list[Ref]) -> list[NewRecord]:
+            runs.clear()
+            found.clear()
+            records = [cleared_record(_CLEARED_META)]
+            for offset, message in enumerate(messages):
+                seq = base + len(records) + 1
+                _extend(runs, seq)
+                if system[offset]:
+                    found.append((seq, 0))
+                records.append(added_record(message, self._meta(runs, found)))
+            return records
+
+        with self._lock:
+            return self._write(build, need_system=False)
 
     def clear(self) -> Record:
         """Empty the list: one ``memory_cleared`` event (the history keeps every item)."""

@@ -21,6 +21,13 @@ sees a valid window while the log keeps everything.
 ``context_sent`` event naming exactly what the model was sent (:meth:`LedgerSession.sent`
 replays it).
 
+The SDK's ``OpenAIResponsesCompactionSession`` works over a ``LedgerSession`` through the
+hooks it looks for: ``_get_compaction_snapshot`` (after a turn: the newest items, and a
+``replace_suffix`` that checks they are still the newest and, in the same append, retracts them
+and adds the compacted output, or returns False and writes nothing) and
+``_atomic_replace_items`` (a manual compaction: a clear and the adds in one append). The
+history keeps every item.
+
 Requires the ``openai-agents`` extra; from your chatledger clone:
 ``pip install -e '.[openai-agents]'``.
 """
@@ -30,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 try:
     from agents import TResponseInputItem
@@ -46,6 +53,8 @@ except ImportError as e:
         "chatledger clone: pip install -e '.[openai-agents]'"
     )
     raise ModuleNotFoundError(msg, name=e.name) from e
+if TYPE_CHECKING:
+    from agents.memory.session import _CompactionSnapshot
 
 from eventlog.aio import off_loop
 from eventlog.lc4j_json import message_from_obj
@@ -260,6 +269,63 @@ class LedgerSession(SessionABC):
         """Empty the session: a ``memory_cleared`` event; the history keeps every item."""
         self._check_open()
         await _outcome(off_loop(self.store, self.items.clear))
+
+    # ------------------------------------------- hooks of OpenAIResponsesCompactionSession
+
+    def _stores_items_as_given(self) -> bool:
+        """True unless a subclass changes how items are read or written: the compaction
+        hooks write through :class:`ItemList` directly, so such a subclass must supply its own
+        (as the SDK's SQLiteSession and RedisSession require of theirs)."""
+        cls = type(self)
+        return all(
+            getattr(cls, name) is getattr(LedgerSession, name)
+            for name in ("get_items", "add_items", "pop_item", "clear_session")
+        )
+
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Callable[[Item], bool] | None = None
+    ) -> _CompactionSnapshot | None:
+        """The SDK's (0.24+) compaction snapshot: the newest ``limit`` items, whether they are
+        the whole list, and ``replace_suffix(start, output)``, which replaces the items from
+        ``start`` on by ``output`` only if they are still the newest - checked and written in
+        one append whose expected head is the one checked: a ``message_retracted`` per item
+        replaced, a ``message_added`` per output item (and, with ``prune_prefix``, a
+        retraction per expired older item). It returns False and writes nothing when another
+        writer added, popped or cleared since the read. The history keeps every item.
+
+        None (the SDK then falls back to its own checks) for a subclass that changes how items
+        are read or written.
+        """
+        from agents.memory.session import (  # the SDK's private type (0.24+): imported late
+            _CompactionSnapshot,
+        )
+
+        self._check_open()
+        if not self._stores_items_as_given():
+            return None
+        stored, refs, whole = await off_loop(self.store, self.items.newest_snapshot, limit)
+        items = _items_of_stored(stored)
+        prune = None if prune_prefix is None else (lambda obj: prune_prefix(_item_of_stored(obj)))
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            self._check_open()
+            messages = [message_of(item) for item in output]  # checked before writing
+            replace = self.items.replace_newest
+            return await _outcome(off_loop(self.store, replace, refs[start:], messages, prune))
+
+        return _CompactionSnapshot(items, whole, replace_suffix)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """The SDK's (0.24+) whole-history replacement for a manual ``run_compaction()``: a
+        ``memory_cleared`` and the items' ``message_added`` events in one append, so the
+        session is never seen empty in between and a failed write changes nothing. False for
+        a subclass that changes how items are read or written (the SDK then clears and adds)."""
+        self._check_open()
+        if not self._stores_items_as_given():
+            return False
+        messages = [message_of(item) for item in items]  # checked before writing
+        await _outcome(off_loop(self.store, self.items.replace_all, messages))
+        return True
 
     def window_callback(
         self, policy: WindowPolicy, *, valid_for: str | None = "openai"

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from eventlog import ChainIntegrityError, EventStore, SQLiteEventStore
 from eventlog.ids import StreamKey
 from projections import MessageWindowChatMemory, MessageWindowPolicy
-from projections.adapters.item_list import ItemList, tail
+from projections.adapters.item_list import ItemList, _oldest, _remove, tail
 from projections.adapters.langchain import (
     LedgerChatMessageHistory,
     from_langchain,
@@ -112,6 +112,23 @@ def test_tail_takes_the_newest_refs_across_runs() -> None:
     assert tail(runs, 99) == tail(runs, None)
 
 
+def test_any_ref_leaves_either_kind_of_run_and_the_rest_stays_in_order() -> None:
+    runs = [(1, 3), (7, 0, 2), (9, 9)]
+    refs = tail(runs, None)
+    assert list(_oldest(runs)) == refs
+    for ref in refs:
+        left: list[Any] = list(runs)
+        _remove(left, ref)
+        assert list(_oldest(left)) == [r for r in refs if r != ref]
+        assert all(run[-2] <= run[-1] for run in left)  # no empty run left behind
+    left = list(runs)
+    _remove(left, (2, 0))
+    _remove(left, (7, 1))
+    assert left == [(1, 1), (3, 3), (7, 0, 0), (7, 2, 2), (9, 9)]
+    with pytest.raises(ValueError, match=r"ref \(5, 0\) is not in the list"):
+        _remove(left, (5, 0))
+
+
 def test_a_session_written_before_item_lists_reads_and_learns_its_system_messages(
     store: EventStore,
 ) -> None:
@@ -185,6 +202,22 @@ def test_a_tampered_row_in_the_range_a_session_reads_is_refused(backend, edit, k
             read()
         assert caught.value.stream_id == "conv", name
         assert "not served" in str(caught.value), name
+
+
+def test_replacing_items_keeps_the_system_refs_of_the_list(tmp_path) -> None:
+    store = SQLiteEventStore(tmp_path / "r.db")
+    items = ItemList(store, "r")
+    history = LedgerChatMessageHistory("r", store=store)
+    history.add_messages([HumanMessage("a"), SystemMessage("s"), HumanMessage("b")])
+    assert items.replace_newest([], [from_langchain(HumanMessage("x"))]) is False
+    new = [from_langchain(SystemMessage("t")), from_langchain(HumanMessage("c"))]
+    assert items.replace_newest([(2, 0), (3, 0)], new) is True
+    # Two retractions (4, 5), then the adds (6, 7): the retracted system message leaves "sys".
+    assert items.snapshot() == ([(1, 1), (6, 7)], [(6, 0)])
+    assert [m.content for m in history.messages] == ["a", "t", "c"]
+    items.replace_all([from_langchain(SystemMessage("u"))])
+    assert items.snapshot() == ([(9, 9)], [(9, 0)])  # 8 is the clear
+    store.close()
 
 
 def test_the_stored_list_names_items_by_seq(tmp_path) -> None:

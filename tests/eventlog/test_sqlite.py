@@ -145,6 +145,25 @@ def test_a_write_behind_another_writer_names_the_write_lock_and_busy_timeout(tmp
     blocker.close()
 
 
+def test_a_row_refused_by_another_constraint_is_a_persistence_error_not_a_lost_race(tmp_path):
+    # Only the unique (stream_id, seq) key means another writer won; a trigger (or CHECK)
+    # refusing a row is reported at once - not retried as a race - and the batch rolls back.
+    path = tmp_path / "chat.db"
+    store = SQLiteEventStore(path)
+    store.append("u1", batch("a"))
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.payload LIKE '%poison%' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+        )
+    with pytest.raises(PersistenceError, match="refused by a trigger"):
+        store.append("u1", batch("b", "poison"), expected_seq=1)
+    assert texts(store.read("u1")) == ["a"]
+    store.append("u1", batch("c"), expected_seq=1)
+    assert texts(store.read("u1")) == ["a", "c"]
+    store.close()
+
+
 def test_sees_commits_of_another_connection(tmp_path):
     path = tmp_path / "chat.db"
     a, b = SQLiteEventStore(path), SQLiteEventStore(path)
