@@ -487,14 +487,7 @@ class ItemList:
         system = [is_system(m) for m in messages]
 
         def build(base: int, runs: list[Run], found: list[Ref]) -> list[NewRecord]:
-            records = []
-            for offset, message in enumerate(messages):
-                seq = base + offset + 1
-                _extend(runs, seq)
-                if system[offset]:
-                    found.append((seq, 0))
-                records.append(added_record(message, self._meta(runs, found)))
-            return records
+            return self._added([], messages, system, base, runs, found)
 
         if not messages:
             return []
@@ -588,18 +581,32 @@ class ItemList:
                     found.remove(ref)
                 event = MessageRetracted(seq=ref[0], index=ref[1])
                 records.append(encode_event(event, self._meta(runs, found)))
-            for offset, message in enumerate(messages):
-                seq = base + len(records) + 1
-                _extend(runs, seq)
-                if system[offset]:
-                    found.append((seq, 0))
-                records.append(added_record(message, self._meta(runs, found)))
-            return records
+            return self._added(records, messages, system, base, runs, found)
 
         with self._lock:
             self._load()  # checked against what is newest now, not what this object saw
             self._write(build, need_system=True)
         return not stale
+
+    def _added(  # noqa: PLR0917 - the build callbacks' own state, passed through
+        self,
+        records: list[NewRecord],
+        messages: Sequence[ChatMessage],
+        system: list[bool],
+        base: int,
+        runs: list[Run],
+        found: list[Ref],
+    ) -> list[NewRecord]:
+        """``records`` and then one ``message_added`` per message, numbered on from ``base``
+        (the head's seq), with ``runs`` and ``found`` (the system messages' refs) kept up to
+        date for each one's meta: what every build of an append of messages ends with."""
+        for offset, message in enumerate(messages):
+            seq = base + len(records) + 1
+            _extend(runs, seq)
+            if system[offset]:
+                found.append((seq, 0))
+            records.append(added_record(message, self._meta(runs, found)))
+        return records
 
     def _prunable(self, runs: list[Run], keep: int, prune: Callable[[Any], bool]) -> list[Ref]:
         """The oldest refs of ``runs``, before its newest ``keep``, that ``prune`` accepts, up
@@ -632,13 +639,7 @@ class ItemList:
             runs.clear()
             found.clear()
             records = [cleared_record(_CLEARED_META)]
-            for offset, message in enumerate(messages):
-                seq = base + len(records) + 1
-                _extend(runs, seq)
-                if system[offset]:
-                    found.append((seq, 0))
-                records.append(added_record(message, self._meta(runs, found)))
-            return records
+            return self._added(records, messages, system, base, runs, found)
 
         with self._lock:
             return self._write(build, need_system=False)
