@@ -16,6 +16,7 @@ import uuid
 from typing import TypeAlias
 
 __all__ = [
+    "PSEUDONYM_PREFIX",
     "SYSTEM_PREFIX",
     "MemoryId",
     "StreamKey",
@@ -27,6 +28,8 @@ __all__ = [
 MemoryId: TypeAlias = "str | int | uuid.UUID | tuple[MemoryId, ...]"
 
 _TAG = "~"
+PSEUDONYM_PREFIX = "~p:"
+"""Keys of streams whose memory id is kept in an erasable row (see :mod:`eventlog.names`)."""
 SYSTEM_PREFIX = "~sys:"
 """Keys of chatledger's own streams (e.g. the compaction run log); no memory id maps to one."""
 
@@ -144,7 +147,9 @@ def memory_id_from_key(key: str) -> MemoryId:
     """
     if not key.startswith(_TAG):
         return key
-    if key.startswith(SYSTEM_PREFIX):
+    if key.startswith((SYSTEM_PREFIX, PSEUDONYM_PREFIX)):
+        # A pseudonym (erasable ids, eventlog.names) says nothing of its id: the key itself
+        # names the stream, as a system stream's does.
         return StreamKey(key)
     try:
         if key.startswith("~~"):

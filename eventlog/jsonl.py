@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO
 
 from eventlog.hashing import CONTENT_MISMATCH, FORMATS, GENESIS
-from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
+from eventlog.ids import PSEUDONYM_PREFIX, SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key
 from eventlog.import_checks import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE,
@@ -119,7 +119,7 @@ def export_jsonl(
         The number of records written.
     """
     if memory_id is not None:
-        keys = [memory_key(memory_id)]
+        keys = [str(store.stream_key(memory_id))]
     else:
         if after:
             msg = "export after= needs a memory_id: seqs are per memory"
@@ -459,6 +459,17 @@ def import_jsonl(
         plans = _validate(
             store, lines, source=source, gate=gate, skip_purged=skip_purged, copy=copy
         )
+        if store.erasable_ids:
+            clear = sorted(k for k in plans if not k.startswith((PSEUDONYM_PREFIX, SYSTEM_PREFIX)))
+            if clear:
+                # Their hashes cover the id in clear: stored under a pseudonym they would
+                # not verify, and stored as they are the id could never be erased.
+                raise _refuse(
+                    source,
+                    f"memory {clear[0]!r} (and {len(clear) - 1} more) has its id in clear, and "
+                    "this ledger stores ids erasably (erasable_ids): import into a ledger "
+                    "created without erasable_ids; nothing was written",
+                )
         copy.seek(0)
         return _write(store, copy, plans, source=source, gate=gate, progress=progress)
 

@@ -45,7 +45,7 @@ from pydantic import (
 from eventlog import ledger_scan, merkle
 from eventlog.errors import ChainIntegrityError, PersistenceError, ReadOnlyError, StaleTreeError
 from eventlog.hashing import record_problem
-from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.ledger_tree import BLOCK_LEVEL, LedgerTree, blocks_of
 from eventlog.models import Record, VerifyReport, format_time
 
@@ -698,7 +698,7 @@ def prove(
         ChainIntegrityError: The stored record does not match its hash, or is not the one
             the ledger tree holds (changed behind the store's back).
     """
-    key = memory_key(memory_id)
+    key = store.stream_key(memory_id)
     found = store.read(memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
     if not found:
         msg = (

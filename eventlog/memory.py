@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from eventlog.errors import ConcurrencyError, StoreClosedError
-from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keycheck import legacy_seal
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
@@ -21,6 +21,7 @@ from eventlog.models import (
     StreamHead,
     format_time,
 )
+from eventlog.names import IdKeyring, new_mode
 from eventlog.store import RECEIPT_KINDS, EventStore
 from eventlog.validation import check_at, check_range, check_tail
 
@@ -37,9 +38,21 @@ class InMemoryEventStore(EventStore):
         key: Chain key (at least 16 bytes): records are format 3, HMAC-SHA256 under it.
     """
 
-    def __init__(self, *, key: bytes | None = None, keyring: Keyring | None = None) -> None:
-        self._key = self._valid_key(key)
-        self._use_keyring(keyring)
+    def __init__(
+        self,
+        *,
+        key: bytes | None = None,
+        keyring: Keyring | None = None,
+        erasable_ids: bool = False,
+    ) -> None:
+        self._open_modes(key, keyring, read_only=False, adopt_key=False, erasable_ids=erasable_ids)
+        self._names_of: dict[str, str] = {}  # the names table (erasable ids)
+        if erasable_ids:
+            mode, stored = new_mode(keyring=keyring, chain_key=self._key)
+            where = "InMemoryEventStore"
+            self._names = IdKeyring(
+                mode, stored_key=stored, keyring=keyring, chain_key=self._key, where=where
+            )
         self._keyed_db = key is not None
         self._seals_required = True  # sealed from the first record: nothing predates seals
         if key is not None:
@@ -66,12 +79,13 @@ class InMemoryEventStore(EventStore):
         expected_seq: int | None = None,
         expected_hash: str | None = None,
     ) -> list[Record]:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "append")
         self._check_items(items, memory_id, key)
         with self._lock:
             self._open("append")
             if not items:
                 return []
+            name = self._name_row(key)
             stream = self._streams.get(key, [])
             head = _head_of(stream)
             actual = 0 if head is None else head.seq
@@ -87,6 +101,8 @@ class InMemoryEventStore(EventStore):
                 records.append(Record(self._position, *row))
             self._streams.setdefault(key, []).extend(records)
             self._all.extend(records)
+            if name is not None:
+                self._names_of.setdefault(*name)
             self._seal(key, records[-1])
         return self._revealed(records, items)
 
@@ -134,7 +150,7 @@ class InMemoryEventStore(EventStore):
         return seal, opened[0] if opened else None, opened[-1] if opened else None
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "purge")
         with self._lock:
             self._open("purge")
             stream = self._streams.get(key, [])
@@ -188,6 +204,8 @@ class InMemoryEventStore(EventStore):
                 plans.append((key, stream, pending, row, event))
             receipts = []
             blanked: dict[int, Record] = {}
+            for key in keys:
+                self._names_of.pop(key, None)  # the id goes with the content
             for key, stream, pending, row, event in plans:
                 blank = {r.position: r._replace(payload="", salt="") for r in pending}
                 stream[:] = [blank.get(r.position, r) for r in stream]
@@ -205,7 +223,7 @@ class InMemoryEventStore(EventStore):
             return receipts
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "save_snapshot")
         with self._lock:
             self._open("save_snapshot")
             if not any(r.seq == seq for r in self._streams.get(key, ())):
@@ -226,7 +244,7 @@ class InMemoryEventStore(EventStore):
         desc: bool = False,
     ) -> list[Record]:
         check_range("read", gt, lte, limit, desc)
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "read")
         with self._lock:
             self._open("read")
             stream = self._streams.get(key, [])
@@ -247,14 +265,14 @@ class InMemoryEventStore(EventStore):
         return self._opened(selected)
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "head")
         with self._lock:
             self._open("head")
             return _head_of(self._streams.get(key, []))
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
         check_at("seq_at", at)
-        key, when = memory_key(memory_id), format_time(at)
+        key, when = self._stream_key(memory_id, "seq_at"), format_time(at)
         with self._lock:
             self._open("seq_at")
             stream = self._streams.get(key, [])
@@ -265,12 +283,16 @@ class InMemoryEventStore(EventStore):
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
         check_range("load_snapshot", None, lte, None)
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "load_snapshot")
         with self._lock:
             self._open("load_snapshot")
             saved = self._snapshots.get((key, name), {})
             seqs = [s for s in saved if lte is None or s <= lte]
             return saved[max(seqs)] if seqs else None
+
+    def _name_rows(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._names_of)
 
     def _stream_rows(self) -> list[tuple[str, int, int, str, str]]:
         with self._lock:

@@ -423,6 +423,8 @@ class StreamInfo:
         last_seq: Seq of its newest record.
         first_recorded_at: Time of its oldest stored record.
         last_recorded_at: Time of its newest record (its last activity).
+        id_erased: On a ledger with erasable ids (:mod:`eventlog.names`), the memory's id was
+            erased with its content: ``memory_id`` is then the stream's pseudonym.
     """
 
     memory_id: MemoryId
@@ -431,6 +433,7 @@ class StreamInfo:
     last_seq: int
     first_recorded_at: datetime
     last_recorded_at: datetime
+    id_erased: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

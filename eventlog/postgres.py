@@ -38,7 +38,7 @@ from eventlog.errors import (
     StoreClosedError,
 )
 from eventlog.hashing import GENESIS
-from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -200,8 +200,11 @@ class PostgresEventStore(EventStore):
         read_only: bool = False,
         adopt_key: bool = False,
         witness: str | os.PathLike[str] | Witness | None = None,
+        erasable_ids: bool = False,
     ) -> None:
-        self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
+        self._open_modes(
+            key, keyring, read_only=read_only, adopt_key=adopt_key, erasable_ids=erasable_ids
+        )
         if (dsn is None) == (pool is None):
             msg = "PostgresEventStore: pass exactly one of dsn= and pool="
             raise ValueError(msg)
@@ -392,6 +395,7 @@ class PostgresEventStore(EventStore):
                 return fn(_Tx(conn, self._q))
 
         self._settle_keys(where, read, write)
+        self._settle_ids(where, read, write)
         self._attach_witness(witness, where)
 
     # ------------------------------------------------------------ error choke point
@@ -590,7 +594,7 @@ class PostgresEventStore(EventStore):
         expected_seq: int | None = None,
         expected_hash: str | None = None,
     ) -> list[Record]:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "append")
         self._check_items(items, memory_id, key)
         operation = "append"
         if self._closed:
@@ -692,6 +696,7 @@ class PostgresEventStore(EventStore):
         # commit go to the server as one statement (or, on a caller's pool that is not in
         # autocommit mode, in one pipeline): one round trip instead of five.
         rows = None if head is None else self._build(key, head, items, self._now())
+        name = self._name_row(key)
         chained_to = 0
         lock = self._stream_lock(key)
 
@@ -700,13 +705,13 @@ class PostgresEventStore(EventStore):
 
         try:
             with self._guard("append", conflict, (key,)) as conn:
-                if rows is not None and conn.autocommit:
+                if rows is not None and conn.autocommit and name is None:
                     chained_to = rows[0][1] - 1
                     sent.append((rows, conn.info.backend_pid))  # from here, it may land
                     cursor = conn.execute(*self._insert_query(rows, lock=lock))
                 else:
                     cursor = self._append_in_transaction(
-                        conn, key, items, expected_seq, expected_hash, rows, lock, sent
+                        conn, key, items, expected_seq, expected_hash, rows, lock, sent, name
                     )
                     chained_to = sent[-1][0][0][1] - 1
                 positions: dict[int, int] = dict(cursor.fetchall())
@@ -743,6 +748,7 @@ class PostgresEventStore(EventStore):
         rows: list[Row] | None,
         lock: int,
         sent: list[tuple[list[Row], int]],
+        name: tuple[str, str] | None = None,
     ) -> Any:
         """Lock, (read the head and build the rows,) insert and commit in one transaction;
         returns the insert's cursor. ``sent`` receives the rows once they may land."""
@@ -764,6 +770,8 @@ class PostgresEventStore(EventStore):
                 if mismatch is not None:
                     raise mismatch
                 rows = self._build(key, fresh, items, self._now())
+            if name is not None:
+                conn.execute(self._q["put_name"], name)
             sent.append((rows, conn.info.backend_pid))  # from here, it may land
             cursor = conn.execute(*self._insert_query(rows))
             conn.execute(pgsql.COMMIT)
@@ -830,7 +838,7 @@ class PostgresEventStore(EventStore):
         expire. Physical erasure therefore needs ``vacuum(full=True)`` (plain VACUUM only
         marks the space reusable) plus your WAL and backup retention.
         """
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "purge")
         self._writable("purge", self._name)
         conflict = lambda: ConcurrencyError(key, expected_seq, None)  # noqa: E731
         with self._write("purge", conflict, keys=[key]) as conn:
@@ -872,6 +880,9 @@ class PostgresEventStore(EventStore):
                 seq = 0 if head is None else head.seq
                 if expected_seq is not None and seq != expected_seq:
                     raise ConcurrencyError(key, expected_seq, seq)
+                if self._names is not None:
+                    # The id goes with the content (also when only the id was left: a rerun).
+                    conn.execute(self._q["drop_name"], (key,))
                 pending = conn.execute(self._q["to_erase"], (key, kinds)).fetchall()
                 now = self._now()
                 built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
@@ -926,7 +937,7 @@ class PostgresEventStore(EventStore):
                     conn.autocommit = autocommit
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "save_snapshot")
         # Under the memory's append lock, so a purge cannot slip between the check and the
         # insert and leave a snapshot of erased messages behind.
         conflict = lambda: ConcurrencyError(key, seq, None)  # noqa: E731
@@ -951,7 +962,7 @@ class PostgresEventStore(EventStore):
         desc: bool = False,
     ) -> list[Record]:
         check_range("read", gt, lte, limit, desc)
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "read")
         # One statement shape per direction (absent bounds become ones that match every
         # seq, LIMIT NULL is no limit), so psycopg's automatic prepare reuses its plan.
         params = (
@@ -1004,7 +1015,7 @@ class PostgresEventStore(EventStore):
             self._own_last = max(self._own_last, position)
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "head")
         # Always asks the server (other processes append too); what it learns feeds the next
         # append's cached head, which a memory's add() then chains to without a read.
         head = self._read("head", lambda conn: self._head(conn, key))
@@ -1089,7 +1100,7 @@ class PostgresEventStore(EventStore):
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
         check_at("seq_at", at)
-        params = (memory_key(memory_id), format_time(at))
+        params = (self._stream_key(memory_id, "seq_at"), format_time(at))
 
         def run(conn: Conn) -> int | None:
             row = conn.execute(self._q["seq_at"], params).fetchone()
@@ -1101,7 +1112,11 @@ class PostgresEventStore(EventStore):
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
         check_range("load_snapshot", None, lte, None)
-        params = (memory_key(memory_id), name, _NO_UPPER if lte is None else lte)
+        params = (
+            self._stream_key(memory_id, "load_snapshot"),
+            name,
+            _NO_UPPER if lte is None else lte,
+        )
 
         def run(conn: Conn) -> Snapshot | None:
             row = conn.execute(self._q["load_snapshot"], params).fetchone()
@@ -1112,6 +1127,11 @@ class PostgresEventStore(EventStore):
             )
 
         return self._read("load_snapshot", run)
+
+    def _name_rows(self) -> dict[str, str]:
+        if self._names is None:
+            return {}
+        return self._read("names", lambda conn: dict(conn.execute(self._q["names"]).fetchall()))
 
     def _stream_rows(self) -> list[tuple[str, int, int, str, str]]:
         def run(conn: Conn) -> list[tuple[str, int, int, str, str]]:

@@ -117,6 +117,14 @@ MIGRATIONS: list[str] = [
         mac bytea NOT NULL
     );
     """,
+    # 5: erasable ids (see eventlog.names): the id of each pseudonymous stream, in a row an
+    # erasure deletes. Empty on ledgers created without erasable ids.
+    """
+    CREATE TABLE {schema}.names (
+        stream_id text COLLATE "C" PRIMARY KEY,
+        name text NOT NULL
+    );
+    """,
 ]
 """Schema migrations, index = version. A shipped entry is never edited; a wrong one becomes
 ``"SELECT 1"`` (with a comment) and a new entry fixes it."""
@@ -309,8 +317,8 @@ _Q_TREE_INSERT = (
     "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], %s::bytea[]) "
     "ON CONFLICT (block) DO NOTHING"
 )
-_Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots"
-_Q_VACUUM_FULL = "VACUUM FULL {schema}.events, {schema}.snapshots"
+_Q_VACUUM = "VACUUM {schema}.events, {schema}.snapshots, {schema}.names"
+_Q_VACUUM_FULL = "VACUUM FULL {schema}.events, {schema}.snapshots, {schema}.names"
 SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
 _Q_CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
 _Q_CREATE_MIGRATIONS = (
@@ -322,7 +330,17 @@ _Q_VERSIONS = "SELECT version FROM {schema}.eventlog_migrations"
 _Q_VERSION = "SELECT count(*), max(version) FROM {schema}.eventlog_migrations"
 _Q_RECORD_VERSION = "INSERT INTO {schema}.eventlog_migrations (version) VALUES (%s)"
 
+_Q_PUT_NAME = (
+    "INSERT INTO {schema}.names (stream_id, name) VALUES (%s, %s) "
+    "ON CONFLICT (stream_id) DO NOTHING"
+)
+_Q_DROP_NAME = "DELETE FROM {schema}.names WHERE stream_id = %s"
+_Q_NAMES = "SELECT stream_id, name FROM {schema}.names"
+
 _TEMPLATES = {
+    "put_name": _Q_PUT_NAME,
+    "drop_name": _Q_DROP_NAME,
+    "names": _Q_NAMES,
     "head": _Q_HEAD,
     "insert": _Q_INSERT,
     "insert_one": _Q_INSERT_ONE,

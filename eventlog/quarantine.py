@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import GENESIS
-from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey, memory_key
+from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey
 from eventlog.models import HeadSeal, Record, RecordQuarantined
 from eventlog.vouch import NO_SEALS, REMEDY, head_problem, restored
 
@@ -79,7 +79,7 @@ def quarantined(store: EventStore, memory_id: MemoryId) -> dict[int, RecordQuara
     """
     from eventlog.serialization import decode_event
 
-    key = memory_key(memory_id)
+    key = store.stream_key(memory_id)
     found: dict[int, RecordQuarantined] = {}
     for record in store.read_verified(QUARANTINE_STREAM):
         event = decode_event(record)
@@ -99,7 +99,7 @@ def quarantine(store: EventStore, memory_id: MemoryId, seq: int, *, reason: str)
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
         msg = f"{operation}: seq must be an int >= 1 (as `chatledger verify` names it)"
         raise ValueError(msg)
-    key = memory_key(memory_id)
+    key = store.stream_key(memory_id)
     head = store.head(StreamKey(key))
     if head is None or seq > head.seq:
         last = 0 if head is None else head.seq
@@ -149,7 +149,7 @@ def read_excluding(
     Raises:
         ChainIntegrityError: Something else does not verify.
     """
-    key = memory_key(memory_id)
+    key = store.stream_key(memory_id)
     ends = store._ends(key)
     found = store.read(memory_id, gt=gt, lte=lte, limit=limit, desc=desc)
     ordered = list(reversed(found)) if desc else list(found)

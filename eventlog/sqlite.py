@@ -17,7 +17,7 @@ import sqlite_utils
 
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
 from eventlog.hashing import GENESIS
-from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -30,7 +30,7 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
-from eventlog.store import RECEIPT_KINDS, EventStore
+from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx
 from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
 
@@ -167,6 +167,16 @@ def m005_ledger_tree(db: sqlite_utils.Database) -> None:
     )
 
 
+@MIGRATIONS()
+def m006_names(db: sqlite_utils.Database) -> None:
+    """Erasable ids (see eventlog.names): the id of each pseudonymous stream, in a row an
+    erasure deletes. Empty on ledgers created without erasable ids."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS names (stream_id TEXT PRIMARY KEY, name TEXT NOT NULL) "
+        "WITHOUT ROWID"
+    )
+
+
 def is_ledger_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a SQLite file chatledger created or migrated, read from its header
     alone (100 bytes; the file is not opened as a database, so nothing beside it is created)."""
@@ -264,6 +274,9 @@ _HEAD_SEALED = (
     "ORDER BY e.seq DESC LIMIT 1"
 )
 _HEAD = "SELECT seq, hash, recorded_at FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1"
+_PUT_NAME = "INSERT OR IGNORE INTO names (stream_id, name) VALUES (?, ?)"
+_DROP_NAME = "DELETE FROM names WHERE stream_id = ?"
+_NAMES = "SELECT stream_id, name FROM names"
 _SEQ_AT = (
     "SELECT seq FROM events WHERE stream_id = ? AND recorded_at <= ? ORDER BY seq DESC LIMIT 1"
 )
@@ -414,8 +427,11 @@ class SQLiteEventStore(EventStore):
         read_only: bool = False,
         adopt_key: bool = False,
         witness: str | os.PathLike[str] | Witness | None = None,
+        erasable_ids: bool = False,
     ) -> None:
-        self._open_modes(key, keyring, read_only=read_only, adopt_key=adopt_key)
+        self._open_modes(
+            key, keyring, read_only=read_only, adopt_key=adopt_key, erasable_ids=erasable_ids
+        )
         if synchronous not in ("NORMAL", "FULL"):
             msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}"
             raise ValueError(msg)
@@ -504,11 +520,15 @@ class SQLiteEventStore(EventStore):
 
     def _load_key_check(self) -> None:
         """Settle the chain key and head seals (see ``EventStore._settle_keys``)."""
-        self._settle_keys(
-            self._where,
-            lambda fn: self._read("open", lambda conn: fn(_Tx(conn))),
-            lambda fn: self._write("open", lambda conn: fn(_Tx(conn))),
-        )
+
+        def read(fn: Callable[[LedgerTx], bool]) -> bool:
+            return self._read("open", lambda conn: fn(_Tx(conn)))
+
+        def write(fn: Callable[[LedgerTx], bool]) -> bool:
+            return self._write("open", lambda conn: fn(_Tx(conn)))
+
+        self._settle_keys(self._where, read, write)
+        self._settle_ids(self._where, read, write)
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -653,12 +673,13 @@ class SQLiteEventStore(EventStore):
         expected_seq: int | None = None,
         expected_hash: str | None = None,
     ) -> list[Record]:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "append")
         self._check_items(items, memory_id, key)
         if not items:
             with self._guard("append"):
                 return []
         self._writable("append", self._where)
+        name = self._name_row(key)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
             head = self._head_locked(conn, key)
@@ -679,6 +700,8 @@ class SQLiteEventStore(EventStore):
             records: list[Record] = []
             rows = self._build(key, head, items, self._now())
             seal = self._seal_of(key, rows[-1][1], rows[-1][8], self._erased.get(key, 0))
+            if name is not None:
+                conn.execute(_PUT_NAME, name)
             try:
                 for row in rows:
                     mac = seal if row is rows[-1] else ""
@@ -716,7 +739,7 @@ class SQLiteEventStore(EventStore):
         return self._revealed(records, items)
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "purge")
         self._writable("purge", self._where)
 
         def work(conn: sqlite3.Connection) -> Record:
@@ -763,6 +786,9 @@ class SQLiteEventStore(EventStore):
                 head = self._head_locked(conn, key)
                 if expected_seq is not None and (0 if head is None else head.seq) != expected_seq:
                     raise ConcurrencyError(key, expected_seq, 0 if head is None else head.seq)
+                if self._names is not None:
+                    # The id goes with the content (also when only the id was left: a rerun).
+                    conn.execute(_DROP_NAME, (key,))
                 pending = conn.execute(_TO_ERASE, (key, *RECEIPT_KINDS)).fetchall()
                 now = self._now()
                 built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
@@ -849,7 +875,7 @@ class SQLiteEventStore(EventStore):
         self._checkpoint("checkpoint")
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "save_snapshot")
         row = (key, name, seq, state, format_time(self._now()))
 
         def work(conn: sqlite3.Connection) -> None:
@@ -875,7 +901,7 @@ class SQLiteEventStore(EventStore):
         desc: bool = False,
     ) -> list[Record]:
         check_range("read", gt, lte, limit, desc)
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "read")
         params: list[object] = [key]
         if gt is not None:
             params.append(gt)
@@ -901,7 +927,7 @@ class SQLiteEventStore(EventStore):
         return self._read("read_all", lambda conn: conn.execute(SCAN_ROWS, params).fetchall())
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "head")
 
         def work(conn: sqlite3.Connection) -> StreamHead | None:
             self._sync_version(conn)
@@ -911,7 +937,7 @@ class SQLiteEventStore(EventStore):
 
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
         check_at("seq_at", at)
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "seq_at")
         params = (key, format_time(at))
         row = self._read("seq_at", lambda conn: conn.execute(_SEQ_AT, params).fetchone())
         return None if row is None else int(row[0])
@@ -1020,13 +1046,18 @@ class SQLiteEventStore(EventStore):
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
         check_range("load_snapshot", None, lte, None)
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "load_snapshot")
         bound = (1 << 62) if lte is None else lte
         params = (key, name, bound)
         row = self._read("load_snapshot", lambda c: c.execute(_LOAD_SNAPSHOT, params).fetchone())
         if row is None:
             return None
         return Snapshot(row[0], row[1], row[2], row[3], parse_time(row[4]))
+
+    def _name_rows(self) -> dict[str, str]:
+        if self._names is None:
+            return {}
+        return self._read("names", lambda conn: dict(conn.execute(_NAMES).fetchall()))
 
     def _stream_rows(self) -> list[tuple[str, int, int, str, str]]:
         return self._read(

@@ -27,7 +27,14 @@ from eventlog.hashing import (
     stored_record_problem,
     verifies,
 )
-from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key, memory_key
+from eventlog.ids import (
+    PSEUDONYM_PREFIX,
+    SYSTEM_PREFIX,
+    MemoryId,
+    StreamKey,
+    memory_id_from_key,
+    memory_key,
+)
 from eventlog.keycheck import KEY_CHECK, legacy_seal, parse, v2_value
 from eventlog.keyring import (
     Keyring,
@@ -60,6 +67,7 @@ from eventlog.models import (
     VerifyReport,
     format_time,
 )
+from eventlog.names import IDS_KEY_SETTING, IDS_SETTING, IdKeyring, is_pseudonym, new_mode
 
 if typing.TYPE_CHECKING:
     # Only for the checkpoint methods' annotations: importing them would load cryptography
@@ -116,6 +124,11 @@ class LedgerTx(Protocol):
 
     def put_seals(self, rows: Sequence[tuple[str, str]]) -> None:
         """Set ``(mac, stream key)`` of existing head seals."""
+
+
+def _or_key(memory_id: MemoryId | None, key: str) -> MemoryId:
+    """``memory_id``, or when its id is gone (erased, or sealed beyond reach) the stream key."""
+    return StreamKey(key) if memory_id is None else memory_id
 
 
 def _check_reason(operation: str, reason: object) -> None:
@@ -302,26 +315,30 @@ class EventStore(ABC):
             PersistenceError: The database failed; nothing was erased.
             StoreClosedError: The store is closed.
         """
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "erase")
         _check_reason("erase", reason)
         self._writable("erase", type(self).__name__)
         receipts = self._erase([key], reason, expected_seq)
+        self._name_rows_made.pop(key, None)  # the backend deleted the row with the content
         pending = not self._clean_files("erase")
         if self._keyring is not None:
             # Last: while the key exists a crash leaves nothing unreadable that is not erased.
             # The memory's own key goes (content sealed before memories had their own keys
             # shares its subject's key with the subject's other memories: erase_subject
             # destroys that); a plain id is its own subject, so its subject key goes too.
-            self._keyring.destroy_memory(subject_of(memory_id), key)
+            subject = self._subject(key) if key in self._clear_keys else subject_of(memory_id)
+            self._keyring.destroy_memory(subject, key)
             if not isinstance(memory_id, tuple):
-                self._keyring.destroy(subject_of(memory_id))
+                self._keyring.destroy(subject)
         if not receipts:
             msg = (
                 f"erase of {key}: nothing to erase (no records, or their content was erased "
                 "already and nothing was added since)"
             )
             raise ValueError(msg)
-        return dataclasses.replace(receipts[0], cleanup_pending=pending)
+        clear = self._clear_keys.get(key)
+        named = receipts[0].memory_id if clear is None else memory_id_from_key(clear)
+        return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
 
     def erase_subject(
         self, prefix: tuple[object, ...], *, reason: str, batch: int = 500
@@ -358,13 +375,15 @@ class EventStore(ABC):
             raise ValueError(msg)
         self._writable("erase", type(self).__name__)
         keys = []
-        for key, *_ in sorted(self._stream_rows()):
-            mid = memory_id_from_key(key)
+        named = self._named(row[0] for row in self._stream_rows())
+        for key, mid in sorted(named.items()):
             if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
                 keys.append(key)
         receipts: list[ErasureReceipt] = []
         for start in range(0, len(keys), batch):
             receipts.extend(self._erase(keys[start : start + batch], reason, None))
+        for key in keys:
+            self._name_rows_made.pop(key, None)  # the backend deleted the rows
         # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup
         # and destroys the key if a crash came between the rows and the key.
         pending = not self._clean_files("erase")
@@ -372,7 +391,12 @@ class EventStore(ABC):
             # Last: while the key exists a crash leaves nothing unreadable that is not erased.
             # The subject (keyring.subject_of) of every id under a one-element prefix.
             self._keyring.destroy(memory_key(prefix))
-        return [dataclasses.replace(r, cleanup_pending=pending) for r in receipts]
+        return [
+            dataclasses.replace(
+                r, memory_id=named[r.record.stream_id] or r.memory_id, cleanup_pending=pending
+            )
+            for r in receipts
+        ]
 
     @abstractmethod
     def _erase(
@@ -388,14 +412,158 @@ class EventStore(ABC):
     _keyring: Keyring | None = None
 
     def _open_modes(
-        self, key: bytes | None, keyring: object, *, read_only: bool, adopt_key: bool
+        self,
+        key: bytes | None,
+        keyring: object,
+        *,
+        read_only: bool,
+        adopt_key: bool,
+        erasable_ids: bool = False,
     ) -> None:
         """Backends call this first in ``__init__`` with their ``key=``, ``keyring=``,
-        ``read_only=`` and ``adopt_key=`` arguments (validated here, once for all)."""
+        ``read_only=``, ``adopt_key=`` and ``erasable_ids=`` arguments (validated here, once
+        for all)."""
         self._key = self._valid_key(key)
         self._use_keyring(keyring)
         self._read_only = bool(read_only)
         self._adopt_key = bool(adopt_key)
+        if not isinstance(erasable_ids, bool):
+            msg = f"erasable_ids must be True or False, not {erasable_ids!r}"
+            raise TypeError(msg)
+        self._want_erasable_ids = erasable_ids
+
+    # ---------------------------------------------------------------- erasable ids
+
+    _names: IdKeyring | None = None  # set at open for a ledger created with erasable_ids
+    _want_erasable_ids = False
+
+    @property
+    def erasable_ids(self) -> bool:
+        """Whether memories are stored under keyed pseudonyms, their ids in erasable rows
+        (see :mod:`eventlog.names`): set when the ledger was created, for its whole life."""
+        return self._names is not None
+
+    def stream_key(self, memory_id: MemoryId) -> StreamKey:
+        """The stored key of ``memory_id``'s stream, as a :class:`~eventlog.ids.StreamKey`
+        every method takes in its place (encoding an id costs microseconds; objects that
+        read one memory many times encode it once). Under erasable ids it is the pseudonym.
+
+        Raises:
+            TypeError: The id is not a memory id.
+            ChainKeyError: Erasable ids keyed under a keyring or chain key this store was
+                opened without.
+        """
+        return StreamKey(self._stream_key(memory_id, "find memory"))
+
+    def _stream_key(self, memory_id: MemoryId, operation: str) -> str:
+        """Where ``memory_id``'s records are stored: its :func:`~eventlog.ids.memory_key`,
+        or its pseudonym on a ledger with erasable ids."""
+        names = self._names
+        if names is None:
+            return memory_key(memory_id)
+        if isinstance(memory_id, StreamKey):
+            # A stored key: a pseudonym or a system key as is; a clear key (the CLI's, or one
+            # an older object encoded) is the id, so it finds the same stream.
+            clear = str(memory_id)
+            if clear.startswith((PSEUDONYM_PREFIX, SYSTEM_PREFIX)):
+                return clear
+        else:
+            clear = memory_key(memory_id)
+        key = names.pseudonym(clear, operation)
+        if key not in self._clear_keys:
+            # Unbounded (one short string per memory this process touched): a StreamKey made
+            # by stream_key() appends by pseudonym, and its names row needs the id back.
+            self._clear_keys[key] = clear
+        return key
+
+    def _name_row(self, key: str) -> tuple[str, str] | None:
+        """The ``names`` row an append to ``key`` must make sure of (backends insert it, if
+        absent, in the append's transaction), or None for a key that is not a pseudonym."""
+        names = self._names
+        if names is None or not is_pseudonym(key):
+            return None
+        row = self._name_rows_made.get(key)
+        if row is None:
+            clear = self._clear_keys.get(key)
+            if clear is None:
+                msg = (
+                    f"append to {key}: a pseudonym given as a stream key; append by the memory "
+                    "id, so its name can be kept"
+                )
+                raise ValueError(msg)
+            row = (key, names.stored_name(key, clear))
+            self._name_rows_made[key] = row
+        return row
+
+    def _name_rows(self) -> dict[str, str]:
+        """Backend hook: every ``names`` row, pseudonym -> stored name (empty when the ledger
+        has no erasable ids)."""
+        return {}
+
+    def _named(self, keys: Iterable[str]) -> dict[str, MemoryId | None]:
+        """The memory id of each stream key: the id itself, or for a pseudonym the id its
+        ``names`` row holds (None when the row is gone - erased - or cannot be read here)."""
+        rows = self._name_rows() if self._names is not None else {}
+        out: dict[str, MemoryId | None] = {}
+        for key in keys:
+            if self._names is not None and is_pseudonym(key):
+                stored = rows.get(key)
+                out[key] = None if stored is None else self._names.read_name(key, stored)
+            else:
+                out[key] = memory_id_from_key(key)
+        return out
+
+    def _settle_ids(
+        self,
+        where: str,
+        read: Callable[[Callable[[LedgerTx], bool]], bool],
+        write: Callable[[Callable[[LedgerTx], bool]], bool],
+    ) -> None:
+        """Install the ledger's id key (erasable ids), or choose one for a new ledger created
+        with ``erasable_ids=True``. Backends call it after :meth:`_settle_keys`."""
+        settings: dict[str, str | None] = {}
+
+        def look(tx: LedgerTx) -> bool:
+            settings["mode"] = tx.setting(IDS_SETTING)
+            settings["key"] = tx.setting(IDS_KEY_SETTING)
+            return settings["mode"] is None and self._want_erasable_ids
+
+        if read(look):
+            if self._read_only:
+                msg = (
+                    f"open of {where} with erasable_ids=True: the ledger has no erasable ids "
+                    "and a read-only store cannot set them up; open it writable once"
+                )
+                raise ValueError(msg)
+
+            def choose(tx: LedgerTx) -> bool:
+                if look(tx):
+                    if tx.facts()[0]:
+                        msg = (
+                            f"open of {where} with erasable_ids=True: the ledger already holds "
+                            "records whose stream keys are the ids in clear, and those keys are "
+                            "hashed into the chain; erasable ids are chosen when a ledger is "
+                            "created - start a new ledger (chatledger export + import keeps "
+                            "the history verifiable in the old one)"
+                        )
+                        raise ValueError(msg)
+                    mode, stored = new_mode(keyring=self._keyring, chain_key=self._key)
+                    tx.put_setting(IDS_SETTING, mode)
+                    if stored is not None:
+                        tx.put_setting(IDS_KEY_SETTING, stored)
+                    settings["mode"], settings["key"] = mode, stored
+                return True
+
+            write(choose)
+        mode = settings["mode"]
+        if mode is not None:
+            self._names = IdKeyring(
+                mode,
+                stored_key=settings["key"],
+                keyring=self._keyring,
+                chain_key=self._key,
+                where=where,
+            )
 
     def _use_keyring(self, keyring: object) -> None:
         """Backends call this from ``__init__`` with their ``keyring=`` argument."""
@@ -407,6 +575,8 @@ class EventStore(ABC):
             raise TypeError(msg)
         self._keyring = keyring
         self._subjects: dict[str, str] = {}
+        self._clear_keys: dict[str, str] = {}  # pseudonym -> stored key (erasable ids)
+        self._name_rows_made: dict[str, tuple[str, str]] = {}
 
     def _subject(self, key: str) -> str:
         """The keyring subject of a stream key (cached: parsing a key costs microseconds)."""
@@ -415,7 +585,9 @@ class EventStore(ABC):
         if subject is None:
             if len(cache) > 100_000:  # a bound, not an LRU: refilling is cheap
                 cache.clear()
-            subject = cache[key] = subject_of(memory_id_from_key(key))
+            # A pseudonym does not say whose memory it is; its id was noted by _stream_key.
+            clear = self._clear_keys.get(key, key)
+            subject = cache[key] = subject_of(memory_id_from_key(clear))
         return subject
 
     def _opened(self, records: list[Record]) -> list[Record]:
@@ -561,20 +733,26 @@ class EventStore(ABC):
         Returns:
             One entry per stream that has records, ordered by stream key.
         """
-        from eventlog.ids import memory_id_from_key
         from eventlog.models import parse_time
 
+        rows = [
+            row
+            for row in sorted(self._stream_rows())
+            if include_system or not row[0].startswith(SYSTEM_PREFIX)
+        ]
+        named = self._named(row[0] for row in rows)
+        stored = self._name_rows() if self._names is not None else {}
         return [
             StreamInfo(
-                memory_id=memory_id_from_key(key),
+                memory_id=_or_key(named[key], key),
                 stream_id=key,
                 event_count=count,
                 last_seq=last_seq,
                 first_recorded_at=parse_time(first),
                 last_recorded_at=parse_time(last),
+                id_erased=is_pseudonym(key) and key not in stored,
             )
-            for key, count, last_seq, first, last in sorted(self._stream_rows())
-            if include_system or not key.startswith(SYSTEM_PREFIX)
+            for key, count, last_seq, first, last in rows
         ]
 
     def check(self, record: Record) -> str | None:
@@ -641,7 +819,7 @@ class EventStore(ABC):
         from eventlog.vouch import head_problem, restored
 
         keys = (
-            [memory_key(memory_id)]
+            [self._stream_key(memory_id, "verify")]
             if memory_id is not None
             else sorted(row[0] for row in self._stream_rows())
         )
@@ -719,9 +897,9 @@ class EventStore(ABC):
         """
         from eventlog.vouch import vouch
 
-        key = memory_key(memory_id)
+        key = self._stream_key(memory_id, "read")
         ends = self._ends(key)  # first: every seq up to its seal exists when the read runs
-        found = self.read(memory_id, gt=gt, lte=lte, limit=limit, desc=desc)
+        found = self.read(StreamKey(key), gt=gt, lte=lte, limit=limit, desc=desc)
         vouch(self, key, found, ends, gt=gt, lte=lte, limit=limit, desc=desc)
         return found
 

@@ -22,7 +22,7 @@ import itertools
 from array import array
 from collections.abc import Iterator
 
-from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
+from eventlog.ids import MemoryId, StreamKey, memory_id_from_key
 from eventlog.messages import ChatMessage, SystemMessage
 from eventlog.models import MessagesSet, Record
 from eventlog.serialization import encode_event
@@ -254,7 +254,7 @@ def walk(
         ValueError: ``after`` or ``upto`` is outside the history, or an event records no
             window (it was not written by a chatledger memory).
     """
-    key = StreamKey(memory_key(memory_id))
+    key = store.stream_key(memory_id)
     last = _head_seq(store, key)
     _check_seq("after", after, last, key)
     if upto is not None:
@@ -373,7 +373,7 @@ def diff(store: EventStore, memory_id: MemoryId, start: int, end: int) -> ViewDi
     Raises:
         ValueError: A seq is outside the history, or ``start > end``.
     """
-    key = StreamKey(memory_key(memory_id))
+    key = store.stream_key(memory_id)
     _check_range(store, key, start, end)
     changes = {change.entry.ref: change for change in _final_changes(store, key, start, end)}
     ordered = tuple(changes[ref] for ref in sorted(changes))
@@ -503,7 +503,7 @@ def diff_stream(store: EventStore, memory_id: MemoryId, start: int, end: int) ->
     Raises:
         ValueError: A seq is outside the history, or ``start > end``.
     """
-    key = StreamKey(memory_key(memory_id))
+    key = store.stream_key(memory_id)
     _check_range(store, key, start, end)
     return DiffStream(store, key, start, end)
 
@@ -525,7 +525,7 @@ def explain(store: EventStore, memory_id: MemoryId, seq: int, index: int = 0) ->
     Raises:
         ValueError: Event ``seq`` is outside the history, or brought no message at ``index``.
     """
-    key = StreamKey(memory_key(memory_id))
+    key = store.stream_key(memory_id)
     last = _head_seq(store, key)
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= last:
         msg = f"explain event {seq!r} of memory {key!r}: pick a seq from 1 to {last} (the head)"
@@ -577,8 +577,8 @@ def fork(
         ValueError: The source has no events, ``seq`` is outside its history, or ``new_id``
             already has events (nothing is written).
     """
-    key = StreamKey(memory_key(memory_id))
-    new_key = StreamKey(memory_key(new_id))
+    key = store.stream_key(memory_id)
+    new_key = store.stream_key(new_id)
     last = _head_seq(store, key)
     if last == 0:
         msg = f"fork of memory {key!r}: it has no events; fork an id listed by `chatledger ids`"

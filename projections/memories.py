@@ -13,7 +13,7 @@ from typing import Any, Final, Self
 from eventlog.aio import off_loop
 from eventlog.errors import ChainIntegrityError, ConcurrencyError
 from eventlog.hashing import GENESIS
-from eventlog.ids import MemoryId, StreamKey, memory_key
+from eventlog.ids import MemoryId
 from eventlog.memory import InMemoryEventStore
 from eventlog.messages import MESSAGE_TYPES, SystemMessage, ToolExecutionResultMessage
 from eventlog.messages import ChatMessage as _ChatMessage
@@ -119,12 +119,12 @@ class _WindowChatMemory(ChatMemory):
         if memory_id is None:
             msg = "id cannot be None; pass a str, int, UUID or tuple memory id"
             raise ValueError(msg)
+        self._store: EventStore = store if store is not None else InMemoryEventStore()
         # StreamKey: the stored key, passed through as is (the store would encode it again).
-        self._key = StreamKey(memory_key(memory_id))  # TypeError for unsupported id types
+        self._key = self._store.stream_key(memory_id)  # TypeError for unsupported id types
         self._id = memory_id
         self._policy = policy
         policy.limit_for(memory_id)  # LangChain4j validates a dynamic provider once at build
-        self._store: EventStore = store if store is not None else InMemoryEventStore()
         self._valid_for = None if valid_for is None else profile_of(valid_for).name
         self._lock = threading.RLock()
         self._broken: ChainIntegrityError | None = None  # set when a read found the chain broken

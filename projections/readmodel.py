@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
-from eventlog.ids import StreamKey
+from eventlog.ids import StreamKey, memory_key
 from eventlog.messages import (
     AiMessage,
     ChatMessage,
@@ -35,6 +35,7 @@ from eventlog.models import (
     MessagesSet,
     Record,
     RecordQuarantined,
+    StreamInfo,
     SummaryRecorded,
 )
 from eventlog.serialization import decode_event
@@ -54,6 +55,7 @@ __all__ = [
     "Step",
     "call_names",
     "describe",
+    "erased_id_label",
     "event_line",
     "forked_from",
     "make_policy",
@@ -63,6 +65,7 @@ __all__ = [
     "recorded_steps",
     "recorded_view",
     "short",
+    "shown_key",
     "summary_at",
     "what_if_steps",
     "what_if_view",
@@ -86,6 +89,31 @@ _REASONS: dict[str, str] = {
     "cleared": "cleared",
     "retracted": "retracted (popped)",
 }
+
+
+def shown_key(info: StreamInfo) -> str:
+    """The key a listing shows for a memory, one a command takes back: its id's stored key
+    (on a ledger with erasable ids, the id, not the pseudonym it is stored under)."""
+    return memory_key(info.memory_id)
+
+
+def erased_id_label(store: EventStore, info: StreamInfo) -> str | None:
+    """``erased (receipt RECEIPT_ID)`` for a memory whose id was erased with its content
+    (erasable ids), naming the newest erasure receipt in full; None for any other memory.
+    The old id is gone from the ledger: the receipt is what is left to name it by."""
+    if not info.id_erased:
+        return None
+    key = StreamKey(info.stream_id)
+    newest = info.last_seq
+    while newest > 0:
+        page = store.read(key, lte=newest, limit=100, desc=True)
+        for record in page:
+            if record.kind == "memory_erased":
+                return f"erased (receipt {record.position}-{record.hash})"
+        if len(page) < 100:
+            break
+        newest = page[-1].seq - 1
+    return "erased"
 
 
 def reason_text(reason: str | None) -> str:

@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 
 from eventlog.errors import ChainIntegrityError, ConcurrencyError
 from eventlog.hashing import GENESIS
-from eventlog.ids import MemoryId, StreamKey, memory_key
+from eventlog.ids import MemoryId, StreamKey
 from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage, CustomMessage, SystemMessage
 from eventlog.models import ContextSent, MessageRetracted, NewRecord, Record
@@ -207,7 +207,7 @@ class ItemList:
         if memory_id is None:
             msg = "id cannot be None; pass a str, int, UUID or tuple memory id"
             raise ValueError(msg)
-        self._key = StreamKey(memory_key(memory_id))  # TypeError for unsupported id types
+        self._key = store.stream_key(memory_id)  # TypeError for unsupported id types
         self._id = memory_id
         self._store = store
         self._lock = threading.RLock()

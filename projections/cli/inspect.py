@@ -58,9 +58,11 @@ def ids(args: argparse.Namespace, store: EventStore) -> int:
     infos = store.streams(include_system=args.include_system)
     if args.json:
         for info in infos:
+            erased = model.erased_id_label(store, info)
             emit(
                 {
-                    "memory": info.stream_id,
+                    "memory": model.shown_key(info),
+                    **({} if erased is None else {"id_erased": erased}),
                     "events": info.event_count,
                     "last_seq": info.last_seq,
                     "first_recorded_at": format_time(info.first_recorded_at),
@@ -74,8 +76,9 @@ def ids(args: argparse.Namespace, store: EventStore) -> int:
         return 0
     table = Table("memory id", "events", "last seq", "first activity (UTC)", "last activity (UTC)")
     for info in infos:
+        erased = model.erased_id_label(store, info)
         table.add_row(
-            plain(shell_id(info.stream_id)),
+            plain(shell_id(model.shown_key(info)) if erased is None else erased),
             str(info.event_count),
             str(info.last_seq),
             when(info.first_recorded_at),

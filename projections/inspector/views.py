@@ -51,9 +51,11 @@ from projections.meta import UNBOUNDED_LIMIT, WindowMeta
 from projections.readmodel import (
     call_names,
     describe,
+    erased_id_label,
     event_line,
     make_policy,
     reason_text,
+    shown_key,
     summary_at,
 )
 from projections.replay import brought, read_checked, what_if
@@ -213,7 +215,9 @@ def memory_rows(
     if sort not in SORTS:
         msg = f"sort {sort[:40]!r}: use one of {', '.join(SORTS)}"
         raise ValueError(msg)
-    labelled = ((info, _label(info.stream_id)) for info in store.streams())
+    labelled = (
+        (info, erased_id_label(store, info) or _label(shown_key(info))) for info in store.streams()
+    )
     infos = [pair for pair in labelled if needle.lower() in pair[1].lower()]
     if sort == "id":
         infos.sort(key=lambda pair: pair[1])

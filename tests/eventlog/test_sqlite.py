@@ -58,6 +58,7 @@ def test_reopen_keeps_everything_and_migrations_are_idempotent(tmp_path):
         "m003_head_seals",
         "m004_marker",
         "m005_ledger_tree",
+        "m006_names",
     ]
 
 
