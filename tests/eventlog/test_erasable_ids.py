@@ -380,3 +380,23 @@ def test_a_clear_name_written_into_a_keyring_ledger_names_nothing(backend):
     _set_name(backend, str(victim), memory_key((MARKER, "s2")))
     shown = {i.stream_id: i.memory_id for i in store.streams()}
     assert shown[str(victim)] == victim
+
+
+def test_with_a_file_keyring_no_file_keeps_the_id_after_erase_subject(tmp_path):
+    from eventlog import FileKeyring
+
+    path, keys = tmp_path / "chat.db", tmp_path / "keys.json"
+    ring = FileKeyring(keys, master_key=bytes(range(32)))
+    with SQLiteEventStore(path, erasable_ids=True, keyring=ring) as store:
+        _fill(store)
+        backup = tmp_path / "backup.db"
+        _backup(path, backup)
+        store.erase_subject((MARKER,), reason="GDPR")
+        assert _files_with(path, MARKER) == []
+    # Check neither the keyring file nor the ledger nor last night's backup names the subject.
+    assert MARKER.encode() not in keys.read_bytes()
+    assert _files_with(backup, MARKER) == []
+    with SQLiteEventStore(backup, keyring=FileKeyring(keys, master_key=bytes(range(32)))) as old:
+        named = [memory_key(i.memory_id) for i in old.streams() if not i.id_erased]
+        assert all(MARKER not in n for n in named)
+        assert sum(isinstance(i.memory_id, StreamKey) for i in old.streams()) == 2
