@@ -76,6 +76,7 @@ if typing.TYPE_CHECKING:
         SummaryRecorded,
         VerifyReport,
     )
+    from eventlog.note import NoteError
     from eventlog.receipts import ReceiptCheck, check_receipt, find_receipt, receipt_bundle
     from eventlog.sqlite import SQLiteEventStore
     from eventlog.store import EventStore
@@ -115,6 +116,7 @@ __all__ = [
     "MessageAdded",
     "MessageRetracted",
     "MessagesSet",
+    "NoteError",
     "OutcomeUnknownError",
     "PdfFileContent",
     "PersistenceError",
@@ -177,6 +179,7 @@ _WHERE: dict[str, str] = {
     "KeyUnavailableError": "eventlog.keyring",
     "Keyring": "eventlog.keyring",
     "KeyringError": "eventlog.keyring",
+    "NoteError": "eventlog.note",
     "LedgerDigest": "eventlog.ledger",
     "LoggedEvent": "eventlog.models",
     "MemoryCleared": "eventlog.models",

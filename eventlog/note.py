@@ -32,6 +32,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from eventlog.errors import EventLogError
+
 __all__ = [
     "ALG_ED25519",
     "NoteError",
@@ -53,7 +55,7 @@ _MAX_SIGNATURES = 100  # as Go's note.Open: a note with more is malformed
 _KEY_BYTES = 32
 
 
-class NoteError(ValueError):
+class NoteError(EventLogError, ValueError):
     """A note is malformed, carries a bad signature by a known key, or none by a known key.
 
     Attributes:

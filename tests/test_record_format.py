@@ -19,7 +19,7 @@ import pytest
 from eventlog import InMemoryEventStore, SQLiteEventStore
 from eventlog.jsonl import export_jsonl
 from eventlog.keyring import MemoryKeyring
-from tests.eventlog.contract.records import batch
+from eventlog.testing.records import batch
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "record-format.md"
 US = "\x1f"

@@ -8,8 +8,8 @@ import stat
 
 from eventlog import SQLiteEventStore
 from eventlog.note import Signer, Verifier
+from eventlog.testing.records import batch
 from tests.cli.conftest import json_lines, memory
-from tests.eventlog.contract.records import batch
 
 
 def _keys(ok, tmp_path, name="example.com/log"):

@@ -11,8 +11,8 @@ import pytest
 
 from eventlog import ChainIntegrityError, ChainKeyError, SQLiteEventStore, UserMessage
 from eventlog.hashing import chain_hash_v2, commit
+from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory
-from tests.eventlog.contract.records import user_payload
 
 KEY = b"a chain key of 32 bytes, exactly"
 

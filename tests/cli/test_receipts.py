@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from eventlog import SQLiteEventStore
+from eventlog.testing.records import batch
 from tests.cli.conftest import json_lines
-from tests.eventlog.contract.records import batch
 
 
 def _erase(ok, tmp_path):

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
 from eventlog import SQLiteEventStore
+from eventlog.testing.records import user_payload
 from projections.adapters.openai_agents import LedgerSession
-from tests.eventlog.contract.records import user_payload
 
 ITEMS: list[Any] = [{"role": "user", "content": f"item {i}"} for i in range(1, 7)]
 

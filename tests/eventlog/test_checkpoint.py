@@ -10,10 +10,9 @@ from eventlog import InMemoryEventStore
 from eventlog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint, verify_checkpoint
 from eventlog.ledger import digest
 from eventlog.note import NoteError, generate_key, sign_note
+from eventlog.testing.records import batch, user_payload
 from tests.eventlog.test_ledger import _delete, _fill, _forge_and_rehash
 from tests.eventlog.test_note import PETER_SKEY, PETER_VKEY
-
-from .contract.records import batch, user_payload
 
 ORIGIN = "example.com/chatledger/test"
 

@@ -25,10 +25,9 @@ from eventlog.ids import StreamKey, memory_key
 from eventlog.keyring import KeyUnavailableError, MemoryKeyring
 from eventlog.serialization import decode_event
 from eventlog.store import EventStore
+from eventlog.testing.records import batch, texts
 from projections import MessageWindowChatMemory
 from tests.conftest import Backend
-
-from .contract.records import batch, texts
 
 MARKER = "zorro-7f3e@example.com"
 OTHER = "bob@example.com"

@@ -33,8 +33,8 @@ import pytest
 from eventlog import SQLiteEventStore
 from eventlog.serialization import decode_event
 from eventlog.store import EventStore
+from eventlog.testing.records import batch
 from tests.conftest import IN_CI, PG_DSN, require_pg
-from tests.eventlog.contract.records import batch
 from tests.processes import unmeasured_env
 
 # ------------------------------------------------------------------ SQLite: kill -9

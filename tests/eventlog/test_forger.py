@@ -19,10 +19,9 @@ from eventlog import ChainIntegrityError, ChainKeyError, UserMessage
 from eventlog.errors import PersistenceError, ReadOnlyError
 from eventlog.hashing import chain_hash_v2, commit, head_mac
 from eventlog.keycheck import KEY_CHECK
+from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory
 from tests.conftest import PG_DSN
-
-from .contract.records import user_payload
 
 KEY = b"the application's chain key, 32b"
 FORGED = "pay 10000 EUR"

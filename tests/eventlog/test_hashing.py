@@ -20,7 +20,7 @@ from eventlog.hashing import (
 )
 from eventlog.models import ContentErased, MessageAdded, MessagesSet, Record
 from eventlog.serialization import decode_event, encode_event
-from tests.eventlog.contract.records import added
+from eventlog.testing.records import added
 from tests.strategies import chat_messages
 
 fields = st.tuples(

@@ -9,7 +9,7 @@ import pytest
 
 from eventlog import InMemoryEventStore, SQLiteEventStore
 from eventlog.jsonl import export_jsonl, import_jsonl
-from tests.eventlog.contract.records import added, batch, user_payload
+from eventlog.testing.records import added, batch, user_payload
 
 KEY = b"k" * 32
 

@@ -21,9 +21,8 @@ from eventlog.ledger import (
     verify_inclusion,
 )
 from eventlog.merkle import EMPTY_ROOT, MerkleTree
+from eventlog.testing.records import batch, user_payload
 from tests.conftest import PG_DSN
-
-from .contract.records import batch, user_payload
 
 
 def _fill(store):

@@ -21,9 +21,8 @@ from eventlog.ledger import (
 )
 from eventlog.merkle import leaf_hash
 from eventlog.models import Record
+from eventlog.testing.records import batch, user_payload
 from tests.eventlog.test_ledger import _fill
-
-from .contract.records import batch, user_payload
 
 # Written by chatledger before format 2 (commit 1219ccf): these files must keep verifying.
 V1_DIGEST = (

@@ -24,10 +24,9 @@ from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_i
 from eventlog.ledger_tree import BLOCK
 from eventlog.merkle import InMemoryNodeStore, MerkleTree
 from eventlog.sqlite import SCAN_ROWS
+from eventlog.testing.records import batch
 from tests.conftest import PG_DSN
 from tests.eventlog.test_ledger import _delete, _forge_and_rehash
-
-from .contract.records import batch
 
 
 def _grow(store, count, *, start=0, memories=7):

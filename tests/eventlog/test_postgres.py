@@ -20,8 +20,8 @@ import pytest
 
 from eventlog import ConcurrencyError, PersistenceError, SchemaVersionError, StoreClosedError
 from eventlog.models import NewRecord, StreamHead
+from eventlog.testing.records import added, batch, texts
 from tests.conftest import PG_DSN, require_pg
-from tests.eventlog.contract.records import added, batch, texts
 
 pytestmark = pytest.mark.usefixtures("_pg")
 

@@ -17,8 +17,8 @@ from psycopg.conninfo import make_conninfo
 
 from eventlog import PersistenceError
 from eventlog.errors import OutcomeUnknownError
+from eventlog.testing.records import batch, texts
 from tests.conftest import PG_DSN
-from tests.eventlog.contract.records import batch, texts
 from tests.eventlog.test_postgres import _drop, _pg  # noqa: F401 - _pg is a fixture
 
 pytestmark = pytest.mark.usefixtures("_pg")

@@ -21,8 +21,8 @@ from eventlog import verify_inclusion
 from eventlog.ids import memory_key
 from eventlog.postgres import PostgresEventStore
 from eventlog.postgres_sql import stream_lock_key
+from eventlog.testing.records import added, batch, texts
 from tests.conftest import PG_DSN
-from tests.eventlog.contract.records import added, batch, texts
 from tests.eventlog.test_postgres import _drop, _pg  # noqa: F401 - _pg is a fixture
 
 pytestmark = pytest.mark.usefixtures("_pg")

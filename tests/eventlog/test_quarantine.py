@@ -15,9 +15,9 @@ from eventlog import ChainIntegrityError, ChainKeyError, SQLiteEventStore
 from eventlog.models import RecordQuarantined
 from eventlog.quarantine import QUARANTINE_STREAM
 from eventlog.serialization import encode_event
+from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory
 from projections.adapters.openai_agents import LedgerSession
-from tests.eventlog.contract.records import user_payload
 from tests.eventlog.test_forger import KEY, Db
 
 pytestmark = pytest.mark.skip_backend("memory")  # the damage is done with SQL on the files

@@ -15,8 +15,7 @@ import sqlite_utils
 
 from eventlog import PersistenceError, SQLiteEventStore
 from eventlog.sqlite import MIGRATIONS
-
-from .contract.records import added, batch, texts
+from eventlog.testing.records import added, batch, texts
 
 
 def test_file_is_wal_and_readable_with_plain_sqlite(tmp_path):

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from eventlog import SQLiteEventStore
-
-from .contract.records import batch, texts
+from eventlog.testing.records import batch, texts
 
 MARKER = "QZV-erasable-7f3e"
 

@@ -11,9 +11,8 @@ import pytest
 
 from eventlog import InMemoryEventStore
 from eventlog.note import generate_key
+from eventlog.testing.records import batch
 from eventlog.tlog_proof import TLOG_PROOF_HEADER, parse_tlog_proof, tlog_proof, verify_tlog_proof
-
-from .contract.records import batch
 
 ORIGIN = "example.com/chatledger/test"
 

@@ -8,9 +8,8 @@ import pytest
 from eventlog import ChainIntegrityError, InMemoryEventStore
 from eventlog.hashing import KEYED_CHAIN, head_mac
 from eventlog.models import HeadSeal
+from eventlog.testing.records import batch
 from eventlog.vouch import NO_SEALS, head_problem, seal_problem
-
-from .contract.records import batch
 
 KEY = b"k" * 32
 

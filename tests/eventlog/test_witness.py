@@ -12,10 +12,9 @@ import pytest
 from eventlog import RollbackError
 from eventlog.errors import EventLogError, PersistenceError
 from eventlog.merkle import MerkleTree
+from eventlog.testing.records import batch
 from eventlog.witness import FileWitness, TreeState
 from tests.conftest import PG_DSN
-
-from .contract.records import batch
 
 pytestmark = pytest.mark.skip_backend("memory")  # nothing of a memory store survives it
 

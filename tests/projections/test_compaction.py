@@ -24,6 +24,7 @@ from eventlog.lc4j_json import message_to_json
 from eventlog.models import CompactionRun, MemoryErased, MessageAdded, Record, StreamInfo
 from eventlog.serialization import encode_event
 from eventlog.store import EventStore
+from eventlog.testing.records import added
 from projections import MessageWindowChatMemory, OpenAiTokenCountEstimator, TokenWindowChatMemory
 from projections.compaction import (
     COMPACTION_STREAM,
@@ -35,7 +36,6 @@ from projections.compaction import (
 from projections.provider import ChatMemoryProvider
 from projections.snapshots import SNAPSHOT_NAME, load_window_snapshot
 from tests.conftest import PG_DSN, Backend
-from tests.eventlog.contract.records import added
 from tests.factories import a_conversation, a_message
 
 DAY = timedelta(days=1)
