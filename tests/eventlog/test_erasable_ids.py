@@ -278,13 +278,14 @@ def test_sqlite_backup_taken_before_erasure_reveals_neither_id_nor_text_with_a_k
 # ------------------------------------------------------------------ bytes on disk (PostgreSQL)
 
 
-def test_postgres_erase_and_vacuum_full_leave_no_byte_of_the_id(backend):
+@pytest.mark.parametrize("keyring", [False, True], ids=["no-keyring", "keyring"])
+def test_postgres_erase_and_vacuum_full_leave_no_byte_of_the_id(backend, keyring):
     if backend.name != "postgres":
         pytest.skip("PostgreSQL's files only")
     from tests.conftest import IN_CI
     from tests.eventlog.test_erase_durability import _admin
 
-    store = _pseudonymous(backend)
+    store = _pseudonymous(backend, keyring=MemoryKeyring()) if keyring else _pseudonymous(backend)
     for i in range(60):
         who = MARKER if i == 30 else f"user-{i}"
         store.append((who, "s1"), batch(f"kept {i}", f"more {i}"))
@@ -308,7 +309,8 @@ def test_postgres_erase_and_vacuum_full_leave_no_byte_of_the_id(backend):
         if IN_CI:
             raise
         pytest.skip(f"cannot read PostgreSQL's data files here: {e}")
-    assert before == ["names"]  # the id lives in its names row only
+    # Check the id lives in its names row only - and with a keyring not even there (sealed).
+    assert before == ([] if keyring else ["names"])
     digest = store.digest()
     (receipt,) = store.erase_subject((MARKER,), reason="GDPR")
     assert receipt.cleanup_pending  # dead row versions until vacuum(full=True)
