@@ -56,6 +56,8 @@ def ids(args: argparse.Namespace, store: EventStore) -> int:
     from rich.table import Table
 
     infos = store.streams(include_system=args.include_system)
+    if store.erasable_ids:  # listed by id, not by the pseudonyms' random order
+        infos.sort(key=lambda info: (info.id_erased, model.shown_key(info)))
     if args.json:
         for info in infos:
             erased = model.erased_id_label(store, info)

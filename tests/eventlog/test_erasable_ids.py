@@ -342,6 +342,11 @@ def test_cli_ids_and_the_inspector_show_an_erased_id_by_its_receipt(tmp_path, ca
     assert f'"id_erased": "erased (receipt {receipt.id})"' in out
     assert memory_key((MARKER, "s2")) in out.replace('\\"', '"')
     assert memory_key((MARKER, "s1")) not in out.replace('\\"', '"')
+    # Check the listing is in id order (not the pseudonyms'), erased memories last.
+    rows = [json.loads(line) for line in out.splitlines()]
+    named = [r["memory"] for r in rows if "id_erased" not in r]
+    assert named == sorted(named) and len(named) == 3
+    assert "id_erased" in rows[-1] and not any("id_erased" in r for r in rows[:-1])
     # Check an id as listed is taken back by the commands (the clear key finds the stream).
     assert main(["history", "--db", str(path), "--id-json", f'["{OTHER}", "s1"]']) == 0
     assert f"text of {OTHER} s1" in capsys.readouterr().out
