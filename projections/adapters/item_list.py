@@ -164,10 +164,15 @@ def tail(runs: Sequence[Run], count: int | None) -> list[Ref]:
     return picked
 
 
-def _oldest(runs: Sequence[Run]) -> Iterator[Ref]:
-    """The refs of ``runs``, oldest first, lazily."""
+def _oldest(runs: Sequence[Run], skip: int = 0) -> Iterator[Ref]:
+    """The refs of ``runs``, oldest first, lazily, after the oldest ``skip`` (skipped a run
+    at a time: the newest k of a long list cost O(runs + k), not O(list))."""
     for run in runs:
         lo, hi = run[-2], run[-1]
+        if skip > hi - lo:
+            skip -= hi - lo + 1
+            continue
+        lo, skip = lo + skip, 0
         if len(run) == 2:
             yield from ((s, 0) for s in range(lo, hi + 1))
         else:
@@ -295,11 +300,13 @@ class ItemList:
         with self._lock:
             batch = self._verified(desc=True, limit=1 if count is None else min(count, size))
             self._settle(batch[0] if batch else None, batch)
-            refs = tail(self._runs, count)
+            runs = list(self._runs)
         have = {r.seq: r for r in batch}
+        # The refs a chunk at a time: a list of a million items never holds a million refs.
+        refs = _oldest(runs, 0 if count is None else max(_size(runs) - count, 0))
         anchor: list[Record] = []  # the last record read: the next chunk must chain to it
-        for start in range(0, len(refs), size):
-            got, kept = self._objects_refs(refs[start : start + size], have, anchor, convert)
+        while chunk := list(islice(refs, size)):
+            got, kept = self._objects_refs(chunk, have, anchor, convert)
             if refs_out is not None:
                 refs_out.extend(kept)
             yield got

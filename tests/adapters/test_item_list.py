@@ -112,6 +112,9 @@ def test_tail_takes_the_newest_refs_across_runs() -> None:
     assert tail(runs, 3) == [(7, 1), (7, 2), (9, 0)]
     assert tail(runs, 0) == []
     assert tail(runs, 99) == tail(runs, None)
+    # Check the lazy oldest-first refs skip to the same newest ones, run by run.
+    for skip in range(9):
+        assert list(_oldest(runs, skip)) == tail(runs, None)[skip:]
 
 
 def test_any_ref_leaves_either_kind_of_run_and_the_rest_stays_in_order() -> None:
@@ -228,6 +231,7 @@ def test_a_whole_history_read_refuses_an_edited_row_in_a_later_chunk_on_every_re
     # Check the reads are whole and exact before the edit (and leave the objects holding
     # the head they saw).
     assert _run(session.get_items()) == items
+    assert _run(session.get_items(limit=CHUNK + 7)) == items[-(CHUNK + 7) :]
     assert history.messages == messages
     assert _run(history.aget_messages()) == messages
 
