@@ -292,8 +292,8 @@ class ItemList:
         chained to the one before it.
 
         ``convert`` takes one stored object and runs as soon as its (verified) event is
-        decoded, so the decoded JSON is dropped item by item: a chunk's worth of it held to
-        the chunk's end made the garbage collector walk it, a sixth of a LangChain read.
+        decoded, so the decoded JSON is dropped item by item rather than held (and walked by
+        the garbage collector) until the chunk ends.
         """
         if count is not None and count <= 0:
             return

@@ -196,7 +196,8 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 
     def _read(self) -> list[BaseMessage]:
         if self.window is None:
-            return _to_langchain_all(self.items.newest())
+            # As aget_messages reads it: each message built as soon as its event is decoded.
+            return [m for part in self.items.chunks(None, _to_langchain_one) for m in part]
         policy = self.window
         stored, refs = windowed_refs(self.items, policy)
         if not self.record:
