@@ -194,9 +194,12 @@ async def bench_size(root: Path, size: int, repeat: int, stall: Stall) -> dict[s
 
     gc.collect()
     gc.freeze()
-    # Correctness first: both sides return the same items.
-    got, want = await cases["cold10"][0](), await cases["cold10"][1]()
-    assert got == want, (got, want)
+    # Correctness first: both sides return the same items, the whole history too.
+    for name in ("cold10", "all", "lc"):
+        got, want = await cases[name][0](), await cases[name][1]()
+        assert got == want, (name, len(got), len(want))
+    del got, want
+    gc.collect()
     rows: dict[str, Any] = {}
     heavy = size > 100_000
     for name, calls in cases.items():

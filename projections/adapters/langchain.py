@@ -196,7 +196,8 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 
     def _read(self) -> list[BaseMessage]:
         if self.window is None:
-            return _to_langchain_all(self.items.newest())
+            # As aget_messages reads it: each message built as soon as its event is decoded.
+            return [m for part in self.items.chunks(None, _to_langchain_one) for m in part]
         policy = self.window
         stored, refs = windowed_refs(self.items, policy)
         if not self.record:
@@ -239,7 +240,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         steps, the event loop running between them)."""
         if self.window is not None:
             return await off_loop(self.store, self._read)
-        steps = self.items.chunks(None, _to_langchain_all)
+        steps = self.items.chunks(None, _to_langchain_one)
         messages: list[BaseMessage] = []
         while (part := await off_loop(self.store, next, steps, None)) is not None:
             messages.extend(part)
@@ -267,23 +268,20 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 
 
 def _to_langchain_all(stored: list[Any]) -> list[BaseMessage]:
-    """The LangChain messages of stored message objects: the ones this adapter wrote in one
-    ``messages_from_dict`` call, without building chatledger messages first."""
-    out: list[BaseMessage | None] = []
-    carried: list[dict[str, Any]] = []
-    where: list[int] = []
-    for obj in stored:
-        attributes = obj.get("attributes") if isinstance(obj, dict) else None
-        carried_message = attributes.get(MESSAGE_KEY) if isinstance(attributes, dict) else None
-        if isinstance(carried_message, dict):
-            where.append(len(out))
-            carried.append(carried_message)
-            out.append(None)
-        else:
-            out.append(to_langchain(message_from_obj(obj)))
-    for index, message in zip(where, messages_from_dict(carried), strict=True):
-        out[index] = message
-    return [m for m in out if m is not None]
+    """The LangChain messages of stored message objects (see :func:`_to_langchain_one`)."""
+    return [_to_langchain_one(obj) for obj in stored]
+
+
+def _to_langchain_one(obj: Any) -> BaseMessage:
+    """The LangChain message of a stored message object: one this adapter wrote is rebuilt
+    from the message it carries, with ``messages_from_dict`` as ``SQLChatMessageHistory``
+    does, without building the chatledger message first."""
+    attributes = obj.get("attributes") if isinstance(obj, dict) else None
+    carried = attributes.get(MESSAGE_KEY) if isinstance(attributes, dict) else None
+    if isinstance(carried, dict):
+        (message,) = messages_from_dict([carried])
+        return message
+    return to_langchain(message_from_obj(obj))
 
 
 def windowed(items: ItemList, policy: WindowPolicy) -> list[Any]:

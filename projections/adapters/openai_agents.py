@@ -229,10 +229,10 @@ class LedgerSession(SessionABC):
             return await off_loop(self.store, self._items, wanted)
         # A long list in steps on the worker, the event loop running between them.
         refs: list[Ref] = []
-        steps = self.items.chunks(wanted, _items_of_stored, refs_out=refs)
+        steps = self.items.chunks(wanted, _item_of_stored, refs_out=refs)
         items: list[TResponseInputItem] = []
         while (part := await off_loop(self.store, next, steps, None)) is not None:
-            items.extend(part)
+            items.extend(cast("list[TResponseInputItem]", part))
         self._served = (list(cast("list[Item]", items)), refs)  # the caller may edit its list
         return items
 

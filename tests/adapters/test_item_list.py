@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
@@ -16,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from eventlog import ChainIntegrityError, EventStore, SQLiteEventStore
 from eventlog.ids import StreamKey
 from projections import MessageWindowChatMemory, MessageWindowPolicy
-from projections.adapters.item_list import ItemList, _oldest, _remove, tail
+from projections.adapters.item_list import CHUNK, ItemList, _oldest, _remove, loads, tail
 from projections.adapters.langchain import (
     LedgerChatMessageHistory,
     from_langchain,
@@ -110,6 +112,9 @@ def test_tail_takes_the_newest_refs_across_runs() -> None:
     assert tail(runs, 3) == [(7, 1), (7, 2), (9, 0)]
     assert tail(runs, 0) == []
     assert tail(runs, 99) == tail(runs, None)
+    # Check the lazy oldest-first refs skip to the same newest ones, run by run.
+    for skip in range(9):
+        assert list(_oldest(runs, skip)) == tail(runs, None)[skip:]
 
 
 def test_any_ref_leaves_either_kind_of_run_and_the_rest_stays_in_order() -> None:
@@ -170,6 +175,10 @@ def _session_reads(store: EventStore) -> dict[str, Any]:
         "history window": lambda: (
             LedgerChatMessageHistory("conv", store=store, window=MessageWindowPolicy(2)).messages
         ),
+        "history messages": lambda: LedgerChatMessageHistory("conv", store=store).messages,
+        "history aget_messages()": lambda: _run(
+            LedgerChatMessageHistory("conv", store=store).aget_messages()
+        ),
     }
 
 
@@ -202,6 +211,112 @@ def test_a_tampered_row_in_the_range_a_session_reads_is_refused(backend, edit, k
             read()
         assert caught.value.stream_id == "conv", name
         assert "not served" in str(caught.value), name
+
+
+@pytest.mark.skip_backend("memory")
+def test_a_whole_history_read_refuses_an_edited_row_in_a_later_chunk_on_every_read(
+    backend,
+) -> None:
+    store = backend.open()
+    count = 2 * CHUNK + 100  # three chunks
+    items = [_item(i) for i in range(count)]
+    messages = [
+        HumanMessage(f"item {i}") if i % 2 else AIMessage(f"item {i}") for i in range(count)
+    ]
+    session = LedgerSession("agents", store=store)
+    _run(session.add_items(items))
+    history = LedgerChatMessageHistory("lc", store=store)
+    history.add_messages(messages)
+
+    # Check the reads are whole and exact before the edit (and leave the objects holding
+    # the head they saw).
+    assert _run(session.get_items()) == items
+    assert _run(session.get_items(limit=CHUNK + 7)) == items[-(CHUNK + 7) :]
+    assert history.messages == messages
+    assert _run(history.aget_messages()) == messages
+
+    # Check an edit of the database between two reads is found by the next read of the same
+    # objects and of new ones: nothing verified earlier is trusted.
+    at = CHUNK + 60  # in the second chunk
+    db = Db(backend)
+    for stream in ("agents", "lc"):
+        edited = db.run(
+            "UPDATE {events} SET payload = replace(payload, ?, ?) WHERE stream_id = ? AND seq = ?",
+            f"item {at - 1}",
+            "item 99999",
+            stream,
+            at,
+        )
+        assert edited == []
+    assert [r["payload"] for r in db.rows("agents") if "item 99999" in r["payload"]]
+    reads = {
+        "get_items() again": lambda: _run(session.get_items()),
+        "new get_items()": lambda: _run(LedgerSession("agents", store=store).get_items()),
+        "messages again": lambda: history.messages,
+        "aget_messages() again": lambda: _run(history.aget_messages()),
+        "new messages": lambda: LedgerChatMessageHistory("lc", store=store).messages,
+    }
+    for name, read in reads.items():
+        with pytest.raises(ChainIntegrityError) as caught:
+            read()
+        assert caught.value.seq == at, name
+        assert "not served" in str(caught.value), name
+
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**200), max_value=2**200)
+    | st.floats()
+    | st.text(st.characters(exclude_categories=()))  # lone surrogates too
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=20,
+)
+
+
+def _decoded_or_refused(decode: Any, text: str) -> tuple[str, str]:
+    try:
+        return "value", repr(decode(text))  # repr: NaN, -0.0, 1 vs 1.0 and key order count
+    except ValueError:
+        return "refused", ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.booleans(), st.data())
+def test_loads_decodes_exactly_what_json_loads_does(value, ascii_only, data) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    # Check a stored text decodes to the same value, and so does a mangled one (or both
+    # refuse it): one character inserted, dropped or replaced.
+    assert _decoded_or_refused(loads, text) == _decoded_or_refused(json.loads, text)
+    at = data.draw(st.integers(0, len(text)))
+    char = data.draw(
+        st.sampled_from([",", "]", "}", '"', "\\", "\x01", "1", ".", "e", "-", " ", "N"])
+    )
+    mode = data.draw(st.sampled_from(["insert", "drop", "replace"]))
+    mangled = {
+        "insert": text[:at] + char + text[at:],
+        "drop": text[:at] + text[at + 1 :],
+        "replace": text[:at] + char + text[at + 1 :],
+    }[mode]
+    assert _decoded_or_refused(loads, mangled) == _decoded_or_refused(json.loads, mangled)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud800"',  # a lone surrogate escape: pydantic-core refuses it, json decodes it
+        "[" * 400 + "]" * 400,  # deeper than pydantic-core's limit
+        "123456789012345678901234567890",
+        "[NaN, Infinity, -Infinity, -0.0, 1e400, 5e-324]",
+        '{"a": 1, "a": 2}',
+    ],
+    ids=["lone surrogate", "deep nesting", "big integer", "special floats", "duplicate keys"],
+)
+def test_loads_decodes_what_its_fast_parser_refuses_or_might_round(text) -> None:
+    assert repr(loads(text)) == repr(json.loads(text))
 
 
 def test_replacing_items_keeps_the_system_refs_of_the_list(tmp_path) -> None:
