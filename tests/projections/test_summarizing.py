@@ -350,8 +350,10 @@ def test_summaries_never_change_the_window_and_each_message_is_summarized_once(s
     # Time travel and a cold open read summaries from the log: no summarizer call.
     for seq, view in views.items():
         assert memory.as_of(seq=seq) == view
+    # Configured as `memory` is: a limit changed after the last write trims on read, and
+    # chunked eviction trims further than a plain one.
     cold = SummarizingChatMemory(
-        "s", max_messages=lambda _id: box[0], summarizer=summarizer, store=store
+        "s", max_messages=lambda _id: box[0], summarizer=summarizer, store=store, evict_to=evict
     )
     assert cold.messages() == memory.messages()
     assert len(summarizer.calls) == calls
