@@ -212,3 +212,28 @@ def test_an_empty_window_fits_even_a_limit_below_the_list_overhead():
     assert policy.total([]) == 3
     assert policy.fits([], 1)
     assert policy.ensure_capacity([], 1) == []
+
+
+def test_the_low_water_mark_is_evict_to_of_the_limit_and_at_least_one_message():
+    assert MessageWindowPolicy(10).evict_to is None
+    assert MessageWindowPolicy(10).low_water(10) == 10
+    chunked = MessageWindowPolicy(10, evict_to=0.25)
+    assert chunked.evict_to == 0.25
+    assert [chunked.low_water(limit) for limit in (1, 4, 8, 10)] == [1, 1, 2, 2]
+
+
+def test_a_recorded_token_count_is_used_as_recorded():
+    # Counted when it entered the log, perhaps by another estimator: never counted again.
+    policy = TokenWindowPolicy(100, _Letters())
+    assert policy.total([Entry(UserMessage("a"), (1, 0), 40)]) == 3 + 40
+    assert (
+        policy.total([Entry(UserMessage("a"), (1, 0), 40), Entry(UserMessage("bc"), (2, 0))]) == 45
+    )
+
+
+def test_retract_takes_out_the_entry_of_that_ref_only():
+    window = Window(MessageWindowPolicy(5), _users("a", "b", "c"))
+    (departed,) = window.retract((2, 0))
+    assert (departed.entry.ref, departed.reason) == ((2, 0), "retracted")
+    assert [e.ref for e in window.entries] == [(1, 0), (3, 0)]
+    assert window.retract((2, 0)) == []
