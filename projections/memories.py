@@ -228,6 +228,7 @@ class _WindowChatMemory(ChatMemory):
         )
         self._window = Window(self._policy)  # nothing cached is trusted any more
         self._seq, self._hash = -1, ""
+        self._observe(None)  # nor what a subclass kept from the old history's window record
 
     def _load(self, head_seq: int) -> None:
         behind = head_seq - self._seq

@@ -181,8 +181,10 @@ class SummarizingChatMemory(_WindowChatMemory):
         meta = window_meta(head)
         if meta.through is not None:
             through, summary = meta.through, meta.summary
-        elif head.kind in EMPTYING_KINDS or self._through > head.seq:
-            through, summary = head.seq, None  # a clear (or another history): start afresh
+        elif head.kind in EMPTYING_KINDS:
+            # A clear: start afresh. (Another history under us was forgotten before this
+            # call, see _changed_under_us: nothing kept from it names its events.)
+            through, summary = head.seq, None
         else:
             # Written by a memory that does not summarize (another process on the same id):
             # what it evicted is folded at our next eviction, the summary stays in force.

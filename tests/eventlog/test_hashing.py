@@ -10,11 +10,16 @@ from hypothesis import strategies as st
 
 from eventlog import InMemoryEventStore
 from eventlog.hashing import (
+    CONTENT_MISMATCH,
     GENESIS,
+    KEYED_CHAIN,
     chain_hash,
     chain_hash_v2,
+    check_stream,
     first_break,
+    malformed,
     record_hash,
+    record_problem,
     stored_record_problem,
     verifies,
 )
@@ -278,3 +283,110 @@ def test_a_record_is_erased_exactly_when_a_salted_format_lost_payload_and_salt(
 ):
     record = Record(1, "m", 1, "2026-01-01T00:00:00.000000Z", "k", 1, payload, "", GENESIS, "")
     assert record._replace(format=fmt, salt=salt).erased is erased
+
+
+@pytest.mark.parametrize("size", [1, 32, 63, 64, 65, 200])
+def test_the_keyed_chain_hash_is_hmac_sha256_at_every_key_size(size):
+    import hmac
+
+    # A key of exactly one SHA-256 block (64 bytes) is used as is; only a longer one is
+    # hashed first (RFC 2104).
+    key = bytes(i % 256 for i in range(size))
+    fields = (GENESIS, "s", 1, "k", 1, "2025-01-01T00:00:00.000000Z", "c" * 64, "")
+    preimage = (
+        f"chatledger.v3\x1f{GENESIS}\x1f1:s\x1f1\x1f1:k\x1f1\x1f27:2025-01-01T00:00:00.000000Z"
+        f"\x1f64:{'c' * 64}\x1f0:"
+    ).encode()
+    assert chain_hash_v2(*fields, key) == hmac.digest(key, preimage, "sha256").hex()
+
+
+def test_record_hash_refuses_an_unknown_format_and_a_keyed_one_without_the_key():
+    record = _stored("a", _KEY)[0]
+    assert record_hash(record, _KEY) == record.hash
+    with pytest.raises(ValueError, match=r"^record_hash of m#1: format 3 needs the store's key$"):
+        record_hash(record)
+    for fmt in (0, 4):
+        with pytest.raises(ValueError, match=rf"^record_hash of m#1: format {fmt} is unknown$"):
+            record_hash(record._replace(format=fmt), _KEY)
+
+
+@pytest.mark.parametrize("position", [0, -1])
+def test_a_record_at_a_position_below_1_was_moved_by_hand(position):
+    record = _stored("a", None)[0]
+    assert stored_record_problem(record, None, 0) is None
+    assert stored_record_problem(record._replace(position=position), None, 0) == (
+        f"position {position} is not positive: the row was moved by hand"
+    )
+
+
+def test_rows_a_store_writes_are_not_malformed():
+    for key in (None, _KEY):
+        for record in _stored("a", key):
+            assert malformed(record) is None
+    (legacy,) = _chain("a")  # format 1: no salt, no commitment
+    assert malformed(legacy) is None
+    erased = _stored("a", None)[0]._replace(payload="", salt="")
+    assert malformed(erased) is None
+    assert malformed(_chain("a")[0]._replace(stream_id="~i:7")) is None  # a tagged key
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"seq": "1"}, "malformed seq '1': not an integer"),
+        ({"schema_version": 1.0}, "malformed schema_version 1.0: not an integer"),
+        ({"format": True}, "malformed format True: not an integer"),
+        ({"stream_id": "~i:07"}, "malformed stream key '~i:07': not the canonical key"),
+        ({"stream_id": "~x"}, "malformed stream key '~x': not the canonical key"),
+        ({"stream_id": 5}, "malformed stream key 5: not the canonical key"),
+        ({"recorded_at_text": "2026-01-01T00:00:00Z"}, "malformed recorded_at '2026-01-01T00"),
+        ({"recorded_at_text": "yesterday"}, "malformed recorded_at 'yesterday'"),
+        ({"hash": "F" * 64}, "malformed hash 'FFFF"),
+        ({"prev_hash": None}, "malformed prev_hash None: not 64 lowercase hex digits"),
+        ({"format": 4}, "malformed format 4: not 1, 2 or 3"),
+        ({"commitment": ""}, "malformed commitment '': not 64 lowercase hex digits"),
+        ({"salt": "AB" * 16}, "malformed salt 'ABAB"),
+    ],
+)
+def test_a_row_no_store_would_write_is_malformed(changes, reason):
+    record = _stored("a", None)[0]
+    problem = malformed(record._replace(**changes))
+    assert problem is not None and problem.startswith(reason), problem
+
+
+def test_a_format_1_row_needs_no_commitment_or_salt_to_be_well_formed():
+    (legacy,) = _chain("a")
+    assert malformed(legacy._replace(commitment="", salt="")) is None
+    assert malformed(legacy._replace(commitment="x", salt="y")) is None  # format 1 ignores them
+
+
+def test_a_keyed_record_checked_without_the_key_says_so():
+    record = _stored("a", _KEY)[0]
+    assert record_problem(record, _KEY) is None
+    assert record_problem(record) == KEYED_CHAIN
+    assert record_problem(record, b"j" * 32) == CONTENT_MISMATCH
+
+
+def test_the_fast_check_takes_an_unkeyed_record_up_to_the_keyed_boundary():
+    record = _stored("a", None)[0]  # format 2, at position 1
+    # At the boundary it is legacy (written before keying), after it only a forger wrote it.
+    assert stored_record_problem(record, _KEY, keyed_since=1) is None
+    assert verifies(record, _KEY, 1) is True
+    assert stored_record_problem(record, _KEY, keyed_since=0) is not None
+    assert verifies(record, _KEY, 0) is False
+
+
+def test_a_full_check_reports_every_malformed_row_and_the_first_failure():
+    a, b, c, d = _chain("a", "b", "c", "d")
+    problem = record_problem
+    assert check_stream([a, b, c, d], problem, full=True) == (None, [])
+    odd_b, odd_d = b._replace(recorded_at_text="now"), d._replace(stream_id="~x")
+    reason_b, reason_d = malformed(odd_b), malformed(odd_d)
+    assert reason_b is not None and reason_d is not None
+    # A well-formed row between them: the walk goes on past it to the end.
+    assert check_stream([a, odd_b, c, odd_d], problem, full=True) == (
+        (2, reason_b),
+        [(2, reason_b), (4, reason_d)],
+    )
+    # Without `full`, rows are not checked for malformed text and the walk stops at a failure.
+    assert check_stream([a, odd_b, c, odd_d], problem) == ((2, CONTENT_MISMATCH), [])

@@ -71,3 +71,31 @@ def test_the_id_grammar_names_the_part_that_is_not_an_id(value, bad):
 def test_the_id_grammar_reads_every_kind_of_part():
     u = "12345678-1234-5678-1234-567812345678"
     assert id_from_json(["a", 1, {"uuid": u}, ["b"]]) == ("a", 1, uuid.UUID(u), ("b",))
+
+
+@pytest.mark.parametrize("memory_id", ["a\ud800b", ("user", "a\ud800b"), ("user", ("a\ud800b",))])
+def test_a_lone_surrogate_is_refused_in_a_string_id_or_any_part_of_a_tuple(memory_id):
+    # Checked here, where every backend gets its key: no store can keep a lone surrogate.
+    with pytest.raises(ValueError, match=r"holds a lone surrogate '\\ud800'"):
+        memory_key(memory_id)
+
+
+def test_text_beyond_ascii_is_kept_as_is():
+    assert memory_key("é-🙂") == "é-🙂"
+    assert memory_key(("é", 1)) == '~t:["é",1]'
+
+
+def test_a_long_id_is_shown_cut_to_80_characters_in_the_error():
+    whole = "x" * 72 + "\ud800"  # its repr is 80 characters: shown whole
+    with pytest.raises(ValueError) as caught:
+        memory_key(whole)
+    assert f"memory id {whole!r} holds" in str(caught.value)
+    longer = "x" * 73 + "\ud800"  # 81: cut to 77 and an ellipsis
+    with pytest.raises(ValueError) as caught:
+        memory_key(longer)
+    assert f"memory id {repr(longer)[:77]}... holds" in str(caught.value)
+
+
+def test_a_doubled_tag_is_undone_on_the_way_back():
+    assert memory_id_from_key("~~x") == "~x"
+    assert memory_id_from_key("~~") == "~"

@@ -33,7 +33,7 @@ from projections import (
     TokenWindowChatMemory,
     walk,
 )
-from projections.replay import replay_views
+from projections.replay import replay_views, window_meta
 from projections.summarizing import default_summary_message
 from tests.factories import lose_last_commit
 
@@ -350,8 +350,10 @@ def test_summaries_never_change_the_window_and_each_message_is_summarized_once(s
     # Time travel and a cold open read summaries from the log: no summarizer call.
     for seq, view in views.items():
         assert memory.as_of(seq=seq) == view
+    # Configured as `memory` is: a limit changed after the last write trims on read, and
+    # chunked eviction trims further than a plain one.
     cold = SummarizingChatMemory(
-        "s", max_messages=lambda _id: box[0], summarizer=summarizer, store=store
+        "s", max_messages=lambda _id: box[0], summarizer=summarizer, store=store, evict_to=evict
     )
     assert cold.messages() == memory.messages()
     assert len(summarizer.calls) == calls
@@ -424,3 +426,30 @@ def test_a_memory_whose_history_went_back_serves_the_summary_a_fresh_one_would(
     fresh = _memory(SQLiteEventStore(path), Summarizer(), max_messages=1)
     assert mine.summary == fresh.summary
     assert mine.messages() == fresh.messages()
+
+
+@pytest.mark.parametrize("rewritten", [1, 2])
+def test_a_memory_whose_history_was_replaced_forgets_the_summary_of_the_old_one(
+    tmp_path, rewritten
+):
+    # A restore lost the newest commits and another writer, one that does not summarize,
+    # wrote new events at the same seqs: one at the seq the old coverage reached, or
+    # also one at the seq of the old summary event. Neither the old summary nor its
+    # coverage belongs to this history.
+    path = tmp_path / "chat.db"
+    mine = _memory(SQLiteEventStore(path), Summarizer(), max_messages=1)
+    for text in "abcd":
+        mine.add(UserMessage(text))
+    assert mine.summary == "a b c"
+    head = mine.store.read("s")[-1]
+    covered = window_meta(head).through
+    assert covered is not None and covered == head.seq - 1
+    for seq in range(head.seq, covered - 1, -1):
+        lose_last_commit(path, "s", seq)
+    plain = MessageWindowChatMemory("s", max_messages=1, store=SQLiteEventStore(path))
+    for i in range(rewritten):
+        plain.add(UserMessage(f"p{i}"))
+    fresh = _memory(SQLiteEventStore(path), Summarizer(), max_messages=1)
+    assert fresh.summary is None
+    assert mine.summary is None
+    assert mine.messages() == fresh.messages() == [UserMessage(f"p{rewritten - 1}")]

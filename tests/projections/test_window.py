@@ -9,7 +9,14 @@ from eventlog.messages import ToolExecutionResultMessage
 from eventlog.models import Record
 from projections.meta import ForkOrigin, WindowMeta
 from projections.replay import window_meta
-from projections.window import Departure, Entry, MessageWindowPolicy, Window
+from projections.window import (
+    Departure,
+    Entry,
+    MessageWindowPolicy,
+    TokenWindowPolicy,
+    Window,
+    evict_permille,
+)
 
 _REQ = ToolExecutionRequest(id="1", name="calc", arguments="{}")
 
@@ -135,3 +142,98 @@ def test_window_meta_of_events_without_a_window():
     with pytest.raises(ValueError, match="records no window"):
         window_meta(record._replace(meta=""))
     assert window_meta(record._replace(kind="memory_cleared")).refs == []
+
+
+@pytest.mark.parametrize(
+    ("evict_to", "permille"), [(None, None), (0.7, 700), (0.001, 1), (0.999, 999)]
+)
+def test_evict_to_is_kept_as_thousandths(evict_to, permille):
+    assert evict_permille(evict_to) == permille
+
+
+@pytest.mark.parametrize("evict_to", [True, False, "0.5", [0.5]])
+def test_evict_to_must_be_a_number(evict_to):
+    with pytest.raises(ValueError, match=r"^evict_to must be a fraction of the limit such as 0.7"):
+        evict_permille(evict_to)
+
+
+@pytest.mark.parametrize("evict_to", [0, 1, 0.0004, 0.9996, -0.5, 1.5])
+def test_evict_to_must_round_to_a_fraction_strictly_between_0_and_1(evict_to):
+    with pytest.raises(ValueError, match=r"^evict_to must be between 0 and 1 \(exclusive\)"):
+        evict_permille(evict_to)
+
+
+class _Letters:
+    """A token estimator (the pluggable kind): one token per character, 3 per list."""
+
+    identity = "letters"
+    messages_overhead = 3
+
+    def estimate_token_count_in_text(self, text):
+        return len(text)
+
+    def estimate_token_count_in_message(self, message):
+        return len(message.text)
+
+    def estimate_token_count_in_messages(self, messages):
+        return 3 + sum(len(m.text) for m in messages)
+
+
+def _users(*texts):
+    return [Entry(UserMessage(t), (seq, 0), len(t)) for seq, t in enumerate(texts, start=1)]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "limit", "kept"),
+    [
+        # Down to half the limit: 2 of 4 messages, or 5 of 11 tokens (3 + "e").
+        (False, 4, ["dd", "e"]),
+        (True, 11, ["e"]),
+    ],
+)
+def test_chunked_eviction_starts_only_over_the_limit(tokens, limit, kept):
+    policy = (
+        TokenWindowPolicy(limit, _Letters(), evict_to=0.5)
+        if tokens
+        else MessageWindowPolicy(limit, evict_to=0.5)
+    )
+    at_limit = _users("aa", "bb", "cc", "dd")  # 4 messages, 3 + 8 = 11 tokens
+    assert policy.fits(at_limit, limit)
+    assert policy.ensure_capacity(at_limit, limit) == []
+    assert len(at_limit) == 4
+    over = _users("aa", "bb", "cc", "dd", "e")
+    assert not policy.fits(over, limit)
+    policy.ensure_capacity(over, limit)
+    assert [e.message.text for e in over] == kept
+
+
+def test_an_empty_window_fits_even_a_limit_below_the_list_overhead():
+    policy = TokenWindowPolicy(1, _Letters())
+    assert policy.total([]) == 3
+    assert policy.fits([], 1)
+    assert policy.ensure_capacity([], 1) == []
+
+
+def test_the_low_water_mark_is_evict_to_of_the_limit_and_at_least_one_message():
+    assert MessageWindowPolicy(10).evict_to is None
+    assert MessageWindowPolicy(10).low_water(10) == 10
+    chunked = MessageWindowPolicy(10, evict_to=0.25)
+    assert chunked.evict_to == 0.25
+    assert [chunked.low_water(limit) for limit in (1, 4, 8, 10)] == [1, 1, 2, 2]
+
+
+def test_a_recorded_token_count_is_used_as_recorded():
+    # Counted when it entered the log, perhaps by another estimator: never counted again.
+    policy = TokenWindowPolicy(100, _Letters())
+    assert policy.total([Entry(UserMessage("a"), (1, 0), 40)]) == 3 + 40
+    assert (
+        policy.total([Entry(UserMessage("a"), (1, 0), 40), Entry(UserMessage("bc"), (2, 0))]) == 45
+    )
+
+
+def test_retract_takes_out_the_entry_of_that_ref_only():
+    window = Window(MessageWindowPolicy(5), _users("a", "b", "c"))
+    (departed,) = window.retract((2, 0))
+    assert (departed.entry.ref, departed.reason) == ((2, 0), "retracted")
+    assert [e.ref for e in window.entries] == [(1, 0), (3, 0)]
+    assert window.retract((2, 0)) == []
