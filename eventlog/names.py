@@ -127,6 +127,10 @@ class IdKeyring:
         elif mode == "chain" and chain_key is not None:
             self._key = hmac.new(chain_key, _CHAIN_LABEL, hashlib.sha256).digest()
         self._pseudonyms: dict[str, str] = {}  # stored key -> pseudonym
+        # pseudonym -> stored key, unbounded (one short string per memory this process
+        # touched): a StreamKey made by stream_key() appends by pseudonym, and its names row
+        # and keyring subject need the id back.
+        self._clear: dict[str, str] = {}
 
     def _id_key(self, operation: str) -> bytes:
         if self._key is not None:
@@ -158,7 +162,12 @@ class IdKeyring:
             if len(self._pseudonyms) > _CACHE_BOUND:  # a bound, not an LRU: refilling is cheap
                 self._pseudonyms.clear()
             self._pseudonyms[clear] = found
+            self._clear[found] = clear
         return found
+
+    def clear_key(self, pseudonym: str) -> str | None:
+        """The stored key whose pseudonym this process computed, or None."""
+        return self._clear.get(pseudonym)
 
     def stored_name(self, pseudonym: str, clear: str) -> str:
         """What the ``names`` row of ``pseudonym`` holds: the clear stored key, or in

@@ -233,7 +233,8 @@ class EventStore(Recorder):
             # The memory's own key goes (content sealed before memories had their own keys
             # shares its subject's key with the subject's other memories: erase_subject
             # destroys that); a plain id is its own subject, so its subject key goes too.
-            subject = self._subject(key) if key in self._clear_keys else subject_of(memory_id)
+            known = self._names is not None and self._names.clear_key(key) is not None
+            subject = self._subject(key) if known else subject_of(memory_id)
             self._keyring.destroy_memory(subject, key)
             if not isinstance(memory_id, tuple):
                 self._keyring.destroy(subject)
@@ -243,7 +244,7 @@ class EventStore(Recorder):
                 "already and nothing was added since)"
             )
             raise ValueError(msg)
-        clear = self._clear_keys.get(key)
+        clear = None if self._names is None else self._names.clear_key(key)
         named = receipts[0].memory_id if clear is None else memory_id_from_key(clear)
         return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
 
@@ -367,12 +368,7 @@ class EventStore(Recorder):
                 return clear
         else:
             clear = memory_key(memory_id)
-        key = names.pseudonym(clear, operation)
-        if key not in self._clear_keys:
-            # Unbounded (one short string per memory this process touched): a StreamKey made
-            # by stream_key() appends by pseudonym, and its names row needs the id back.
-            self._clear_keys[key] = clear
-        return key
+        return names.pseudonym(clear, operation)
 
     def _name_row(self, key: str) -> tuple[str, str] | None:
         """The ``names`` row an append to ``key`` must make sure of (backends insert it, if
@@ -382,7 +378,7 @@ class EventStore(Recorder):
             return None
         row = self._name_rows_made.get(key)
         if row is None:
-            clear = self._clear_keys.get(key)
+            clear = names.clear_key(key)
             if clear is None:
                 msg = (
                     f"append to {key}: a pseudonym given as a stream key; append by the memory "
@@ -393,10 +389,14 @@ class EventStore(Recorder):
             self._name_rows_made[key] = row
         return row
 
-    def _named(self, keys: Iterable[str]) -> dict[str, MemoryId | None]:
+    def _named(
+        self, keys: Iterable[str], rows: dict[str, str] | None = None
+    ) -> dict[str, MemoryId | None]:
         """The memory id of each stream key: the id itself, or for a pseudonym the id its
-        ``names`` row holds (None when the row is gone - erased - or cannot be read here)."""
-        rows = self._name_rows() if self._names is not None else {}
+        ``names`` row holds (None when the row is gone - erased - or cannot be read here).
+        ``rows``: the ``names`` rows when the caller has read them already."""
+        if rows is None:
+            rows = self._name_rows() if self._names is not None else {}
         out: dict[str, MemoryId | None] = {}
         for key in keys:
             if self._names is not None and is_pseudonym(key):
@@ -468,7 +468,6 @@ class EventStore(Recorder):
             raise TypeError(msg)
         self._keyring = keyring
         self._subjects: dict[str, str] = {}
-        self._clear_keys: dict[str, str] = {}  # pseudonym -> stored key (erasable ids)
         self._name_rows_made: dict[str, tuple[str, str]] = {}
 
     def _subject(self, key: str) -> str:
@@ -479,7 +478,7 @@ class EventStore(Recorder):
             if len(cache) > 100_000:  # a bound, not an LRU: refilling is cheap
                 cache.clear()
             # A pseudonym does not say whose memory it is; its id was noted by _stream_key.
-            clear = self._clear_keys.get(key, key)
+            clear = (None if self._names is None else self._names.clear_key(key)) or key
             subject = cache[key] = subject_of(memory_id_from_key(clear))
         return subject
 
@@ -538,8 +537,8 @@ class EventStore(Recorder):
             for row in sorted(self._stream_rows())
             if include_system or not row[0].startswith(SYSTEM_PREFIX)
         ]
-        named = self._named(row[0] for row in rows)
         stored = self._name_rows() if self._names is not None else {}
+        named = self._named((row[0] for row in rows), stored)
         return [
             StreamInfo(
                 memory_id=_or_key(named[key], key),
