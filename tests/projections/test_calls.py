@@ -1,0 +1,117 @@
+"""Recorded model calls (`context_sent`): what each sent, what it left out and why, and what
+it would have sent under another policy (`what_if_call`), on SQLite files."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
+
+from eventlog import SQLiteEventStore
+from projections import MessageWindowPolicy, TokenWindowPolicy, what_if_call
+from projections.calls import LeftOut, model_call, model_calls
+from projections.tokens import OpenAiTokenCountEstimator
+from tests.calls_scenario import ESTIMATOR_MODEL, TOKEN_BUDGET, record_history, record_session
+
+Q3 = {"new": {"role": "user", "content": "q3"}}
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "calls.db"
+    record_session(path)
+    record_history(path)
+    with SQLiteEventStore(path) as store:
+        yield store
+
+
+def _left(call) -> list[tuple[int, int, int, str]]:
+    return [(g.first[0], g.last[0], g.size, g.reason) for g in call.left]
+
+
+def test_each_call_says_what_it_left_out_and_why(db) -> None:
+    calls = list(model_calls(db, "conv", 1, None))
+    # Check every recorded call is found, and re-running its policy gives what was sent.
+    assert [c.seq for c in calls] == [3, 10, 14]
+    assert [c.reproduced for c in calls] == [True, True, True]
+    first, second, third = calls
+    assert first.sent == (
+        {"ref": [1, 0]},
+        {"ref": [2, 0]},
+        {"new": {"role": "user", "content": "q2?"}},
+    )
+    assert first.left == []
+    # Check the window, the validity rules and a retraction each give their reason.
+    assert second.sent == ({"ref": [4, 0]}, {"ref": [6, 0]}, Q3)
+    assert _left(second) == [
+        (1, 2, 2, "outside the last 5 items"),
+        (5, 5, 1, "tool call without its result dropped for validity for openai"),
+        (7, 7, 1, "tool result without its call dropped for validity for openai"),
+        (8, 8, 1, "retracted at seq 9"),
+    ]
+    # Check a token budget and a clear: the list before the clear is named once, as a run.
+    assert (third.policy.split(":")[:3], third.profile, third.tokens) == (
+        ["tokens", str(TOKEN_BUDGET), "openai"],
+        None,
+        15,
+    )
+    assert third.sent == ({"ref": [13, 0]}, {"new": {"role": "user", "content": "q5"}})
+    assert third.left == [
+        LeftOut((1, 0), (7, 0), 6, "before the last clear (seq 11)"),
+        LeftOut((12, 0), (12, 0), 1, f"over the {TOKEN_BUDGET}-token budget"),
+    ]
+
+
+def test_a_langchain_window_says_what_it_left_out(db) -> None:
+    first, second = model_calls(db, "lc", 1, None)
+    assert (first.seq, first.adapter, first.reproduced) == (5, "langchain", True)
+    assert first.sent == ({"ref": [1, 0]}, {"ref": [3, 0]}, {"ref": [4, 0]})
+    assert _left(first) == [(2, 2, 1, "outside the last 3 items")]
+    assert second.sent == ({"ref": [4, 0]}, {"ref": [6, 0]}, {"ref": [7, 0]})
+    assert _left(second) == [
+        (1, 1, 1, "system message replaced by a newer one"),
+        (2, 3, 2, "outside the last 3 items"),
+    ]
+
+
+def test_no_window_recorded_at_other_events(db) -> None:
+    assert model_call(db, "conv", 9) is None
+    assert model_call(db, "conv", 10) is not None
+    with pytest.raises(ValueError, match="no window recorded at seq 9"):
+        what_if_call(db, "conv", 9, MessageWindowPolicy(5))
+
+
+def test_the_recorded_policy_reproduces_the_call_exactly(db) -> None:
+    again = what_if_call(db, "conv", 10, MessageWindowPolicy(5), valid_for="openai")
+    assert again.same
+    assert again.sent == model_call(db, "conv", 10).sent
+    assert again.policy == "messages:5"
+    estimator = OpenAiTokenCountEstimator(ESTIMATOR_MODEL)
+    tokens = what_if_call(db, "conv", 14, TokenWindowPolicy(TOKEN_BUDGET, estimator))
+    assert tokens.same
+    assert tokens.sent == ({"ref": [13, 0]}, {"new": {"role": "user", "content": "q5"}})
+
+
+def test_another_policy_gives_another_input(db) -> None:
+    # Check a wider window without a profile sends the tool call and its result as well.
+    wider = what_if_call(db, "conv", 10, MessageWindowPolicy(20))
+    assert not wider.same
+    assert wider.sent == (
+        {"ref": [1, 0]},
+        {"ref": [2, 0]},
+        {"ref": [4, 0]},
+        {"ref": [5, 0]},
+        {"ref": [6, 0]},
+        {"ref": [7, 0]},
+        Q3,
+    )
+    assert [(g.first[0], g.reason) for g in wider.left] == [(8, "retracted at seq 9")]
+    # Check a narrower one, and that retracted and cleared items are never sent.
+    narrow = what_if_call(db, "conv", 14, MessageWindowPolicy(1))
+    assert narrow.sent == ({"new": {"role": "user", "content": "q5"}},)
+    assert narrow.left[-1] == LeftOut((12, 0), (13, 0), 2, "outside the last item")
+    # Check a LangChain read under a window of 2.
+    lc = what_if_call(db, "lc", 8, MessageWindowPolicy(2))
+    assert lc.sent == ({"ref": [6, 0]}, {"ref": [7, 0]})
+    assert not lc.same
