@@ -45,9 +45,14 @@ __all__ = [
     "CallRun",
     "LeftOut",
     "ModelCall",
+    "call_heading",
+    "call_json",
+    "left_json",
     "model_call",
     "model_calls",
     "parse_recorded_policy",
+    "run_heading",
+    "span",
     "what_if_call",
 ]
 
@@ -405,3 +410,77 @@ def _describe(policy: WindowPolicy, memory_id: MemoryId) -> str:
     from projections.adapters.item_list import describe
 
     return describe(policy, memory_id)
+
+
+def span(left: LeftOut) -> str:
+    """Where a run of left-out messages is: ``event 5``, ``events 1-7 (6)`` (how many: a
+    run may skip events that brought none; ``seq.index`` for a message of a set's list)."""
+
+    def one(ref: Ref) -> str:
+        return str(ref[0]) if not ref[1] else f"{ref[0]}.{ref[1]}"
+
+    if left.size == 1:
+        return f"event {one(left.first)}"
+    return f"events {one(left.first)}-{one(left.last)} ({left.size})"
+
+
+def left_json(left: LeftOut) -> dict[str, Any]:
+    """A run of left-out messages as JSON: ``from``, ``to`` (refs), ``count``, ``reason``."""
+    return {
+        "from": list(left.first),
+        "to": list(left.last),
+        "count": left.size,
+        "reason": left.reason,
+    }
+
+
+def call_json(call: ModelCall) -> dict[str, Any]:
+    """A recorded model call as JSON, as ``replay``, ``diff`` and the inspector give it."""
+    return {
+        "seq": call.seq,
+        "adapter": call.adapter,
+        "policy": call.policy,
+        "profile": call.profile,
+        "tokens": call.tokens,
+        "sent": list(call.sent),
+        "left_out": [left_json(left) for left in call.left],
+        "reproduced": call.reproduced,
+    }
+
+
+def call_heading(call: ModelCall) -> str:
+    """One line: the call's policy, profile, tokens and how much it sent."""
+    refs = sum(1 for entry in call.sent if "ref" in entry)
+    new = len(call.sent) - refs
+    profile = f", valid for {call.profile}" if call.profile else ""
+    tokens = f", {call.tokens:,} tokens" if call.tokens is not None else ""
+    check = {
+        True: "re-running the policy reproduces it",
+        False: "re-running the policy does NOT reproduce it",
+        None: "the policy cannot be re-run here",
+    }[call.reproduced]
+    return (
+        f"model call at seq {call.seq} ({_short_policy(call.policy)}{profile}{tokens}): sent "
+        f"{refs} history item{'' if refs == 1 else 's'} and {new} new; {check}"
+    )
+
+
+def _short_policy(text: str) -> str:
+    """A recorded policy without its token estimator's versions (``tokens:N:openai:MODEL``)."""
+    parts = text.split(":")
+    if parts[0] == "tokens" and len(parts) > 4 and parts[2] == "openai":
+        extras = [p for p in parts if p == "keep-system-first" or p.startswith("evict-to=")]
+        return ":".join([*parts[:4], *extras])
+    return text
+
+
+def run_heading(run: CallRun) -> str:
+    """One line for :func:`what_if_call`'s answer."""
+    refs = sum(1 for entry in run.sent if "ref" in entry)
+    new = len(run.sent) - refs
+    profile = f", valid for {run.profile}" if run.profile else ""
+    same = "the same as was sent" if run.same else "not what was sent"
+    return (
+        f"what-if model call at seq {run.seq} ({_short_policy(run.policy)}{profile}): would "
+        f"send {refs} history item{'' if refs == 1 else 's'} and {new} new; {same}"
+    )
