@@ -202,9 +202,8 @@ def choose(
     kept = valid_items(view, valid_for) if valid_for is not None else view
     reasons = {ref[0] - 1: reason for ref, reason in left.items()}
     in_view = {unit for unit, _ in view}
-    reasons.update(
-        {unit: "evicted" for unit in range(len(grouped)) if unit not in in_view | set(reasons)}
-    )
+    placed = in_view | reasons.keys()
+    reasons.update({unit: "evicted" for unit in range(len(grouped)) if unit not in placed})
     reasons.update({unit: "invalid" for unit in in_view - {unit for unit, _ in kept}})
     chosen = {i for unit, _ in kept for i in grouped[unit][0]}
     for i in sorted(chosen):
