@@ -448,8 +448,9 @@ def call_json(call: ModelCall) -> dict[str, Any]:
     }
 
 
-def call_heading(call: ModelCall) -> str:
-    """One line: the call's policy, profile, tokens and how much it sent."""
+def call_heading(call: ModelCall, *, checked: bool = True) -> str:
+    """One line: the call's policy, profile, tokens and how much it sent, and (``checked``)
+    whether re-running the policy reproduces it."""
     refs = sum(1 for entry in call.sent if "ref" in entry)
     new = len(call.sent) - refs
     profile = f", valid for {call.profile}" if call.profile else ""
@@ -461,8 +462,8 @@ def call_heading(call: ModelCall) -> str:
     }[call.reproduced]
     return (
         f"model call at seq {call.seq} ({_short_policy(call.policy)}{profile}{tokens}): sent "
-        f"{refs} history item{'' if refs == 1 else 's'} and {new} new; {check}"
-    )
+        f"{refs} history item{'' if refs == 1 else 's'} and {new} new"
+    ) + (f"; {check}" if checked else "")
 
 
 def _short_policy(text: str) -> str:

@@ -78,3 +78,21 @@ def test_no_call_section_where_no_window_was_recorded(client) -> None:
     assert 'id="model-call"' not in page
     assert "no window recorded" in page
     assert "2147483647" not in page
+
+
+def test_a_call_over_a_list_past_the_budget_says_which_command_works_it_out(
+    client, monkeypatch
+) -> None:
+    from projections.inspector import calls_page
+
+    monkeypatch.setattr(calls_page, "CALL_LIST_MAX", 5)  # the call at seq 10 ran over 6 items
+    page = client.get("/m/conv?seq=10").text
+    refused = _section(page, "call-refused")
+    assert "a list of 6 messages, more than 5" in refused
+    assert "chatledger sent conv 10" in refused
+    assert _left(page) == []
+    assert "re-run" not in _section(page, "call-heading")  # not checked, so not claimed
+    assert re.findall(r"event (\d+)", _section(page, "call-sent")) == ["4", "6"]
+    # Check a call within the budget is still worked out.
+    assert _left(client.get("/m/conv?seq=3").text) == []
+    assert "reproduces it" in _section(client.get("/m/conv?seq=3").text, "call-heading")
