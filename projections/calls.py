@@ -25,18 +25,17 @@ from typing import Any, NamedTuple
 
 from eventlog.errors import ContentErasedError
 from eventlog.ids import MemoryId
-from eventlog.messages import AiMessage, ChatMessage, ToolExecutionResultMessage
+from eventlog.lc4j_json import message_from_obj
+from eventlog.messages import AiMessage, ToolExecutionResultMessage
 from eventlog.models import (
     ContextSent,
-    MessageAdded,
     MessageRetracted,
-    MessagesSet,
     Record,
 )
-from eventlog.serialization import decode_event
+from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
-from projections.adapters.item_list import tail
-from projections.adapters.selection import Choice, choose, fold, item_of
+from projections.adapters.item_list import loads, tail
+from projections.adapters.selection import ITEM_KEY, Choice, choose, fold, item_of
 from projections.replay import read_checked, records, window_meta
 from projections.window import TokenWindowPolicy, WindowPolicy
 
@@ -124,7 +123,7 @@ class _Context(NamedTuple):
 
     event: ContextSent
     refs: list[Ref]  # the list at the call, oldest first
-    messages: dict[Ref, ChatMessage]  # of the list (and what was retracted since the clear)
+    stored: dict[Ref, Any]  # stored objects of the list (and of what was retracted since)
     gone: dict[Ref, str]  # left the list before the call: retracted, cleared
 
 
@@ -215,7 +214,7 @@ def what_if_call(
     chosen = {tuple(e["ref"]) for e in sent if "ref" in e}
     left = [(ref, reasons.get(ref, "evicted")) for ref in context.refs if ref not in chosen]
     text = {
-        ref: _reason_text(code, policy, valid_for, context.messages.get(ref), memory_id)
+        ref: _reason_text(code, policy, valid_for, context.stored.get(ref), memory_id)
         for ref, code in left
     }
     return CallRun(
@@ -253,7 +252,7 @@ def _call(store: EventStore, memory_id: MemoryId, record: Record) -> ModelCall:
                 reasons.get(ref, "evicted"),
                 policy,
                 event.profile,
-                context.messages.get(ref),
+                context.stored.get(ref),
                 memory_id,
             )
         )
@@ -276,10 +275,10 @@ def _context(store: EventStore, memory_id: MemoryId, record: Record) -> _Context
     event = decode_event(record)
     assert isinstance(event, ContextSent)  # noqa: S101 - the callers checked the kind
     refs = tail([tuple(run) for run in window_meta(record).runs], None)
-    messages: dict[Ref, ChatMessage] = {}
+    stored: dict[Ref, Any] = {}
     gone: dict[Ref, str] = {}
     retracted: dict[Ref, int] = {}
-    start = _walk_back(store, memory_id, record.seq - 1, messages, retracted)
+    start = _walk_back(store, memory_id, record.seq - 1, stored, retracted)
     for ref, at in retracted.items():
         gone[ref] = f"retracted at seq {at}"
     if start is not None and start > 1:
@@ -290,18 +289,20 @@ def _context(store: EventStore, memory_id: MemoryId, record: Record) -> _Context
             runs = []
         for ref in tail([tuple(run) for run in runs], None):
             gone.setdefault(ref, f"before the last clear (seq {start})")
-    return _Context(event, refs, messages, gone)
+    return _Context(event, refs, stored, gone)
 
 
 def _walk_back(
     store: EventStore,
     memory_id: MemoryId,
     upto: int,
-    messages: dict[Ref, ChatMessage],
+    stored: dict[Ref, Any],
     retracted: dict[Ref, int],
 ) -> int | None:
     """Read events ``upto`` down to the last clear (or set), newest first, keeping the
-    messages they brought and the refs retracted (with the seq that retracted them).
+    stored objects of the messages they brought (as the item list reads them: no message
+    is built that the re-run does not need) and the refs retracted (with the seq that
+    retracted them).
 
     Returns:
         The seq of that clear or set; None when there was none.
@@ -317,14 +318,18 @@ def _walk_back(
             if record.erased:
                 msg = f"event {record.seq} of {memory_id!r} was erased: the call cannot be re-run"
                 raise ContentErasedError(msg, str(memory_id), record.seq)
-            event = decode_event(record)
-            if isinstance(event, MessageAdded):
-                messages[(record.seq, 0)] = event.message
-            elif isinstance(event, MessagesSet):
-                messages.update({(record.seq, i): m for i, m in enumerate(event.messages)})
-                return record.seq
-            elif isinstance(event, MessageRetracted):
+            if kind == "message_retracted":
+                event = decode_event(record)
+                assert isinstance(event, MessageRetracted)  # noqa: S101 - its kind
                 retracted.setdefault((event.seq, event.index), record.seq)
+                continue
+            require_opened(record)
+            obj = loads(record.payload)
+            if kind == "message_added":
+                stored[(record.seq, 0)] = obj
+            else:
+                stored.update({(record.seq, i): o for i, o in enumerate(obj)})
+                return record.seq
         if len(page) < _PAGE:
             break
         upto = page[-1].seq - 1
@@ -338,16 +343,26 @@ def _rerun(
     ``context_sent`` entries, and the reason code of each list ref it leaves out."""
     event, refs = context.event, context.refs
     if event.adapter == "langchain":
-        folded = fold(policy, memory_id, [(ref, context.messages[ref]) for ref in refs])
+        folded = fold(
+            policy, memory_id, [(ref, message_from_obj(context.stored[ref])) for ref in refs]
+        )
         return tuple({"ref": list(ref)} for ref in folded.chosen), dict(folded.left)
     new = [e["new"] for e in event.sent if "new" in e]
-    items = [item_of(context.messages[ref]) for ref in refs] + new
+    items = [_item(context.stored[ref]) for ref in refs] + new
     choice: Choice = choose(policy, valid_for, memory_id, items)
     entries = tuple(
         {"ref": list(refs[i])} if i < len(refs) else {"new": new[i - len(refs)]}
         for i in choice.chosen
     )
     return entries, {refs[i]: code for i, code in choice.left.items() if i < len(refs)}
+
+
+def _item(obj: Any) -> Any:
+    """The Agents SDK item a stored object carries (as the session reads it back)."""
+    attributes = obj.get("attributes") if isinstance(obj, dict) else None
+    if isinstance(attributes, dict) and isinstance(attributes.get(ITEM_KEY), dict):
+        return attributes[ITEM_KEY]
+    return item_of(message_from_obj(obj))
 
 
 def _content(entries: Sequence[dict[str, Any]], context: _Context) -> list[str]:
@@ -357,8 +372,8 @@ def _content(entries: Sequence[dict[str, Any]], context: _Context) -> list[str]:
     items = context.event.adapter != "langchain"  # a history's messages are named by ref only
     for entry in entries:
         ref = entry.get("ref")
-        if items and isinstance(ref, list) and (ref[0], ref[1]) in context.messages:
-            value: Any = item_of(context.messages[(ref[0], ref[1])])
+        if items and isinstance(ref, list) and (ref[0], ref[1]) in context.stored:
+            value: Any = _item(context.stored[(ref[0], ref[1])])
         else:
             value = entry.get("new", entry)
         out.append(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
@@ -369,16 +384,18 @@ def _reason_text(
     code: str,
     policy: WindowPolicy,
     valid_for: str | None,
-    message: ChatMessage | None,
+    stored: Any,
     memory_id: MemoryId,
 ) -> str:
-    """A reason code of :mod:`projections.adapters.selection` in words."""
+    """A reason code of :mod:`projections.adapters.selection` in words (``stored``: the
+    message's stored object, read only for a validity reason)."""
     limit = policy.limit_for(memory_id)
     if code == "evicted":
         if isinstance(policy, TokenWindowPolicy):
             return f"over the {limit:,}-token budget"
         return "outside the last item" if limit == 1 else f"outside the last {limit:,} items"
     if code == "invalid":
+        message = None if stored is None else message_from_obj(stored)
         if isinstance(message, ToolExecutionResultMessage):
             what = "tool result without its call"
         elif isinstance(message, AiMessage) and message.tool_execution_requests:
