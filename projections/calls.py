@@ -281,6 +281,12 @@ def _context(store: EventStore, memory_id: MemoryId, record: Record) -> _Context
     start = _walk_back(store, memory_id, record.seq - 1, stored, retracted)
     for ref, at in retracted.items():
         gone[ref] = f"retracted at seq {at}"
+    # A record acknowledged as damaged stays in the list's refs but is left out where it is
+    # read (store.quarantine): the re-run runs over what the list reads.
+    for ref in refs:
+        if ref not in stored:
+            gone[ref] = "left out as damaged (quarantined)"
+    refs = [ref for ref in refs if ref in stored]
     if start is not None and start > 1:
         (before,) = read_checked(store, memory_id, gt=start - 2, lte=start - 1)
         try:

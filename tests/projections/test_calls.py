@@ -115,3 +115,24 @@ def test_another_policy_gives_another_input(db) -> None:
     lc = what_if_call(db, "lc", 8, MessageWindowPolicy(2))
     assert lc.sent == ({"ref": [6, 0]}, {"ref": [7, 0]})
     assert not lc.same
+
+
+def test_a_quarantined_record_is_named_as_such(tmp_path) -> None:
+    import sqlite3
+
+    from eventlog.testing.records import user_payload
+
+    path = tmp_path / "calls.db"
+    record_session(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET payload = ? WHERE seq = 2", (user_payload("damaged"),))
+    with SQLiteEventStore(path) as store:
+        store.quarantine("conv", 2, reason="disk fault")
+        call = model_call(store, "conv", 10)
+    assert call is not None
+    assert _left(call)[0] == (1, 1, 1, "outside the last 5 items")
+    assert _left(call)[1] == (2, 2, 1, "left out as damaged (quarantined)")
+    # Check the rest of the list still gives its reasons, and the call is still reproduced
+    # (it did not send event 2).
+    assert call.reproduced
+    assert _left(call)[-1] == (8, 8, 1, "retracted at seq 9")
