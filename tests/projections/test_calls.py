@@ -3,6 +3,8 @@ it would have sent under another policy (`what_if_call`), on SQLite files."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
@@ -136,3 +138,59 @@ def test_a_quarantined_record_is_named_as_such(tmp_path) -> None:
     # (it did not send event 2).
     assert call.reproduced
     assert _left(call)[-1] == (8, 8, 1, "retracted at seq 9")
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        MessageWindowPolicy(7),
+        MessageWindowPolicy(7, always_keep_system_message_first=True, evict_to=0.5),
+        TokenWindowPolicy(900, OpenAiTokenCountEstimator(ESTIMATOR_MODEL)),
+        TokenWindowPolicy(
+            900,
+            OpenAiTokenCountEstimator(ESTIMATOR_MODEL),
+            always_keep_system_message_first=True,
+            evict_to=0.7,
+        ),
+    ],
+)
+def test_a_recorded_policy_is_rebuilt_as_it_was(policy) -> None:
+    from projections.adapters.item_list import describe
+    from projections.calls import parse_recorded_policy
+
+    text = describe(policy, "conv")
+    rebuilt = parse_recorded_policy(text)
+    assert describe(rebuilt, "conv") == text
+    assert type(rebuilt) is type(policy)
+
+
+def test_a_policy_that_cannot_be_rebuilt_is_refused_by_name() -> None:
+    from projections.calls import parse_recorded_policy
+
+    with pytest.raises(ValueError, match=r"'tokens:900:my-estimator' cannot be re-run here"):
+        parse_recorded_policy("tokens:900:my-estimator")
+
+
+def test_a_call_the_policy_does_not_reproduce_says_so(tmp_path) -> None:
+    import asyncio
+
+    from projections.adapters.openai_agents import LedgerSession
+
+    items: list[Any] = [{"role": "user", "content": f"m{i}"} for i in range(4)]
+    with SQLiteEventStore(tmp_path / "s.db") as store:
+        session = LedgerSession("conv", store=store)
+        asyncio.run(session.add_items(items))
+        callback = session.window_callback(MessageWindowPolicy(10))
+
+        async def run() -> None:
+            history: list[Any] = list(await session.get_items())
+            await callback(history[-2:], [])  # the app gave the callback only part of the list
+
+        asyncio.run(run())
+        call = model_call(store, "conv", 5)
+    assert call is not None
+    assert call.sent == ({"ref": [3, 0]}, {"ref": [4, 0]})
+    assert call.reproduced is False
+    assert _left(call) == [
+        (1, 2, 2, "not sent, though re-running the recorded policy sends it (not reproduced)")
+    ]
