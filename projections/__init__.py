@@ -1,5 +1,6 @@
 """chatledger's projections: LangChain4j window memories over the event log, time travel,
-what-if views, provider-valid views, summarizing memory, the memory provider and compaction."""
+what-if views (of a memory, or of a recorded model call), provider-valid views, summarizing
+memory, the memory provider and compaction."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from eventlog._lazy import lazy_exports as _lazy_exports
 if typing.TYPE_CHECKING:
     from projections.audit import ViewDiff, diff, explain, fork, walk
     from projections.base import ChatMemory, Clock
+    from projections.calls import what_if_call
     from projections.compaction import (
         CompactionReport,
         CompactionScheduler,
@@ -49,6 +51,7 @@ __all__ = [
     "valid_view",
     "walk",
     "what_if",
+    "what_if_call",
 ]
 
 # Each exported name -> the module that defines it. Names load on first access (PEP 562), so
@@ -80,6 +83,7 @@ _WHERE: dict[str, str] = {
     "valid_view": "projections.validity",
     "walk": "projections.audit",
     "what_if": "projections.replay",
+    "what_if_call": "projections.calls",
 }
 
 

@@ -52,8 +52,10 @@ from projections.adapters.item_list import (
     describe,
     tail,
 )
+from projections.adapters.selection import fold
+from projections.adapters.selection import rules_message as _for_rules
 from projections.memories import MessageWindowChatMemory
-from projections.window import Entry, MessageWindowPolicy, TokenWindowPolicy, Window, WindowPolicy
+from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
 
 __all__ = ["MESSAGE_KEY", "LedgerChatMessageHistory", "from_langchain", "to_langchain"]
 
@@ -139,17 +141,6 @@ def _args(arguments: str | None) -> dict[str, Any]:
     except ValueError:
         return {"arguments": arguments}
     return value if isinstance(value, dict) else {"arguments": value}
-
-
-def _for_rules(message: cl.ChatMessage) -> cl.ChatMessage:
-    """The message as LangChain4j's window rules see it: a stored system message is one."""
-    if isinstance(message, cl.CustomMessage):
-        stored = message.attributes.get(MESSAGE_KEY)
-        if isinstance(stored, dict) and stored.get("type") == "system":
-            data = stored.get("data", {})
-            content = data.get("content") if isinstance(data, dict) else None
-            return cl.SystemMessage(content if isinstance(content, str) else json.dumps(content))
-    return message
 
 
 class LedgerChatMessageHistory(BaseChatMessageHistory):
@@ -338,8 +329,4 @@ def _fold(
     missing = [ref for ref in order if ref not in cache]
     for ref, obj in zip(missing, items.objects(missing), strict=True):
         cache[ref] = obj
-    window = Window(policy)
-    for ref in order:
-        rules = _for_rules(message_from_obj(cache[ref]))
-        window.add(Entry(rules, ref, policy.count(rules)), lambda: policy.limit_for(items.id))
-    return [e.ref for e in window.view(policy.limit_for(items.id))]
+    return fold(policy, items.id, [(ref, message_from_obj(cache[ref])) for ref in order]).chosen

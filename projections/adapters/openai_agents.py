@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 try:
@@ -58,109 +58,23 @@ if TYPE_CHECKING:
 
 from eventlog.aio import off_loop
 from eventlog.lc4j_json import message_from_obj
-from eventlog.messages import (
-    AiMessage,
-    ChatMessage,
-    CustomMessage,
-    ToolExecutionRequest,
-    ToolExecutionResultMessage,
-    UserMessage,
-)
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
 from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList, Ref, describe
+from projections.adapters.selection import (
+    ITEM_KEY,
+    Item,
+    choose,
+    item_of,
+    message_of,
+    units,
+)
 from projections.memories import MessageWindowChatMemory
-from projections.validity import valid_items
-from projections.window import Entry, TokenWindowPolicy, Window, WindowPolicy
+from projections.window import TokenWindowPolicy, WindowPolicy
 
 __all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callback"]
 
-ITEM_KEY = "openai_agents.item"
-"""The attribute that carries the SDK's item, exactly as it was added."""
-
-Item = dict[str, Any]
 _T = TypeVar("_T")
-
-
-def _text(content: object) -> str:
-    """The text of a message item's content: a str, or the text parts of a list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
-def message_of(item: object) -> ChatMessage:
-    """The chatledger message that stores ``item`` (the item itself is in its attributes).
-
-    Raises:
-        TypeError: ``item`` is not a JSON object (a dict of JSON values).
-    """
-    if not isinstance(item, dict):
-        msg = (
-            f"add_items: an item must be a Responses input item (a dict), not "
-            f"{type(item).__name__} {item!r:.60}; nothing was written"
-        )
-        raise TypeError(msg)
-    try:
-        json.dumps(item, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        msg = f"add_items: item {item!r:.60} is not JSON ({e}); nothing was written"
-        raise TypeError(msg) from e
-    attributes = {ITEM_KEY: item}
-    kind = item.get("type", "message")
-    role = item.get("role")
-    if kind == "message" and role == "user":
-        return UserMessage(_text(item.get("content")), attributes=attributes)
-    if kind == "message" and role == "assistant":
-        return AiMessage(_text(item.get("content")), attributes=attributes)
-    if kind == "function_call":
-        request = ToolExecutionRequest(
-            id=str(item.get("call_id", "")),
-            name=str(item.get("name", "")),
-            arguments=str(item.get("arguments", "")),
-        )
-        return AiMessage(tool_execution_requests=[request], attributes=attributes)
-    if kind == "function_call_output":
-        output = item.get("output")
-        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-        return ToolExecutionResultMessage(
-            str(item.get("call_id", "")), None, text, attributes=attributes
-        )
-    return CustomMessage(attributes)
-
-
-def item_of(message: ChatMessage) -> Item:
-    """The SDK item a message stores (one written by another app becomes a plain message).
-
-    Raises:
-        ValueError: A custom message that does not carry an item.
-    """
-    attributes = getattr(message, "attributes", None)
-    if isinstance(attributes, dict) and isinstance(attributes.get(ITEM_KEY), dict):
-        item: Item = attributes[ITEM_KEY]
-        return item
-    # Written by a LangChain4j service or another adapter on the same id: shown as what it is.
-    if isinstance(message, UserMessage):
-        return {"role": "user", "content": message.text if message.has_single_text() else ""}
-    if isinstance(message, AiMessage) and not message.tool_execution_requests:
-        return {"role": "assistant", "content": message.text or ""}
-    if isinstance(message, AiMessage):
-        request = message.tool_execution_requests[0]
-        return {
-            "type": "function_call",
-            "call_id": request.id or "",
-            "name": request.name or "",
-            "arguments": request.arguments or "",
-        }
-    if isinstance(message, ToolExecutionResultMessage):
-        return {"type": "function_call_output", "call_id": message.id or "", "output": message.text}
-    text = getattr(message, "text", None)
-    if isinstance(text, str):
-        return {"role": "system", "content": text}
-    msg = f"the message {message!r:.80} carries no Agents SDK item"
-    raise ValueError(msg)
 
 
 class LedgerSession(SessionABC):
@@ -394,8 +308,8 @@ def _tokens(policy: WindowPolicy, chosen: list[Item]) -> int | None:
     """The token count of what was sent, under a token policy's estimator."""
     if not isinstance(policy, TokenWindowPolicy):
         return None
-    units = [message for _, message in _units(chosen)]
-    return int(policy.estimator.estimate_token_count_in_messages(units))
+    grouped = [message for _, message in units(chosen)]
+    return int(policy.estimator.estimate_token_count_in_messages(grouped))
 
 
 def _items_of_stored(stored: list[Any]) -> list[TResponseInputItem]:
@@ -432,26 +346,6 @@ async def _outcome(write: Awaitable[_T]) -> _T:
     return task.result()
 
 
-def _units(items: Sequence[Item]) -> list[tuple[list[int], ChatMessage]]:
-    """The items as window units: parallel function calls (consecutive ``function_call``
-    items) are one AI message with several requests, so their outputs pair with them."""
-    units: list[tuple[list[int], ChatMessage]] = []
-    for index, item in enumerate(items):
-        message = message_of(item)
-        previous = units[-1][1] if units else None
-        if (
-            item.get("type") == "function_call"
-            and isinstance(previous, AiMessage)
-            and previous.tool_execution_requests
-            and items[units[-1][0][-1]].get("type") == "function_call"
-        ):
-            requests = [*previous.tool_execution_requests, *message.tool_execution_requests]  # type: ignore[union-attr]
-            units[-1] = ([*units[-1][0], index], AiMessage(tool_execution_requests=requests))
-        else:
-            units.append(([index], message))
-    return units
-
-
 def window_callback(
     policy: WindowPolicy, *, valid_for: str | None = "openai", memory_id: str = "session"
 ) -> Callable[[list[Item], list[Item]], list[Item]]:
@@ -470,23 +364,6 @@ def window_callback(
 
     def select(history: list[Item], new_input: list[Item]) -> list[Item]:
         items = [*history, *new_input]
-        units = _units(items)
-        window = Window(policy)
-        for number, (_, message) in enumerate(units):
-            entry = Entry(message, (number + 1, 0), policy.count(message))
-            window.add(entry, lambda: policy.limit_for(memory_id))
-        view = [(e.ref[0] - 1, e.message) for e in window.view(policy.limit_for(memory_id))]
-        kept = valid_items(view, valid_for) if valid_for is not None else view
-        chosen = sorted(i for unit, _ in kept for i in units[unit][0])
-        chosen_set = set(chosen)
-        for i in list(chosen):
-            before = i - 1
-            if (
-                before >= 0
-                and before not in chosen_set
-                and items[before].get("type") == "reasoning"
-            ):
-                chosen_set.add(before)
-        return [items[i] for i in sorted(chosen_set)]
+        return [items[i] for i in choose(policy, valid_for, memory_id, items).chosen]
 
     return select

@@ -422,8 +422,10 @@ def _add_session_commands(commands: _Commands) -> None:
         "sent",
         "Print as JSON exactly what the model call recorded at event SEQ of memory ID was sent "
         "(a context_sent event, written by window_callback() or a LangChain history with "
-        "window=), with its policy, profile and token count.",
+        "window=), with its policy, profile and token count, and what of the history it left "
+        "out and why; with --policy, what that call would have sent under that policy.",
         ident="required",
+        policy=True,
     )
     p.add_argument("seq", type=parse_positive, metavar="SEQ", help="the context_sent event's seq")
 

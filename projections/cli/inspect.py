@@ -18,7 +18,7 @@ from eventlog.models import Record, format_time
 from projections import readmodel as model
 from projections.adapters.langgraph_events import is_thread_memory
 from projections.audit import Change, diff_stream, explain
-from projections.cli import ledger
+from projections.cli import ledger, sessions
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import UsageError
 from projections.cli.render import (
@@ -43,8 +43,18 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from eventlog.store import EventStore
+    from projections.calls import ModelCall
 
-__all__ = ["diff_cmd", "explain_cmd", "history", "ids", "replay", "show", "verify"]
+__all__ = [
+    "diff_cmd",
+    "explain_cmd",
+    "history",
+    "ids",
+    "policy_of",
+    "replay",
+    "show",
+    "verify",
+]
 
 _PAGE = 1_000  # events read per query while streaming
 SHOWN = 50
@@ -214,7 +224,7 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
 
         return langgraph_view.show_at(args, store, memory_id, seq, head)
     if args.policy is not None:
-        view = model.what_if_view(store, key, _policy(args), seq, valid_for=args.policy.valid_for)
+        view = model.what_if_view(store, key, policy_of(args), seq, valid_for=args.policy.valid_for)
         how = "what-if " + args.policy.text
     else:
         view = model.recorded_view(store, key, seq)
@@ -239,9 +249,7 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         table.add_row(str(number), ref_text(ref), role(name), plain(text))
     console().print(table)
     if args.policy is None:
-        from projections.cli.sessions import model_call_note
-
-        note = model_call_note(store, key, seq, [ref for ref, _ in view])
+        note = sessions.model_call_note(store, key, seq)
         if note is not None:
             console().print(plain(note))
     summary = None if args.policy is not None else model.summary_at(store, key, seq)
@@ -251,7 +259,13 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
-def _policy(args: argparse.Namespace) -> model.Policy:
+def policy_of(args: argparse.Namespace) -> model.Policy:
+    """The window policy of ``--policy`` and ``--keep-system-first`` (every command that
+    takes them builds it here).
+
+    Raises:
+        UsageError: The token model is unknown.
+    """
     spec = args.policy
     try:
         return model.make_policy(
@@ -295,7 +309,8 @@ def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
             sys.stdout.write(
                 (", " if i else "") + json.dumps(_change_json(change), ensure_ascii=False)
             )
-        sys.stdout.write("]}\n")
+        calls = [sessions.call_obj(call) for call in _calls(store, key, args.a, args.b)]
+        sys.stdout.write(f"], {json.dumps('model_calls')}: {json.dumps(calls)}}}\n")
         return 0
     entered, left, passed = result.counts()
     total = entered + left + passed
@@ -325,7 +340,17 @@ def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
         out.print(
             f"… {plural(total - SHOWN, 'more change')}: add --json to list every one", style="dim"
         )
+    for call in _calls(store, key, args.a, args.b):
+        for text in sessions.call_lines(call):
+            out.print(plain(text))
     return 0
+
+
+def _calls(store: EventStore, key: StreamKey, a: int, b: int) -> Iterator[ModelCall]:
+    """The model calls recorded by events after ``a`` up to ``b`` (what a diff spans)."""
+    from projections.calls import model_calls
+
+    return model_calls(store, key, a + 1, b) if b > a else iter(())
 
 
 def explain_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -382,7 +407,7 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
     def make(start: int, upto: int) -> Iterable[model.Step]:
         if args.policy is not None:
             return model.policy_steps(
-                store, key, _policy(args), start, upto, valid_for=args.policy.valid_for
+                store, key, policy_of(args), start, upto, valid_for=args.policy.valid_for
             )
         return model.recorded_steps(store, key, start, upto)
 
@@ -392,15 +417,15 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
             if isinstance(step, ChainIntegrityError):
                 raise step  # after the intact lines: stderr names the break, exit status 1
             record, view, departures = step
-            emit(
-                {
-                    "seq": record.seq,
-                    "kind": record.kind,
-                    "recorded_at": record.recorded_at_text,
-                    "view": [message_obj(m) for m in view],
-                    "left": [{"reason": r, "message": message_obj(m)} for m, r in departures],
-                }
-            )
+            line = {
+                "seq": record.seq,
+                "kind": record.kind,
+                "recorded_at": record.recorded_at_text,
+                "view": [message_obj(m) for m in view],
+                "left": [{"reason": r, "message": message_obj(m)} for m, r in departures],
+            }
+            call = sessions.call_at(args, store, key, record)
+            emit(line if call is None else {**line, "model_call": sessions.call_obj(call)})
         return 0
     out = console()
     tool_names: dict[str, str] = {}
@@ -431,6 +456,9 @@ def replay(args: argparse.Namespace, store: EventStore) -> int:
                         ("    - ", "red"), preview(message, 50, tool_names), (left, "red")
                     )
                 )
+            call = sessions.call_at(args, store, key, record)
+            for text in [] if call is None else sessions.call_lines(call):
+                out.print(Text("  " + text, style="cyan"))
         if end < last and broken is None:
             more = f"{PROG} replay {shell_id(key)} --from {end + 1}{_same_view(args)}"
             out.print(f"… {plural(last - end, 'more event')}: {more}", style="dim")

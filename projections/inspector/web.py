@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog.errors import EventLogError
 from eventlog.store import EventStore
-from projections.inspector import LOCALHOST, langgraph_page, search, views
+from projections.inspector import LOCALHOST, calls_page, langgraph_page, search, views
 from projections.inspector.hosts import HostGuard
 from projections.inspector.text import visible
 
@@ -122,12 +122,13 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
                 diff_from=_int(params.get("from"), "diff from seq"),
                 part=_int(params.get("part"), "what-if page") or 0,
             )
+            call = await run_in_threadpool(calls_page.call_view, store, key, view.seq)
         except LookupError as e:
             return page("error.html", 404, message=str(e))
         except (ValueError, EventLogError) as e:
             return page("error.html", 400, message=str(e))
         elapsed = (time.perf_counter() - started) * 1000
-        response = page("memory.html", v=view, elapsed=elapsed)
+        response = page("memory.html", v=view, call=call, elapsed=elapsed)
         response.headers["server-timing"] = f"step;dur={elapsed:.1f}"
         return response
 

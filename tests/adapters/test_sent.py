@@ -154,10 +154,12 @@ def test_the_command_line_prints_what_was_sent(tmp_path, cli) -> None:
     assert "no window recorded at seq 3" in none.stderr
     shown_view = cli("show", "--db", path, "conv", "--as-of", "6")
     assert shown_view.returncode == 0, shown_view.stderr
-    assert "model call at seq 6 (messages:3, valid for openai): sent 2 of these" in (
+    assert "model call at seq 6 (messages:3, valid for openai): sent 2 history items and 1 new" in (
         shown_view.stdout
     )
-    assert "left out: events 1, 2, 3" in shown_view.stdout
+    # Check what was left out is named with the reason the recorded policy gives.
+    assert "left out events 1-2 (2): outside the last 3 items" in shown_view.stdout
+    assert "left out event 3: tool result whose call left the window" in shown_view.stdout
     assert "model call" not in cli("show", "--db", path, "conv", "--as-of", "5").stdout
     history = cli("history", "--db", path, "conv")
     assert "sent 3 items to a model (messages:3)" in history.stdout

@@ -77,7 +77,7 @@ def test_diff_table_shows_a_page_and_counts_every_change(ok, long_ledger):
 
 def test_diff_json_of_no_change_is_an_empty_list(ok, long_ledger):
     out = ok("diff", "long", 3, 3, "--json", "--db", long_ledger).stdout
-    assert out == '{"memory": "long", "from": 3, "to": 3, "changes": []}\n'
+    assert out == '{"memory": "long", "from": 3, "to": 3, "changes": [], "model_calls": []}\n'
 
 
 def _long_export():

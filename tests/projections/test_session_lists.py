@@ -24,11 +24,11 @@ from eventlog import InMemoryEventStore
 from projections import MessageWindowChatMemory, MessageWindowPolicy, TokenWindowPolicy
 from projections.adapters.langchain import (
     LedgerChatMessageHistory,
-    _for_rules,
     from_langchain,
     to_langchain,
 )
 from projections.adapters.openai_agents import LedgerSession
+from projections.adapters.selection import rules_message as _for_rules
 from projections.tokens import OpenAiTokenCountEstimator
 from projections.window import Entry, Window, WindowPolicy
 
