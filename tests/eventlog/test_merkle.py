@@ -419,6 +419,10 @@ def test_consistency_trivial_cases():
     assert verify_consistency(9, 9, root, root, [])
     assert not verify_consistency(9, 9, root, TREE.root(8), [])
     assert not verify_consistency(9, 9, root, root, [root])
+    # Check a malformed proof is refused even where an empty one would hold.
+    assert not verify_consistency(9, 9, root, root, ["zz"])
+    assert not verify_consistency(9, 9, root, root, "not a list")  # type: ignore[arg-type]
+    assert not verify_consistency(0, 9, EMPTY_ROOT, root, ["zz"])
     # Check every tree extends the empty one, whose root is fixed.
     assert verify_consistency(0, 9, EMPTY_ROOT, root, [])
     assert verify_consistency(0, 0, EMPTY_ROOT, EMPTY_ROOT, [])
@@ -509,6 +513,47 @@ def test_in_memory_store_refuses_gaps_and_answers_none_outside():
     assert store.get(0, -1) is None
     assert store.get(5, 0) is None
     assert store.get(-1, 0) is None
+    # Check the first level past the stored ones, and an empty store, answer None too.
+    assert store.get(1, 0) is None
+    assert InMemoryNodeStore().get(0, 0) is None
+
+
+def test_in_memory_store_writes_over_stored_nodes_in_place():
+    store = InMemoryNodeStore()
+    a, b, c, d = (bytes([n]) * 32 for n in range(1, 5))
+    store.put_many(0, 0, [a, b, c])
+    store.put_many(0, 1, [d])
+    # Check the node is replaced where it stands: nothing shifts, nothing grows.
+    assert [store.get(0, i) for i in range(4)] == [a, d, c, None]
+    store.put_many(0, 2, [b, a])
+    assert [store.get(0, i) for i in range(4)] == [a, d, b, a]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 16])
+def test_node_is_each_complete_subtree_and_none_for_the_rest(size):
+    tree = MerkleTree.from_leaves(LEAVES[:size])
+    for level in range(6):
+        for index in range(size + 2):
+            first, end = index << level, (index + 1) << level
+            node = tree.node(level, index)
+            if end <= size:
+                # Check a complete subtree's node is the root of its leaves, right edge included.
+                assert node is not None
+                assert node == ref_mth(raw(LEAVES[first:end])), (level, index)
+            else:
+                assert node is None, (level, index)
+
+
+def test_node_of_a_smaller_tree_over_a_fuller_store_is_none_past_its_size():
+    store = InMemoryNodeStore()
+    MerkleTree(store).extend(LEAVES[:8])
+    tree = MerkleTree(store, size=5)
+    # Check the store's nodes past size 5 (complete in the tree of 8) are not this tree's.
+    assert tree.node(1, 2) is None
+    assert tree.node(2, 1) is None
+    assert tree.node(0, 5) is None
+    assert tree.node(0, 4) == ref_mth(raw(LEAVES[4:5]))
+    assert tree.node(2, 0) == ref_mth(raw(LEAVES[:4]))
 
 
 # ---------------------------------------------------------------- caller errors
