@@ -159,7 +159,9 @@ _CHUNK = 1 << 16  # brackets summed per step: a text far too deep is refused aft
 
 def nesting_depth(text: str, limit: int) -> int:
     """How deeply the JSON in ``text`` nests, counted only as far as needed to compare it
-    with ``limit`` (any result <= limit is exact; a larger one means "too deep").
+    with ``limit``: a result <= limit means "within the limit" (it may overstate the depth:
+    when the text has at most ``limit`` openers, their count is returned), a larger one
+    means "too deep".
 
     Runs in linear time without recursion, so it is safe on text no parser should see.
     Brackets inside JSON strings do not count; after an unterminated string they do (a
