@@ -28,8 +28,14 @@ if typing.TYPE_CHECKING:
         SchemaVersionError,
         StoreClosedError,
     )
+    from eventlog.formats.jsonl import ImportReport, export_jsonl, import_jsonl
+    from eventlog.formats.lc4j_json import (
+        message_from_json,
+        message_to_json,
+        messages_from_json,
+        messages_to_json,
+    )
     from eventlog.ids import MemoryId
-    from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
     from eventlog.keyring import (
         Keyring,
         KeyringError,
@@ -38,12 +44,6 @@ if typing.TYPE_CHECKING:
         SealBrokenError,
     )
     from eventlog.keyring_file import FileKeyring
-    from eventlog.lc4j_json import (
-        message_from_json,
-        message_to_json,
-        messages_from_json,
-        messages_to_json,
-    )
     from eventlog.ledger import DigestReport, InclusionProof, LedgerDigest, verify_inclusion
     from eventlog.memory import InMemoryEventStore
     from eventlog.messages import (
@@ -173,7 +173,7 @@ _WHERE: dict[str, str] = {
     "EventStore": "eventlog.store",
     "FileKeyring": "eventlog.keyring_file",
     "ImageContent": "eventlog.messages",
-    "ImportReport": "eventlog.jsonl",
+    "ImportReport": "eventlog.formats.jsonl",
     "InMemoryEventStore": "eventlog.memory",
     "InclusionProof": "eventlog.ledger",
     "KeyUnavailableError": "eventlog.keyring",
@@ -211,13 +211,13 @@ _WHERE: dict[str, str] = {
     "VerifyReport": "eventlog.models",
     "VideoContent": "eventlog.messages",
     "check_receipt": "eventlog.receipts",
-    "export_jsonl": "eventlog.jsonl",
+    "export_jsonl": "eventlog.formats.jsonl",
     "find_receipt": "eventlog.receipts",
-    "import_jsonl": "eventlog.jsonl",
-    "message_from_json": "eventlog.lc4j_json",
-    "message_to_json": "eventlog.lc4j_json",
-    "messages_from_json": "eventlog.lc4j_json",
-    "messages_to_json": "eventlog.lc4j_json",
+    "import_jsonl": "eventlog.formats.jsonl",
+    "message_from_json": "eventlog.formats.lc4j_json",
+    "message_to_json": "eventlog.formats.lc4j_json",
+    "messages_from_json": "eventlog.formats.lc4j_json",
+    "messages_to_json": "eventlog.formats.lc4j_json",
     "receipt_bundle": "eventlog.receipts",
     "verify_consistency": "eventlog.consistency",
     "verify_inclusion": "eventlog.ledger",

@@ -2,15 +2,15 @@
 
 Every class is a frozen pydantic model that compares by value, like LangChain4j's ``equals``.
 Sequences are stored as tuples. Each class has a read-only ``type`` giving LangChain4j's type
-tag (``"USER"``, ``"TEXT"``, ...), which is what `eventlog.lc4j_json` writes and reads.
+tag (``"USER"``, ``"TEXT"``, ...), which is what `eventlog.formats.lc4j_json` writes and reads.
 
 Construction is on the hot path (every chat turn builds messages), so validation is limited
 to what pydantic-core does natively plus a few cheap checks: non-blank system text, "text or
 contents", "url or data" for media, and a walk over ``attributes`` that keeps them plain JSON.
 
 ``model_dump()`` / ``model_validate()`` are not a wire format: nested contents and requests
-must be instances (dicts are refused), and dumps carry no type tags. Use `eventlog.lc4j_json`
-to serialize.
+must be instances (dicts are refused), and dumps carry no type tags. Use
+`eventlog.formats.lc4j_json` to serialize.
 
 Deliberate differences from LangChain4j 1.19.0:
 

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any, overload
 
 from eventlog.errors import ChainIntegrityError, ContentErasedError
+from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.ids import MemoryId, StreamKey
-from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage, UserMessage
 from eventlog.models import MemoryErased, MessageRetracted, Record, format_time
 from eventlog.serialization import decode_event, require_opened

@@ -114,7 +114,7 @@ from eventlog import (  # noqa: E402
     UserMessage,
     verify_inclusion,
 )
-from eventlog.lc4j_json import message_to_json  # noqa: E402
+from eventlog.formats.lc4j_json import message_to_json  # noqa: E402
 from eventlog.models import NewRecord  # noqa: E402
 from eventlog.store import EventStore  # noqa: E402
 from projections import (  # noqa: E402

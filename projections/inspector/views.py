@@ -22,8 +22,8 @@ from itertools import islice
 from typing import Any
 
 from eventlog.errors import ChainIntegrityError, EventLogError
+from eventlog.formats.lc4j_json import message_to_obj
 from eventlog.ids import StreamKey, memory_id_from_key
-from eventlog.lc4j_json import message_to_obj
 from eventlog.messages import (
     AiMessage,
     ChatMessage,

@@ -11,7 +11,7 @@ import pytest
 
 from eventlog import InMemoryEventStore, SQLiteEventStore
 from eventlog import jsonl as jsonl_module
-from eventlog.jsonl import export_jsonl, import_jsonl
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from projections import MessageWindowChatMemory
 from projections.audit import diff
 from projections.cli.inspect import SHOWN
