@@ -14,6 +14,14 @@ from eventlog._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
     from eventlog.consistency import ConsistencyProof, verify_consistency
+    from eventlog.contents import (
+        AudioContent,
+        Content,
+        ImageContent,
+        PdfFileContent,
+        TextContent,
+        VideoContent,
+    )
     from eventlog.errors import (
         ChainIntegrityError,
         ChainKeyError,
@@ -48,18 +56,12 @@ if typing.TYPE_CHECKING:
     from eventlog.memory import InMemoryEventStore
     from eventlog.messages import (
         AiMessage,
-        AudioContent,
         ChatMessage,
-        Content,
         CustomMessage,
-        ImageContent,
-        PdfFileContent,
         SystemMessage,
-        TextContent,
         ToolExecutionRequest,
         ToolExecutionResultMessage,
         UserMessage,
-        VideoContent,
     )
     from eventlog.models import (
         ContentErased,
@@ -156,13 +158,13 @@ __all__ = [
 # later lookups are plain attributes. tests/test_public_api.py holds this map to __all__.
 _WHERE: dict[str, str] = {
     "AiMessage": "eventlog.messages",
-    "AudioContent": "eventlog.messages",
+    "AudioContent": "eventlog.contents",
     "ChainIntegrityError": "eventlog.errors",
     "ChainKeyError": "eventlog.errors",
     "ChatMessage": "eventlog.messages",
     "ConcurrencyError": "eventlog.errors",
     "ConsistencyProof": "eventlog.consistency",
-    "Content": "eventlog.messages",
+    "Content": "eventlog.contents",
     "ContentErased": "eventlog.models",
     "ContentErasedError": "eventlog.errors",
     "CustomMessage": "eventlog.messages",
@@ -172,7 +174,7 @@ _WHERE: dict[str, str] = {
     "EventLogError": "eventlog.errors",
     "EventStore": "eventlog.store",
     "FileKeyring": "eventlog.keyring_file",
-    "ImageContent": "eventlog.messages",
+    "ImageContent": "eventlog.contents",
     "ImportReport": "eventlog.formats.jsonl",
     "InMemoryEventStore": "eventlog.memory",
     "InclusionProof": "eventlog.ledger",
@@ -191,7 +193,7 @@ _WHERE: dict[str, str] = {
     "MessageRetracted": "eventlog.models",
     "MessagesSet": "eventlog.models",
     "OutcomeUnknownError": "eventlog.errors",
-    "PdfFileContent": "eventlog.messages",
+    "PdfFileContent": "eventlog.contents",
     "PersistenceError": "eventlog.errors",
     "ReadOnlyError": "eventlog.errors",
     "ReceiptCheck": "eventlog.receipts",
@@ -204,12 +206,12 @@ _WHERE: dict[str, str] = {
     "StreamInfo": "eventlog.models",
     "SummaryRecorded": "eventlog.models",
     "SystemMessage": "eventlog.messages",
-    "TextContent": "eventlog.messages",
+    "TextContent": "eventlog.contents",
     "ToolExecutionRequest": "eventlog.messages",
     "ToolExecutionResultMessage": "eventlog.messages",
     "UserMessage": "eventlog.messages",
     "VerifyReport": "eventlog.models",
-    "VideoContent": "eventlog.messages",
+    "VideoContent": "eventlog.contents",
     "check_receipt": "eventlog.receipts",
     "export_jsonl": "eventlog.formats.jsonl",
     "find_receipt": "eventlog.receipts",

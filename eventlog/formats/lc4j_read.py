@@ -13,22 +13,24 @@ from typing import Any, Final, NoReturn
 
 from pydantic import ValidationError
 
-from eventlog.java import TRIM_CHARS
-from eventlog.messages import (
+from eventlog.contents import (
     DETAIL_LEVELS,
-    AiMessage,
     AudioContent,
-    ChatMessage,
     Content,
-    CustomMessage,
     ImageContent,
     PdfFileContent,
-    SystemMessage,
     TextContent,
+    VideoContent,
+)
+from eventlog.java import TRIM_CHARS
+from eventlog.messages import (
+    AiMessage,
+    ChatMessage,
+    CustomMessage,
+    SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    VideoContent,
 )
 
 __all__ = ["message_from_json", "message_from_obj", "messages_from_json"]

@@ -10,22 +10,24 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
 
+from eventlog.contents import (
+    AudioContent,
+    Content,
+    ImageContent,
+    PdfFileContent,
+    TextContent,
+    VideoContent,
+)
 from eventlog.java import double_to_string, java_hashmap_order
 from eventlog.messages import (
     MESSAGE_TYPES,
     AiMessage,
-    AudioContent,
     ChatMessage,
-    Content,
     CustomMessage,
-    ImageContent,
-    PdfFileContent,
     SystemMessage,
-    TextContent,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    VideoContent,
 )
 
 __all__ = ["message_to_json", "message_to_obj", "messages_to_json"]

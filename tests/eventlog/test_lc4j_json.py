@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventlog.contents import AudioContent, ImageContent, PdfFileContent, TextContent, VideoContent
 from eventlog.formats.lc4j_json import (
     message_from_json,
     message_from_obj,
@@ -28,17 +29,12 @@ from eventlog.formats.lc4j_json import (
 from eventlog.java import double_to_string, java_hashmap_order
 from eventlog.messages import (
     AiMessage,
-    AudioContent,
     ChatMessage,
     CustomMessage,
-    ImageContent,
-    PdfFileContent,
     SystemMessage,
-    TextContent,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    VideoContent,
 )
 from tests.strategies import chat_messages, conversations, json_values
 
