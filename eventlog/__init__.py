@@ -52,7 +52,8 @@ if typing.TYPE_CHECKING:
         SealBrokenError,
     )
     from eventlog.keyring_file import FileKeyring
-    from eventlog.ledger import DigestReport, InclusionProof, LedgerDigest, verify_inclusion
+    from eventlog.ledger import verify_inclusion
+    from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest
     from eventlog.memory import InMemoryEventStore
     from eventlog.messages import (
         AiMessage,
@@ -168,7 +169,7 @@ _WHERE: dict[str, str] = {
     "ContentErased": "eventlog.models",
     "ContentErasedError": "eventlog.errors",
     "CustomMessage": "eventlog.messages",
-    "DigestReport": "eventlog.ledger",
+    "DigestReport": "eventlog.ledger_models",
     "EncodingUnavailableError": "eventlog.errors",
     "ErasureReceipt": "eventlog.models",
     "EventLogError": "eventlog.errors",
@@ -177,12 +178,12 @@ _WHERE: dict[str, str] = {
     "ImageContent": "eventlog.contents",
     "ImportReport": "eventlog.formats.jsonl",
     "InMemoryEventStore": "eventlog.memory",
-    "InclusionProof": "eventlog.ledger",
+    "InclusionProof": "eventlog.ledger_models",
     "KeyUnavailableError": "eventlog.keyring",
     "Keyring": "eventlog.keyring",
     "KeyringError": "eventlog.keyring",
     "NoteError": "eventlog.note",
-    "LedgerDigest": "eventlog.ledger",
+    "LedgerDigest": "eventlog.ledger_models",
     "LoggedEvent": "eventlog.models",
     "MemoryCleared": "eventlog.models",
     "MemoryErased": "eventlog.models",
