@@ -10,7 +10,7 @@ import re
 import pytest
 
 from eventlog import InMemoryEventStore, SQLiteEventStore
-from eventlog import jsonl as jsonl_module
+from eventlog.formats import jsonl as jsonl_module
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from projections import MessageWindowChatMemory
 from projections.audit import diff
