@@ -14,6 +14,14 @@ from eventlog._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
     from eventlog.consistency import ConsistencyProof, verify_consistency
+    from eventlog.contents import (
+        AudioContent,
+        Content,
+        ImageContent,
+        PdfFileContent,
+        TextContent,
+        VideoContent,
+    )
     from eventlog.errors import (
         ChainIntegrityError,
         ChainKeyError,
@@ -28,8 +36,14 @@ if typing.TYPE_CHECKING:
         SchemaVersionError,
         StoreClosedError,
     )
+    from eventlog.formats.jsonl import ImportReport, export_jsonl, import_jsonl
+    from eventlog.formats.lc4j_json import (
+        message_from_json,
+        message_to_json,
+        messages_from_json,
+        messages_to_json,
+    )
     from eventlog.ids import MemoryId
-    from eventlog.jsonl import ImportReport, export_jsonl, import_jsonl
     from eventlog.keyring import (
         Keyring,
         KeyringError,
@@ -38,28 +52,17 @@ if typing.TYPE_CHECKING:
         SealBrokenError,
     )
     from eventlog.keyring_file import FileKeyring
-    from eventlog.lc4j_json import (
-        message_from_json,
-        message_to_json,
-        messages_from_json,
-        messages_to_json,
-    )
-    from eventlog.ledger import DigestReport, InclusionProof, LedgerDigest, verify_inclusion
+    from eventlog.ledger import verify_inclusion
+    from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest
     from eventlog.memory import InMemoryEventStore
     from eventlog.messages import (
         AiMessage,
-        AudioContent,
         ChatMessage,
-        Content,
         CustomMessage,
-        ImageContent,
-        PdfFileContent,
         SystemMessage,
-        TextContent,
         ToolExecutionRequest,
         ToolExecutionResultMessage,
         UserMessage,
-        VideoContent,
     )
     from eventlog.models import (
         ContentErased,
@@ -156,31 +159,31 @@ __all__ = [
 # later lookups are plain attributes. tests/test_public_api.py holds this map to __all__.
 _WHERE: dict[str, str] = {
     "AiMessage": "eventlog.messages",
-    "AudioContent": "eventlog.messages",
+    "AudioContent": "eventlog.contents",
     "ChainIntegrityError": "eventlog.errors",
     "ChainKeyError": "eventlog.errors",
     "ChatMessage": "eventlog.messages",
     "ConcurrencyError": "eventlog.errors",
     "ConsistencyProof": "eventlog.consistency",
-    "Content": "eventlog.messages",
+    "Content": "eventlog.contents",
     "ContentErased": "eventlog.models",
     "ContentErasedError": "eventlog.errors",
     "CustomMessage": "eventlog.messages",
-    "DigestReport": "eventlog.ledger",
+    "DigestReport": "eventlog.ledger_models",
     "EncodingUnavailableError": "eventlog.errors",
     "ErasureReceipt": "eventlog.models",
     "EventLogError": "eventlog.errors",
     "EventStore": "eventlog.store",
     "FileKeyring": "eventlog.keyring_file",
-    "ImageContent": "eventlog.messages",
-    "ImportReport": "eventlog.jsonl",
+    "ImageContent": "eventlog.contents",
+    "ImportReport": "eventlog.formats.jsonl",
     "InMemoryEventStore": "eventlog.memory",
-    "InclusionProof": "eventlog.ledger",
+    "InclusionProof": "eventlog.ledger_models",
     "KeyUnavailableError": "eventlog.keyring",
     "Keyring": "eventlog.keyring",
     "KeyringError": "eventlog.keyring",
     "NoteError": "eventlog.note",
-    "LedgerDigest": "eventlog.ledger",
+    "LedgerDigest": "eventlog.ledger_models",
     "LoggedEvent": "eventlog.models",
     "MemoryCleared": "eventlog.models",
     "MemoryErased": "eventlog.models",
@@ -191,7 +194,7 @@ _WHERE: dict[str, str] = {
     "MessageRetracted": "eventlog.models",
     "MessagesSet": "eventlog.models",
     "OutcomeUnknownError": "eventlog.errors",
-    "PdfFileContent": "eventlog.messages",
+    "PdfFileContent": "eventlog.contents",
     "PersistenceError": "eventlog.errors",
     "ReadOnlyError": "eventlog.errors",
     "ReceiptCheck": "eventlog.receipts",
@@ -204,20 +207,20 @@ _WHERE: dict[str, str] = {
     "StreamInfo": "eventlog.models",
     "SummaryRecorded": "eventlog.models",
     "SystemMessage": "eventlog.messages",
-    "TextContent": "eventlog.messages",
+    "TextContent": "eventlog.contents",
     "ToolExecutionRequest": "eventlog.messages",
     "ToolExecutionResultMessage": "eventlog.messages",
     "UserMessage": "eventlog.messages",
     "VerifyReport": "eventlog.models",
-    "VideoContent": "eventlog.messages",
+    "VideoContent": "eventlog.contents",
     "check_receipt": "eventlog.receipts",
-    "export_jsonl": "eventlog.jsonl",
+    "export_jsonl": "eventlog.formats.jsonl",
     "find_receipt": "eventlog.receipts",
-    "import_jsonl": "eventlog.jsonl",
-    "message_from_json": "eventlog.lc4j_json",
-    "message_to_json": "eventlog.lc4j_json",
-    "messages_from_json": "eventlog.lc4j_json",
-    "messages_to_json": "eventlog.lc4j_json",
+    "import_jsonl": "eventlog.formats.jsonl",
+    "message_from_json": "eventlog.formats.lc4j_json",
+    "message_to_json": "eventlog.formats.lc4j_json",
+    "messages_from_json": "eventlog.formats.lc4j_json",
+    "messages_to_json": "eventlog.formats.lc4j_json",
     "receipt_bundle": "eventlog.receipts",
     "verify_consistency": "eventlog.consistency",
     "verify_inclusion": "eventlog.ledger",

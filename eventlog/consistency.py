@@ -34,7 +34,8 @@ from pydantic import (
 
 from eventlog import merkle
 from eventlog.errors import StaleTreeError
-from eventlog.ledger import LedgerDigest, _ledger_of
+from eventlog.ledger import _ledger_of
+from eventlog.ledger_models import LedgerDigest
 from eventlog.ledger_tree import LedgerTree
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ reader: a window run of a billion events runs ``messages()`` out of memory, a no
 (``~i:007``) aliases another memory, a record dated 9999 freezes the memory's clock (a store
 never stamps a later event earlier than its head), and a line nested ten thousand levels deep
 blows Python's recursion limit inside ``json``. :class:`ImportGate` refuses all of these with
-one line naming the problem, where it is and what to do, so :func:`eventlog.jsonl.import_jsonl`
-can stay a short sequence of call sites.
+one line naming the problem, where it is and what to do, so
+:func:`eventlog.formats.jsonl.import_jsonl` can stay a short sequence of call sites.
 
 The window record inside ``meta`` belongs to the projections, which eventlog never imports:
 the gate takes a ``check`` callable and gives it, for each record, what the memory's events

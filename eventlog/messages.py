@@ -1,16 +1,18 @@
-"""Chat messages and their contents, modelled on LangChain4j's message classes.
+"""Chat messages, modelled on LangChain4j's message classes (their contents are in
+:mod:`eventlog.contents`, the attribute rule in :mod:`eventlog.attributes`).
 
 Every class is a frozen pydantic model that compares by value, like LangChain4j's ``equals``.
 Sequences are stored as tuples. Each class has a read-only ``type`` giving LangChain4j's type
-tag (``"USER"``, ``"TEXT"``, ...), which is what `eventlog.lc4j_json` writes and reads.
+tag (``"USER"``, ``"AI"``, ...), which is what `eventlog.formats.lc4j_json` writes and reads.
 
 Construction is on the hot path (every chat turn builds messages), so validation is limited
 to what pydantic-core does natively plus a few cheap checks: non-blank system text, "text or
-contents", "url or data" for media, and a walk over ``attributes`` that keeps them plain JSON.
+contents", "url or data" for media (:mod:`eventlog.contents`), and a walk over ``attributes``
+that keeps them plain JSON (:mod:`eventlog.attributes`).
 
 ``model_dump()`` / ``model_validate()`` are not a wire format: nested contents and requests
-must be instances (dicts are refused), and dumps carry no type tags. Use `eventlog.lc4j_json`
-to serialize.
+must be instances (dicts are refused), and dumps carry no type tags. Use
+`eventlog.formats.lc4j_json` to serialize.
 
 Deliberate differences from LangChain4j 1.19.0:
 
@@ -24,25 +26,38 @@ Deliberate differences from LangChain4j 1.19.0:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     GetPydanticSchema,
     StrictBool,
-    StrictBytes,
     StrictStr,
     field_validator,
-    model_validator,
 )
 from pydantic_core import core_schema
 
+from eventlog.attributes import MAX_ATTRIBUTE_DEPTH, check_attributes
+from eventlog.contents import (
+    CONTENT_TYPES,
+    DETAIL_LEVELS,
+    MODEL_CONFIG,
+    AudioContent,
+    Content,
+    ContentItem,
+    ContentType,
+    DetailLevel,
+    ImageContent,
+    PdfFileContent,
+    TextContent,
+    VideoContent,
+)
 from eventlog.java import is_blank
 
+# The content names and MAX_ATTRIBUTE_DEPTH are re-exported: this module was their home
+# before eventlog.contents and eventlog.attributes, and code outside imports them from here.
 __all__ = [
     "CONTENT_TYPES",
     "DETAIL_LEVELS",
@@ -67,312 +82,6 @@ __all__ = [
 ]
 
 MessageType: TypeAlias = Literal["SYSTEM", "USER", "AI", "TOOL_EXECUTION_RESULT", "CUSTOM"]
-ContentType: TypeAlias = Literal["TEXT", "IMAGE", "AUDIO", "VIDEO", "PDF"]
-DetailLevel: TypeAlias = Literal["LOW", "MEDIUM", "HIGH", "ULTRA_HIGH", "AUTO"]
-
-DETAIL_LEVELS: Final[tuple[DetailLevel, ...]] = ("LOW", "MEDIUM", "HIGH", "ULTRA_HIGH", "AUTO")
-"""`ImageContent.detail_level` values, in LangChain4j's enum order."""
-
-MAX_ATTRIBUTE_DEPTH: Final = 256
-"""Deepest nesting of lists/dicts allowed in ``attributes``.
-
-Python's JSON codec recurses once per level and shares the interpreter's recursion limit
-(1000 frames) with its caller; Jackson 2.15+ refuses documents nested deeper than 1000.
-256 is far beyond any real attribute and leaves room for the caller's stack.
-"""
-
-# Jackson 2.15+ refuses to read numbers longer than 1000 digits; 10**1000 < 2**3322.
-_MAX_INT_BITS: Final = 3321
-
-# defer_build: each class builds its validator on first use, not at import. Validation is
-# unchanged; `import eventlog` only stops paying for classes a program never instantiates.
-_CONFIG: Final = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-# A node of the attribute walk: (container, depth, parent node, key in parent). Paths for error
-# messages are rebuilt from the parent chain only when something is wrong.
-_Node: TypeAlias = tuple["dict[str, Any] | list[Any]", int, "_Node | None", object]
-
-
-def _path(node: _Node | None, key: object = None, *, limit: int = 8) -> str:
-    keys = [] if key is None else [key]
-    while node is not None and node[2] is not None:
-        keys.append(node[3])
-        node = node[2]
-    keys.reverse()
-    shown = keys if len(keys) <= limit else [*keys[: limit // 2], ..., *keys[-limit // 2 :]]
-    return "attributes" + "".join("[...]" if k is ... else f"[{k!r:.40}]" for k in shown)
-
-
-def _check_attributes(owner: str, attributes: dict[str, Any]) -> None:
-    """Raise ValueError unless ``attributes`` holds only JSON values (see module docstring).
-
-    Iterative, so that a hostile nesting depth produces a ValueError, not a RecursionError.
-    """
-    if not attributes:
-        return
-    stack: list[_Node] = [(attributes, 1, None, None)]
-    while stack:
-        node = stack.pop()
-        container, depth = node[0], node[1]
-        if depth > MAX_ATTRIBUTE_DEPTH:
-            msg = (
-                f"{owner}.{_path(node)} is nested more than {MAX_ATTRIBUTE_DEPTH} levels deep; "
-                "flatten the attribute value"
-            )
-            raise ValueError(msg)
-        is_dict = isinstance(container, dict)
-        items: Iterable[tuple[object, Any]] = (
-            container.items() if isinstance(container, dict) else enumerate(container)
-        )
-        for key, item in items:
-            if isinstance(item, dict | list):
-                stack.append((item, depth + 1, node, key))
-            elif not (item is None or isinstance(item, str | bool)):
-                _check_json_scalar(owner, node, key, item)
-            if is_dict and not isinstance(key, str):
-                msg = (
-                    f"{owner}.{_path(node)} has key {key!r:.60} of type {type(key).__name__}; "
-                    "JSON object keys must be str"
-                )
-                raise ValueError(msg)
-
-
-def _check_json_scalar(owner: str, node: _Node, key: object, value: object) -> None:
-    if isinstance(value, int):
-        if value.bit_length() > _MAX_INT_BITS:
-            msg = (
-                f"{owner}.{_path(node, key)} is an int with more than 1000 digits, which "
-                "LangChain4j (Jackson) refuses to read; store it as a string"
-            )
-            raise ValueError(msg)
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            msg = (
-                f"{owner}.{_path(node, key)} is {value!r}; JSON has no NaN or infinity, "
-                "store a string"
-            )
-            raise ValueError(msg)
-        return
-    remedy = "use a list" if isinstance(value, tuple) else "convert it to a JSON value"
-    msg = (
-        f"{owner}.{_path(node, key)} is a {type(value).__name__} ({value!r:.60}); attribute "
-        f"values must be dict, list, str, int, float, bool or None; {remedy}"
-    )
-    raise ValueError(msg)
-
-
-# --------------------------------------------------------------------------------------------
-# Contents
-# --------------------------------------------------------------------------------------------
-
-
-class TextContent(BaseModel):
-    """A piece of text in a user message or tool result (LangChain4j ``TextContent``).
-
-    Args:
-        text: The text; may be empty but not None.
-    """
-
-    model_config = _CONFIG
-
-    type: ClassVar[Literal["TEXT"]] = "TEXT"
-
-    text: StrictStr
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text=text)
-
-
-def _require_source(content: BaseModel, fields: tuple[str, ...]) -> None:
-    if all(getattr(content, name) is None for name in fields):
-        names = " or ".join(fields)
-        msg = f"{type(content).__name__} needs {names}, but all are None; pass one of them"
-        raise ValueError(msg)
-
-
-class ImageContent(BaseModel):
-    """An image, given by URL or by base64 data (LangChain4j ``ImageContent`` + ``Image``).
-
-    LangChain4j nests the source fields in an ``Image``; here they are flat, and the JSON
-    codec nests them under ``"image"``.
-
-    Args:
-        url: Where the image is.
-        base64_data: The image bytes, base64-encoded.
-        mime_type: E.g. ``"image/png"``.
-        detail_level: One of `DETAIL_LEVELS`; LangChain4j's default is ``"LOW"``.
-        revised_prompt: The prompt an image model actually used, if it rewrote it.
-
-    Raises:
-        ValueError: If neither ``url`` nor ``base64_data`` is given, or a field has the wrong type.
-    """
-
-    model_config = _CONFIG
-
-    type: ClassVar[Literal["IMAGE"]] = "IMAGE"
-
-    url: StrictStr | None = None
-    base64_data: StrictStr | None = None
-    mime_type: StrictStr | None = None
-    detail_level: DetailLevel = "LOW"
-    revised_prompt: StrictStr | None = None
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        base64_data: str | None = None,
-        mime_type: str | None = None,
-        detail_level: DetailLevel = "LOW",
-        revised_prompt: str | None = None,
-    ) -> None:
-        super().__init__(
-            url=url,
-            base64_data=base64_data,
-            mime_type=mime_type,
-            detail_level=detail_level,
-            revised_prompt=revised_prompt,
-        )
-
-    @model_validator(mode="after")
-    def _has_source(self) -> ImageContent:
-        _require_source(self, ("url", "base64_data"))
-        return self
-
-
-class AudioContent(BaseModel):
-    """Audio, given by URL, base64 data or raw bytes (LangChain4j ``AudioContent`` + ``Audio``).
-
-    Args:
-        url: Where the audio is.
-        base64_data: The audio bytes, base64-encoded.
-        mime_type: E.g. ``"audio/mp3"``.
-        binary_data: The raw audio bytes (JSON carries them base64-encoded as ``binaryData``).
-
-    Raises:
-        ValueError: If none of ``url``, ``base64_data``, ``binary_data`` is given.
-    """
-
-    model_config = _CONFIG
-
-    type: ClassVar[Literal["AUDIO"]] = "AUDIO"
-
-    url: StrictStr | None = None
-    binary_data: StrictBytes | None = None
-    base64_data: StrictStr | None = None
-    mime_type: StrictStr | None = None
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        base64_data: str | None = None,
-        mime_type: str | None = None,
-        binary_data: bytes | None = None,
-    ) -> None:
-        super().__init__(
-            url=url, binary_data=binary_data, base64_data=base64_data, mime_type=mime_type
-        )
-
-    @model_validator(mode="after")
-    def _has_source(self) -> AudioContent:
-        _require_source(self, ("url", "base64_data", "binary_data"))
-        return self
-
-
-class VideoContent(BaseModel):
-    """A video, given by URL or base64 data (LangChain4j ``VideoContent`` + ``Video``).
-
-    Args:
-        url: Where the video is.
-        base64_data: The video bytes, base64-encoded.
-        mime_type: E.g. ``"video/mp4"``.
-
-    Raises:
-        ValueError: If neither ``url`` nor ``base64_data`` is given.
-    """
-
-    model_config = _CONFIG
-
-    type: ClassVar[Literal["VIDEO"]] = "VIDEO"
-
-    url: StrictStr | None = None
-    base64_data: StrictStr | None = None
-    mime_type: StrictStr | None = None
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        base64_data: str | None = None,
-        mime_type: str | None = None,
-    ) -> None:
-        super().__init__(url=url, base64_data=base64_data, mime_type=mime_type)
-
-    @model_validator(mode="after")
-    def _has_source(self) -> VideoContent:
-        _require_source(self, ("url", "base64_data"))
-        return self
-
-
-class PdfFileContent(BaseModel):
-    """A PDF document, given by URL or base64 data (LangChain4j ``PdfFileContent`` + ``PdfFile``).
-
-    Args:
-        url: Where the PDF is.
-        base64_data: The PDF bytes, base64-encoded.
-        mime_type: Defaults to ``"application/pdf"`` when None, as LangChain4j's ``PdfFile``
-            builder does; so ``PdfFileContent(url=u).mime_type == "application/pdf"``.
-
-    Raises:
-        ValueError: If neither ``url`` nor ``base64_data`` is given.
-    """
-
-    model_config = _CONFIG
-
-    type: ClassVar[Literal["PDF"]] = "PDF"
-
-    url: StrictStr | None = None
-    base64_data: StrictStr | None = None
-    mime_type: StrictStr = "application/pdf"
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        base64_data: str | None = None,
-        mime_type: str | None = None,
-    ) -> None:
-        super().__init__(
-            url=url,
-            base64_data=base64_data,
-            mime_type="application/pdf" if mime_type is None else mime_type,
-        )
-
-    @model_validator(mode="after")
-    def _has_source(self) -> PdfFileContent:
-        _require_source(self, ("url", "base64_data"))
-        return self
-
-
-Content: TypeAlias = TextContent | ImageContent | AudioContent | VideoContent | PdfFileContent
-"""Any content of a `UserMessage` or `ToolExecutionResultMessage`."""
-
-CONTENT_TYPES: Final[Mapping[str, type[Content]]] = {
-    cls.type: cls for cls in (TextContent, ImageContent, AudioContent, VideoContent, PdfFileContent)
-}
-"""LangChain4j content type tag -> class."""
-
-_CONTENT_CLASSES: Final = tuple(CONTENT_TYPES.values())
-
-# An isinstance check done by pydantic-core: fast, and refuses dicts and strings that a plain
-# union would try to coerce (a dict would silently become *some* content class).
-_ContentItem = Annotated[
-    Content,
-    GetPydanticSchema(lambda _tp, _handler: core_schema.is_instance_schema(_CONTENT_CLASSES)),
-]
-
 
 # --------------------------------------------------------------------------------------------
 # Messages
@@ -388,7 +97,7 @@ class ToolExecutionRequest(BaseModel):
         arguments: The arguments as the model produced them, normally a JSON object as text.
     """
 
-    model_config = _CONFIG
+    model_config = MODEL_CONFIG
 
     id: StrictStr | None = None
     name: StrictStr | None = None
@@ -446,7 +155,7 @@ class SystemMessage(BaseModel):
         ValueError: If ``text`` is blank or not a str.
     """
 
-    model_config = _CONFIG
+    model_config = MODEL_CONFIG
 
     type: ClassVar[Literal["SYSTEM"]] = "SYSTEM"
 
@@ -485,12 +194,12 @@ class UserMessage(BaseModel):
         TypeError: If ``text`` is not a str.
     """
 
-    model_config = _CONFIG
+    model_config = MODEL_CONFIG
 
     type: ClassVar[Literal["USER"]] = "USER"
 
     name: StrictStr | None = None
-    contents: tuple[_ContentItem, ...] = Field(min_length=1)
+    contents: tuple[ContentItem, ...] = Field(min_length=1)
     attributes: dict[str, Any] = Field(default_factory=dict)
 
     def __init__(
@@ -510,7 +219,7 @@ class UserMessage(BaseModel):
     @field_validator("attributes")
     @classmethod
     def _json_attributes(cls, attributes: dict[str, Any]) -> dict[str, Any]:
-        _check_attributes("UserMessage", attributes)
+        check_attributes("UserMessage", attributes)
         return attributes
 
     @property
@@ -547,7 +256,7 @@ class AiMessage(BaseModel):
         ValueError: If a request is not a `ToolExecutionRequest` or an attribute is not JSON.
     """
 
-    model_config = _CONFIG
+    model_config = MODEL_CONFIG
 
     type: ClassVar[Literal["AI"]] = "AI"
 
@@ -576,7 +285,7 @@ class AiMessage(BaseModel):
     @field_validator("attributes")
     @classmethod
     def _json_attributes(cls, attributes: dict[str, Any]) -> dict[str, Any]:
-        _check_attributes("AiMessage", attributes)
+        check_attributes("AiMessage", attributes)
         return attributes
 
     def has_tool_execution_requests(self) -> bool:
@@ -607,13 +316,13 @@ class ToolExecutionResultMessage(BaseModel):
         TypeError: If ``text`` is not a str.
     """
 
-    model_config = _CONFIG
+    model_config = MODEL_CONFIG
 
     type: ClassVar[Literal["TOOL_EXECUTION_RESULT"]] = "TOOL_EXECUTION_RESULT"
 
     id: StrictStr | None = None
     tool_name: StrictStr | None = None
-    contents: tuple[_ContentItem, ...] = Field(min_length=1)
+    contents: tuple[ContentItem, ...] = Field(min_length=1)
     is_error: StrictBool | None = None
     attributes: dict[str, Any] = Field(default_factory=dict)
 
@@ -659,7 +368,7 @@ class ToolExecutionResultMessage(BaseModel):
     @field_validator("attributes")
     @classmethod
     def _json_attributes(cls, attributes: dict[str, Any]) -> dict[str, Any]:
-        _check_attributes("ToolExecutionResultMessage", attributes)
+        check_attributes("ToolExecutionResultMessage", attributes)
         return attributes
 
     @property
@@ -690,7 +399,7 @@ class CustomMessage(BaseModel):
         ValueError: If an attribute is not a JSON value.
     """
 
-    model_config = _CONFIG
+    model_config = MODEL_CONFIG
 
     type: ClassVar[Literal["CUSTOM"]] = "CUSTOM"
 
@@ -702,7 +411,7 @@ class CustomMessage(BaseModel):
     @field_validator("attributes")
     @classmethod
     def _json_attributes(cls, attributes: dict[str, Any]) -> dict[str, Any]:
-        _check_attributes("CustomMessage", attributes)
+        check_attributes("CustomMessage", attributes)
         return attributes
 
     def __hash__(self) -> int:

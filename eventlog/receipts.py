@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from eventlog.ids import memory_id_from_key
-from eventlog.ledger import InclusionProof, LedgerDigest, prove, verify_inclusion
+from eventlog.ledger import prove, verify_inclusion
+from eventlog.ledger_models import InclusionProof, LedgerDigest
 from eventlog.models import ErasureReceipt, MemoryErased
 from eventlog.serialization import decode_event
 

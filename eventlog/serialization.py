@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from eventlog.errors import SchemaVersionError
-from eventlog.keyring import KeyUnavailableError, is_sealed, sealed_key_id
-from eventlog.lc4j_json import (
+from eventlog.formats.lc4j_json import (
     message_from_json,
     message_to_json,
     messages_from_json,
     messages_to_json,
 )
+from eventlog.keyring import KeyUnavailableError, is_sealed, sealed_key_id
 from eventlog.messages import ChatMessage
 from eventlog.models import (
     CURRENT_SCHEMA_VERSION,

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Final
 from eventlog import merkle
 from eventlog.checkpoint import Checkpoint, open_checkpoint
 from eventlog.ids import MemoryId
-from eventlog.ledger import LedgerDigest, prove
+from eventlog.ledger import prove
+from eventlog.ledger_models import LedgerDigest
 
 if TYPE_CHECKING:
     from eventlog.note import Verifier

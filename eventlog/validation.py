@@ -27,7 +27,7 @@ import typing
 from datetime import datetime
 from itertools import accumulate
 
-from eventlog.messages import MAX_ATTRIBUTE_DEPTH
+from eventlog.attributes import MAX_ATTRIBUTE_DEPTH
 from eventlog.models import CURRENT_SCHEMA_VERSION, Event, NewRecord, Record
 
 __all__ = [

@@ -8,7 +8,7 @@ command is a thin layer over one function here, so scripts and tests use the sam
 * :func:`explain` - the life of one message: when it entered the view and why it left;
 * :func:`fork` - a new memory id whose state starts as another's view at a seq.
 
-JSON Lines export and import are log operations: :mod:`eventlog.jsonl`.
+JSON Lines export and import are log operations: :mod:`eventlog.formats.jsonl`.
 
 Every step folds the same :class:`~projections.window.Window` the live memory used, with the
 limit the event recorded, so the reason a message left (:data:`~projections.window.Reason`) is

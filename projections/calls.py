@@ -24,8 +24,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from eventlog.errors import ContentErasedError
+from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.ids import MemoryId
-from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import AiMessage, ToolExecutionResultMessage
 from eventlog.models import (
     ContextSent,

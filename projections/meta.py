@@ -332,7 +332,7 @@ def _is_origin(origin: object) -> bool:
 def check_window_record(record: Record, brought: Brought) -> None:
     """Refuse a window record that no chatledger memory could have written.
 
-    The import gate's ``check`` (see :func:`eventlog.jsonl.import_jsonl`): a hash proves a
+    The import gate's ``check`` (see :func:`eventlog.formats.jsonl.import_jsonl`): a hash proves a
     record was not altered after hashing, not that its window makes sense, and every reader
     (``messages()``, ``as_of``, ``walk``) trusts the window to name real messages. Each run is
     checked in O(1) against ``brought``, never by expanding it, so a run of a billion events

@@ -15,12 +15,12 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
+from eventlog.contents import TextContent
 from eventlog.ids import StreamKey, memory_key
 from eventlog.messages import (
     AiMessage,
     ChatMessage,
     SystemMessage,
-    TextContent,
     ToolExecutionResultMessage,
     UserMessage,
 )

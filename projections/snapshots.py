@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from eventlog.formats.lc4j_json import message_from_obj, message_to_obj
 from eventlog.ids import MemoryId
-from eventlog.lc4j_json import message_from_obj, message_to_obj
 from eventlog.store import EventStore
 from projections.window import Entry
 

@@ -15,11 +15,11 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from eventlog.contents import TextContent
 from eventlog.java import double_to_string, is_blank
 from eventlog.messages import (
     AiMessage,
     SystemMessage,
-    TextContent,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,

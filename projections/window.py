@@ -156,6 +156,11 @@ class WindowPolicy(ABC):
             return limit
         return max(1, limit * self.evict_permille // 1000)
 
+    @property
+    def static_limit(self) -> int | None:
+        """The limit when it is a fixed int (None: a callable, consulted on every call)."""
+        return None if callable(self._limit) else self._limit
+
     def limit_for(self, memory_id: MemoryId) -> int:
         """The current limit for ``memory_id``, validated (> 0) as LangChain4j does on each call.
 
@@ -397,6 +402,46 @@ class Window:
         self.entries = work
         self.limit = last_limit
         return departures
+
+    def add_plain(self, entries: Sequence[Entry], limit: int) -> None:
+        """:meth:`add` of each of ``entries`` in turn under the fixed ``limit``, departures not
+        reported, for *plain* entries: none a system message, an AI message with tool requests
+        or a tool result, so none is kept in front, starts an orphan cascade or is taken in
+        one (what-if's stand-ins).
+
+        A message window does them as one. Every add ends within the limit, so only the first
+        trims before inserting. Under LangChain4j's rule (no ``evict_to``) an add that evicts
+        removes the fewest units from the front (an entry, or an AI request with the tool
+        results after it) that bring the window back to the limit; later plain entries at the
+        back change neither which units come first nor where a cascade stops, so one trim
+        after appending them all removes the same units as a trim after each. And the window
+        then ends with at most ``limit`` entries, and a plain entry leaves before every entry
+        after it, so entries before the last ``limit`` would be evicted whatever came before:
+        they are not looked at, and a caller may leave them out. With ``evict_to`` the trims
+        happen one by one, each only when an append goes over the limit. Other policies run
+        :meth:`add` per entry.
+        """
+        policy = self.policy
+        if not isinstance(policy, MessageWindowPolicy):
+            for entry in entries:
+                self.add(entry, lambda: limit)
+            return
+        if not entries:
+            return
+        work = self.entries
+        if len(work) > limit:
+            work = list(work)
+            policy.ensure_capacity(work, limit)
+        if policy.evict_permille is None:
+            work.extend(entries[-limit:])
+            policy.ensure_capacity(work, limit)
+        else:
+            for entry in entries:
+                work.append(entry)
+                if len(work) > limit:
+                    policy.ensure_capacity(work, limit)
+        self.entries = work
+        self.limit = limit
 
     def set(self, entries: Sequence[Entry], limit: int | None) -> list[Departure]:
         """LangChain4j's ``set``: the new content replaces the old, trimmed without the

@@ -6,7 +6,7 @@ everything on one file system (a fresh temporary directory under ``--dir``, defa
 current directory, removed afterwards). Absolute times on
 a shared 2-core machine drift with the neighbours' load, so the figures to read are the ratios:
 
-* the contenders of a group (write: RAW W1 KW W2 TW peers; read: W3 TT peers; cold: W4;
+* the contenders of a group (write: RAW W1 KW W2 TW peers; read: W3 TT RAW.read peers; cold: W4;
   ledger: LD.digest LD.prove LD.inclusion; ledger-full: LD.digest.cold LD.verify) are warmed
   up, then timed in ``--repeat`` rounds; in a round each one does its operations in
   ``--slices`` turns, taking turns with the others in a rotating order, so two contenders'
@@ -35,7 +35,10 @@ BUILD           history building: ``memory.add(list_of_1000)`` batches (one tran
 W3@N            ``messages()`` of a warm memory whose conversation has N events
 W4@N            cold open: new store object, new memory object, first ``messages()``
 TT.as_of        ``as_of(seq=...)`` at random seqs of a ``--tt-size`` history
-TT.what_if      ``what_if(MessageWindowPolicy(50))`` at the head of that history (a full replay)
+TT.what_if      ``what_if(MessageWindowPolicy(50))`` at the head of that history (a full replay),
+                with its ratio to RAW.read
+RAW.read        the bare sqlite3 driver reading every row of that history (``SELECT *``, fetchmany):
+                the floor under a replay that must read them all (SQLite only)
 LD.digest       ``store.digest()`` right after one more add (incremental; the add is untimed) on
                 the history database, which holds every W3/W4/TT history (1.11 M records at the
                 default sizes); the ledger rows run after the read group, which their adds
@@ -111,7 +114,7 @@ from eventlog import (  # noqa: E402
     UserMessage,
     verify_inclusion,
 )
-from eventlog.lc4j_json import message_to_json  # noqa: E402
+from eventlog.formats.lc4j_json import message_to_json  # noqa: E402
 from eventlog.models import NewRecord  # noqa: E402
 from eventlog.store import EventStore  # noqa: E402
 from projections import (  # noqa: E402
@@ -530,6 +533,35 @@ def raw_sqlite(path: pathlib.Path, payloads: Sequence[str]) -> tuple[Run, Callab
         conn.commit()
 
     return timed_loop(op), conn.close
+
+
+def raw_history_read(
+    be: Backend, store: EventStore, memory_id: str
+) -> tuple[Run, Callable[[], None]] | None:
+    """A Run reading every row of one history with the bare sqlite3 driver on a connection
+    of its own (SQLite only; None elsewhere)."""
+    if be.name != "sqlite":
+        return None
+    first = store.read(memory_id, limit=1)
+    if not first:
+        return None
+    conn = sqlite3.connect(be.spec("hist")["path"], check_same_thread=False)
+    sql = "SELECT * FROM events WHERE stream_id = ? ORDER BY seq"
+    params = (first[0].stream_id,)
+    size = store.read(memory_id, desc=True, limit=1)[0].seq
+
+    def read(_i: int) -> None:
+        # In pages that are dropped as it goes, as what_if reads: a list of every row would
+        # make the collector walk the harness's whole heap, a cost that is not the driver's.
+        cursor = conn.execute(sql, params)
+        count = 0
+        while page := cursor.fetchmany(10_000):
+            count += len(page)
+        if count != size:
+            msg = f"raw read of {memory_id}: {count} rows, expected {size}"
+            raise AssertionError(msg)
+
+    return timed_loop(read), conn.close
 
 
 def raw_postgres(dsn: str, schema: str, payloads: Sequence[str]) -> tuple[Run, Callable[[], None]]:
@@ -1046,9 +1078,13 @@ def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessag
             raise AssertionError(msg)
 
     contenders.append(Contender("TT.what_if", timed_loop(what_if), count=1, warmup=1))
+    raw_read = raw_history_read(be, store, f"h{cfg.tt_size}")
+    if raw_read is not None:
+        # What what_if reads, read by the bare driver: the floor under any replay of it.
+        contenders.append(Contender("RAW.read", raw_read[0], count=1, warmup=1))
 
     lc_status = lg_status = None
-    closers: list[Callable[[], None]] = []
+    closers: list[Callable[[], None]] = [] if raw_read is None else [raw_read[1]]
     peer_sizes = cfg.peer_sizes if cfg.peers and be.name == "sqlite" else []
     if peer_sizes:
         texts = [str(getattr(m, "text", "")) for m in messages]
@@ -1110,6 +1146,15 @@ def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessag
     )
     tt_row.extra["size"] = cfg.tt_size
     res.add(tt_row)
+    raw_row = Row(
+        "RAW.read",
+        f"raw driver: SELECT every row of the {cfg.tt_size:,}-event history, fetchmany "
+        "(10,000-row pages; no objects, no checks)",
+        group="read",
+    )
+    if raw_read is None:
+        raw_row.status = "n/a: SQLite only"
+    res.add(raw_row if raw_read is None else latency_row(raw_row, measured, "ms"))
     res.add(
         latency_row(
             Row(
@@ -1120,6 +1165,7 @@ def read_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessag
             ),
             measured,
             "ms",
+            "RAW.read" if raw_read is not None else None,
         )
     )
     for size in cfg.peer_sizes:

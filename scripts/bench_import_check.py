@@ -5,7 +5,7 @@ Outside the test run. The line is ``[`` x 300, then ``"`` and ``\\"`` repeated u
 of escaped quotes, which a string regex that handles escapes itself rescans from every quote
 (7.1 s at 60 KB, 29 s at 120 KB, hours at 8 MB before the fix). Prints the CPU time of
 :func:`eventlog.import_checks.nesting_depth` alone and of a whole
-:func:`eventlog.jsonl.import_jsonl` of a header plus that line (median of ``--repeat``).
+:func:`eventlog.formats.jsonl.import_jsonl` of a header plus that line (median of ``--repeat``).
 
     python scripts/bench_import_check.py              # the 8 MB line
     python scripts/bench_import_check.py --size 60000 # the 60 KB figure
@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 
 from eventlog import InMemoryEventStore
+from eventlog.formats.jsonl import FORMAT, FORMAT_VERSION, import_jsonl
 from eventlog.import_checks import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, nesting_depth
-from eventlog.jsonl import FORMAT, FORMAT_VERSION, import_jsonl
 
 HEADER = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "memories": []})
 

@@ -43,7 +43,8 @@ from pathlib import Path
 
 from eventlog import SQLiteEventStore
 from eventlog.ids import StreamKey
-from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger_models import LedgerDigest
 from eventlog.models import NewRecord
 from eventlog.store import EventStore
 

@@ -17,21 +17,23 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from eventlog.messages import (
+from eventlog.contents import (
     DETAIL_LEVELS,
-    AiMessage,
     AudioContent,
-    ChatMessage,
     Content,
-    CustomMessage,
     ImageContent,
     PdfFileContent,
-    SystemMessage,
     TextContent,
+    VideoContent,
+)
+from eventlog.messages import (
+    AiMessage,
+    ChatMessage,
+    CustomMessage,
+    SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    VideoContent,
 )
 
 __all__ = [

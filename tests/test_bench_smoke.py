@@ -30,7 +30,7 @@ CORE = [
 ]  # fmt: skip
 COLD_DIGEST = ["LD.digest.cold"]  # a new store object on the same database: not in memory
 LEDGER = ["LD.digest", "LD.digest.cold", "LD.verify", "LD.prove", "LD.proof", "LD.inclusion"]
-RAW = ["RAW"]
+RAW = ["RAW", "RAW.read"]
 W5 = ["W5.single", "W5.same", "W5.separate"]
 SCALE = ["SC.page", "SC.cli_history", "SC.cli_diff", "SC.export", "SC.import"]
 PARALLEL = ["SC.one", "SC.par8", "SC.same8"]
@@ -161,6 +161,7 @@ def test_bench_memory(tmp_path):
     report, _ = _run_bench(tmp_path, "memory")
     absent = {
         "RAW": "n/a",
+        "RAW.read": "n/a",
         **dict.fromkeys(COLD_DIGEST, "n/a"),
         **dict.fromkeys(W5, "n/a"),
         **dict.fromkeys(PEERS, "n/a"),
@@ -187,8 +188,8 @@ def test_bench_postgres(tmp_path):
     report, _ = _run_bench(tmp_path, "postgres")
     _check_rows(
         report,
-        [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *CACHE, *PARALLEL, *STARTUP],
-        dict.fromkeys(PEERS, "n/a"),
+        ["RAW", *CORE, *COLD_DIGEST, *W5, *SCALE, *CACHE, *PARALLEL, *STARTUP],
+        {**dict.fromkeys(PEERS, "n/a"), "RAW.read": "n/a"},
     )
     _check_writers(report)
     _check_ledger(report)

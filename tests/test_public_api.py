@@ -122,3 +122,24 @@ def test_errors_raised_by_projections_keep_their_older_bases():
 
     assert issubclass(ContentErasedError, ValueError)
     assert issubclass(EncodingUnavailableError, RuntimeError)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("eventlog.lc4j_json", "eventlog.formats.lc4j_json"),
+        ("eventlog.jsonl", "eventlog.formats.jsonl"),
+        ("eventlog.messages", "eventlog.contents"),
+        ("eventlog.ledger", "eventlog.ledger_models"),
+    ],
+)
+def test_modules_split_or_moved_keep_their_old_import_paths(old, new):
+    # Check code written against the old module path gets the very same objects: all of a
+    # moved module's names, and the models and contents a split module still exports.
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    moved = [name for name in after.__all__ if name in before.__all__]
+    if old in ("eventlog.lc4j_json", "eventlog.jsonl"):
+        assert moved == after.__all__
+    assert len(moved) >= 4
+    for name in moved:
+        assert getattr(before, name) is getattr(after, name), name

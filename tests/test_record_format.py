@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from eventlog import InMemoryEventStore, SQLiteEventStore
-from eventlog.jsonl import export_jsonl
+from eventlog.formats.jsonl import export_jsonl
 from eventlog.keyring import MemoryKeyring
 from eventlog.testing.records import batch
 

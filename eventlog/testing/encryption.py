@@ -8,8 +8,8 @@ import json
 import pytest
 
 from eventlog import SQLiteEventStore
+from eventlog.formats.jsonl import export_jsonl
 from eventlog.ids import StreamKey
-from eventlog.jsonl import export_jsonl
 from eventlog.keyring import KeyUnavailableError, MemoryKeyring, is_sealed
 from eventlog.keyring_file import FileKeyring
 from eventlog.ledger import verify_inclusion
@@ -77,7 +77,7 @@ class EncryptionContract:
         assert report.first_bad_seq("u1") == 2
 
     def test_an_export_carries_ciphertext_and_imports_without_keys(self, backend, tmp_path):
-        from eventlog.jsonl import import_jsonl
+        from eventlog.formats.jsonl import import_jsonl
 
         ring = MemoryKeyring()
         store = backend.open(keyring=ring)

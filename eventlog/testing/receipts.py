@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eventlog.ledger import LedgerDigest
+from eventlog.ledger_models import LedgerDigest
 from eventlog.receipts import check_receipt, find_receipt, receipt_bundle
 from eventlog.testing._base import reopens
 from eventlog.testing.records import batch

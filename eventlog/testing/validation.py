@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from eventlog import UserMessage
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.ids import StreamKey
-from eventlog.jsonl import export_jsonl, import_jsonl
 from eventlog.memory import InMemoryEventStore
 from eventlog.models import NewRecord
 from eventlog.serialization import added_record, cleared_record

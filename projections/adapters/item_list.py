@@ -57,10 +57,10 @@ from typing import Any, TypeVar
 from pydantic_core import from_json
 
 from eventlog.errors import ChainIntegrityError, ConcurrencyError
+from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.keyring import is_sealed
-from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage, CustomMessage, SystemMessage
 from eventlog.models import ContextSent, MessageRetracted, NewRecord, Record
 from eventlog.serialization import (

@@ -41,7 +41,7 @@ except ImportError as e:
 
 from eventlog import messages as cl
 from eventlog.aio import off_loop
-from eventlog.lc4j_json import message_from_obj
+from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
 from projections.adapters.item_list import (

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from agents.memory.session import _CompactionSnapshot
 
 from eventlog.aio import off_loop
-from eventlog.lc4j_json import message_from_obj
+from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
 from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList, Ref, describe

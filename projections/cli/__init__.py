@@ -1,7 +1,7 @@
 """The ``chatledger`` command: inspect, audit, copy and maintain a ledger from the shell.
 
 Every command is a thin layer over :mod:`projections.audit`, :mod:`projections.replay`,
-:mod:`eventlog.jsonl` and the store API. Run ``chatledger --help`` or
+:mod:`eventlog.formats.jsonl` and the store API. Run ``chatledger --help`` or
 ``chatledger COMMAND --help`` for the options; ``--db``, ``--dsn``, ``--schema`` and ``--json``
 go before or after the command. How memory ids are written: :mod:`projections.cli.args`.
 

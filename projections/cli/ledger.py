@@ -20,15 +20,8 @@ from eventlog.consistency import (
     read_evidence,
     verify_consistency,
 )
-from eventlog.ledger import (
-    DigestReport,
-    InclusionProof,
-    LedgerDigest,
-    digest,
-    prove,
-    verify_digest,
-    verify_inclusion,
-)
+from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest
 from eventlog.note import Signer, Verifier, generate_key
 from projections.cli.args import shell_id
 from projections.cli.errors import Failure, UsageError

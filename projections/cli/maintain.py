@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.ids import StreamKey, memory_key
-from eventlog.jsonl import export_jsonl, import_jsonl
 from projections.audit import fork
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import Failure, UsageError

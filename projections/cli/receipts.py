@@ -17,7 +17,7 @@ from projections.cli.store import read_key
 
 if TYPE_CHECKING:
     from eventlog.checkpoint import Checkpoint
-    from eventlog.ledger import LedgerDigest
+    from eventlog.ledger_models import LedgerDigest
     from eventlog.store import EventStore
 
 __all__ = ["check_receipt_cmd", "erasure_receipt_cmd"]

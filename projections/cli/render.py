@@ -11,7 +11,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from eventlog.lc4j_json import message_to_obj
+from eventlog.formats.lc4j_json import message_to_obj
 from eventlog.messages import (
     ChatMessage,
 )

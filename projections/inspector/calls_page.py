@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from itertools import islice
 
+from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.ids import StreamKey
-from eventlog.lc4j_json import message_from_obj
 from eventlog.messages import ChatMessage
 from eventlog.models import ContextSent
 from eventlog.serialization import decode_event

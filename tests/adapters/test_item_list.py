@@ -363,7 +363,7 @@ def test_the_system_refs_of_a_list_round_trip_and_must_name_its_own_messages() -
 def test_the_import_gate_refuses_a_list_naming_a_system_message_outside_it(tmp_path) -> None:
     import io
 
-    from eventlog.jsonl import export_jsonl, import_jsonl
+    from eventlog.formats.jsonl import export_jsonl, import_jsonl
     from projections.meta import check_window_record
 
     source = SQLiteEventStore(tmp_path / "a.db")

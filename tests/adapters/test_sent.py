@@ -16,7 +16,7 @@ pytest.importorskip("langchain_core", reason="the langchain extra is not install
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from eventlog import SQLiteEventStore
-from eventlog.jsonl import export_jsonl, import_jsonl
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.models import ContextSent
 from eventlog.serialization import decode_event
 from projections import MessageWindowPolicy, TokenWindowPolicy

@@ -109,6 +109,6 @@ def json_lines(text):
 
 def shown_messages(text):
     """The messages of a ``show --json`` report."""
-    from eventlog.lc4j_json import message_from_obj
+    from eventlog.formats.lc4j_json import message_from_obj
 
     return [message_from_obj(obj) for obj in json.loads(text)["messages"]]

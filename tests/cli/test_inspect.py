@@ -19,8 +19,8 @@ from eventlog import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from eventlog.formats.lc4j_json import message_from_obj, message_to_obj
 from eventlog.ids import StreamKey
-from eventlog.lc4j_json import message_from_obj, message_to_obj
 from projections import (
     MessageWindowChatMemory,
     MessageWindowPolicy,

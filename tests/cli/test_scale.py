@@ -10,8 +10,8 @@ import re
 import pytest
 
 from eventlog import InMemoryEventStore, SQLiteEventStore
-from eventlog import jsonl as jsonl_module
-from eventlog.jsonl import export_jsonl, import_jsonl
+from eventlog.formats import jsonl as jsonl_module
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from projections import MessageWindowChatMemory
 from projections.audit import diff
 from projections.cli.inspect import SHOWN

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventlog import SQLiteEventStore
-from eventlog.jsonl import export_jsonl, import_jsonl
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.serialization import added_record, cleared_record, set_record
 from eventlog.store import EventStore
 from eventlog.validation import MAX_KEY_BYTES

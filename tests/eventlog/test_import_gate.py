@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from eventlog import InMemoryEventStore, SystemMessage
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.hashing import GENESIS, record_hash
 from eventlog.ids import StreamKey, memory_id_from_key
 from eventlog.import_checks import Brought, nesting_depth
-from eventlog.jsonl import export_jsonl, import_jsonl
 from eventlog.models import Record
 from eventlog.serialization import added_record, decode_meta
 from projections import MessageWindowChatMemory, OpenAiTokenCountEstimator, TokenWindowChatMemory

@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventlog import InMemoryEventStore
+from eventlog.formats.jsonl import FORMAT, FORMAT_VERSION, import_jsonl
 from eventlog.import_checks import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, nesting_depth
-from eventlog.jsonl import FORMAT, FORMAT_VERSION, import_jsonl
 from projections.meta import check_window_record
 
 BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench_import_check.py"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from eventlog import InMemoryEventStore, SQLiteEventStore
-from eventlog.jsonl import export_jsonl, import_jsonl
+from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.testing.records import added, batch, user_payload
 
 KEY = b"k" * 32

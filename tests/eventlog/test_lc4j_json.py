@@ -17,9 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventlog.java import double_to_string
-from eventlog.lc4j_json import (
-    _java_hashmap_order,
+from eventlog.contents import AudioContent, ImageContent, PdfFileContent, TextContent, VideoContent
+from eventlog.formats.lc4j_json import (
     message_from_json,
     message_from_obj,
     message_to_json,
@@ -27,19 +26,15 @@ from eventlog.lc4j_json import (
     messages_from_json,
     messages_to_json,
 )
+from eventlog.java import double_to_string, java_hashmap_order
 from eventlog.messages import (
     AiMessage,
-    AudioContent,
     ChatMessage,
     CustomMessage,
-    ImageContent,
-    PdfFileContent,
     SystemMessage,
-    TextContent,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    VideoContent,
 )
 from tests.strategies import chat_messages, conversations, json_values
 
@@ -485,9 +480,9 @@ JAVA_HASHMAP_ORDERS = [
 
 @pytest.mark.parametrize(("keys", "jdk19", "jdk17"), JAVA_HASHMAP_ORDERS)
 def test_hashmap_order_matches_the_jvm(keys, jdk19, jdk17):
-    assert _java_hashmap_order(keys) == jdk19
+    assert java_hashmap_order(keys) == jdk19
     if jdk17 is not None:
-        assert _java_hashmap_order(keys, jdk17=True) == jdk17
+        assert java_hashmap_order(keys, jdk17=True) == jdk17
 
 
 def test_user_attributes_are_written_in_hashmap_order():

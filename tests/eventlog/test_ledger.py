@@ -12,14 +12,8 @@ import pytest
 from eventlog import ChainIntegrityError, InMemoryEventStore
 from eventlog.hashing import commit, record_hash
 from eventlog.ids import StreamKey
-from eventlog.ledger import (
-    InclusionProof,
-    LedgerDigest,
-    digest,
-    prove,
-    verify_digest,
-    verify_inclusion,
-)
+from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger_models import InclusionProof, LedgerDigest
 from eventlog.merkle import EMPTY_ROOT, MerkleTree
 from eventlog.testing.records import batch, user_payload
 from tests.conftest import PG_DSN

@@ -11,14 +11,8 @@ import pytest
 
 from eventlog import InMemoryEventStore
 from eventlog.hashing import commit
-from eventlog.ledger import (
-    InclusionProof,
-    LedgerDigest,
-    ProvenRecord,
-    digest,
-    prove,
-    verify_inclusion,
-)
+from eventlog.ledger import digest, prove, verify_inclusion
+from eventlog.ledger_models import InclusionProof, LedgerDigest, ProvenRecord
 from eventlog.merkle import leaf_hash
 from eventlog.models import Record
 from eventlog.testing.records import batch, user_payload

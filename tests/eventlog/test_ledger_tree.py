@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from eventlog import ChainIntegrityError, SQLiteEventStore, ledger_scan, verify_consistency
 from eventlog import ledger as ledger_module
 from eventlog.ids import StreamKey
-from eventlog.ledger import LedgerDigest, digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger_models import LedgerDigest
 from eventlog.ledger_tree import BLOCK
 from eventlog.merkle import InMemoryNodeStore, MerkleTree
 from eventlog.sqlite import SCAN_ROWS

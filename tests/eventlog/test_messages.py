@@ -10,24 +10,26 @@ import pytest
 from hypothesis import given
 from pydantic import ValidationError
 
-from eventlog.messages import (
+from eventlog.attributes import MAX_ATTRIBUTE_DEPTH
+from eventlog.contents import (
     CONTENT_TYPES,
     DETAIL_LEVELS,
-    MAX_ATTRIBUTE_DEPTH,
-    MESSAGE_TYPES,
-    AiMessage,
     AudioContent,
-    ChatMessage,
     Content,
-    CustomMessage,
     ImageContent,
     PdfFileContent,
-    SystemMessage,
     TextContent,
+    VideoContent,
+)
+from eventlog.messages import (
+    MESSAGE_TYPES,
+    AiMessage,
+    ChatMessage,
+    CustomMessage,
+    SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    VideoContent,
 )
 from tests.strategies import chat_messages
 

@@ -158,7 +158,7 @@ def test_an_acknowledgement_survives_export_and_import(backend, tmp_path) -> Non
     import io
     import json
 
-    from eventlog.jsonl import export_jsonl, import_jsonl
+    from eventlog.formats.jsonl import export_jsonl, import_jsonl
     from eventlog.serialization import decode_event
 
     _damaged(backend, keyed=False)

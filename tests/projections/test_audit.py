@@ -15,9 +15,9 @@ import pytest
 from freezegun import freeze_time
 
 from eventlog import SQLiteEventStore, SystemMessage
+from eventlog.formats.jsonl import FORMAT, export_jsonl, import_jsonl
 from eventlog.hashing import GENESIS
 from eventlog.ids import StreamKey
-from eventlog.jsonl import FORMAT, export_jsonl, import_jsonl
 from eventlog.serialization import added_record, cleared_record, decode_meta
 from projections import (
     MessageWindowChatMemory,

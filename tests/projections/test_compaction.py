@@ -20,7 +20,7 @@ from freezegun import freeze_time
 
 from eventlog import InMemoryEventStore, SQLiteEventStore, UserMessage
 from eventlog.errors import ConcurrencyError
-from eventlog.lc4j_json import message_to_json
+from eventlog.formats.lc4j_json import message_to_json
 from eventlog.models import CompactionRun, MemoryErased, MessageAdded, Record, StreamInfo
 from eventlog.serialization import encode_event
 from eventlog.store import EventStore

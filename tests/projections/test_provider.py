@@ -16,7 +16,7 @@ import pytest
 from freezegun import freeze_time
 
 from eventlog import InMemoryEventStore
-from eventlog.lc4j_json import message_to_json
+from eventlog.formats.lc4j_json import message_to_json
 from eventlog.store import EventStore
 from projections import MessageWindowChatMemory
 from projections.provider import ChatMemoryProvider, ProviderStats

@@ -15,6 +15,7 @@ from eventlog import InMemoryEventStore
 from eventlog.errors import ChainIntegrityError
 from eventlog.messages import CustomMessage
 from projections import MessageWindowChatMemory, MessageWindowPolicy, what_if
+from projections import replay as replay_module
 from projections.audit import diff, diff_stream
 from projections.replay import records, replay_views
 from tests.factories import a_message, a_tool_exchange
@@ -67,7 +68,8 @@ def test_a_record_missing_between_pages_is_refused(page):
         list(records(store, "m", page=page))
 
 
-def test_a_replaced_record_between_pages_is_refused():
+@pytest.mark.parametrize("page", [1, 2])
+def test_a_replaced_record_between_pages_is_refused(page):
     store = InMemoryEventStore()
     _conversation(store, "m", events=4)
     _conversation(store, "other", events=4)
@@ -78,8 +80,10 @@ def test_a_replaced_record_between_pages_is_refused():
         return [foreign if r.seq == 3 else r for r in real_read(memory_id, **bounds)]
 
     store.read = read_with_a_foreign_record  # type: ignore[method-assign]  # chains elsewhere
+    # Check it is refused alone in its page (only the link to the page before can tell) and
+    # inside a page.
     with pytest.raises(ChainIntegrityError):
-        list(records(store, "m", page=2))
+        list(records(store, "m", page=page))
 
 
 def _tool_heavy(store, limit):
@@ -123,6 +127,67 @@ def test_what_if_equals_the_decoded_replay_for_any_messages(messages, limit, wha
     policy = MessageWindowPolicy(what_limit, always_keep_system_message_first=first)
     views = list(replay_views(store, "h", policy))
     assert what_if(store, "h", policy) == (views[-1][1] if views else [])
+
+
+def _long_plain_runs(store):
+    memory = MessageWindowChatMemory(id="r", max_messages=4, store=store)
+    memory.add(a_message("system", "first"))
+    memory.add(*[a_message("user" if i % 2 else "ai") for i in range(9)])
+    memory.add(*a_tool_exchange(call_id="a"))
+    for i in range(7):
+        memory.add(a_message("user" if i % 2 else "ai"))
+    memory.set([a_message("ai"), a_message("system", "second"), a_message("user")])
+    memory.add(*[a_message("user") for _ in range(5)])
+    memory.clear()
+    for _ in range(6):
+        memory.add(a_message("user"))
+    return memory
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+@pytest.mark.parametrize("evict_to", [None, 0.5, 0.7])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_what_if_folds_runs_of_plain_adds_as_the_decoded_replay(limit, evict_to, dynamic):
+    store = InMemoryEventStore()
+    _long_plain_runs(store)
+    policy = MessageWindowPolicy((lambda _id: limit) if dynamic else limit, evict_to=evict_to)
+    views = list(replay_views(store, "r", policy))
+    # Check runs longer than the limit, under LangChain4j's rule and chunked eviction, with
+    # a fixed limit (folded at once) or a callable one (one by one), after every event.
+    for record, view in views:
+        assert what_if(store, "r", policy, seq=record.seq) == view
+
+
+@_SETTINGS
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.lists(chat_messages(), min_size=1, max_size=4).map(lambda m: ("add", m)),
+            st.lists(chat_messages(), max_size=3).map(lambda m: ("set", m)),
+            st.just(("clear", [])),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    limit=st.integers(1, 6),
+    evict_to=st.sampled_from([None, 0.5]),
+    dynamic=st.booleans(),
+    page=st.integers(1, 4),
+)
+def test_what_if_equals_the_decoded_replay_across_sets_clears_and_pages(
+    steps, limit, evict_to, dynamic, page
+):
+    store = InMemoryEventStore()
+    memory = MessageWindowChatMemory(id="h", max_messages=3, store=store)
+    for step, messages in steps:
+        getattr(memory, step)(*([messages] if step == "set" else messages))
+    policy = MessageWindowPolicy((lambda _id: limit) if dynamic else limit, evict_to=evict_to)
+    views = list(replay_views(store, "h", policy))
+    # Check runs of plain adds folded at once (fixed limit) or one by one (a callable), cut
+    # by sets, clears and page ends, give the fully decoded replay's view.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(replay_module, "_WHAT_IF_PAGE", page)
+        assert what_if(store, "h", policy) == (views[-1][1] if views else [])
 
 
 def test_diff_stream_equals_diff_with_a_system_message_kept_throughout(store):

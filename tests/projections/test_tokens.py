@@ -16,13 +16,11 @@ import tiktoken_ext.openai_public
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventlog.contents import AudioContent, ImageContent, TextContent
 from eventlog.messages import (
     AiMessage,
-    AudioContent,
     CustomMessage,
-    ImageContent,
     SystemMessage,
-    TextContent,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventlog import AiMessage, SystemMessage, ToolExecutionRequest, UserMessage
 from eventlog.messages import ToolExecutionResultMessage
@@ -237,3 +239,68 @@ def test_retract_takes_out_the_entry_of_that_ref_only():
     assert (departed.entry.ref, departed.reason) == ((2, 0), "retracted")
     assert [e.ref for e in window.entries] == [(1, 0), (3, 0)]
     assert window.retract((2, 0)) == []
+
+
+def _mixed_entries(kinds):
+    """Entries of the kinds the rules tell apart: plain, system (two texts), AI with a tool
+    request, tool result."""
+    make = {
+        "plain": lambda: UserMessage("u"),
+        "ai": lambda: AiMessage("a"),
+        "sys1": lambda: SystemMessage("one"),
+        "sys2": lambda: SystemMessage("two"),
+        "request": lambda: AiMessage(tool_execution_requests=[_REQ]),
+        "result": lambda: ToolExecutionResultMessage.from_request(_REQ, "4"),
+    }
+    return [_entry(seq, make[kind]()) for seq, kind in enumerate(kinds, start=1)]
+
+
+_KINDS = st.sampled_from(["plain", "ai", "sys1", "sys2", "request", "result"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.lists(_KINDS, max_size=12),
+    plain=st.integers(0, 20),
+    limit=st.integers(1, 6),
+    start_limit=st.integers(1, 8),
+    evict_to=st.sampled_from([None, 0.5, 0.7]),
+    first=st.booleans(),
+    by_set=st.booleans(),
+)
+def test_add_plain_equals_add_one_by_one(  # noqa: PLR0917 - hypothesis draws
+    before, plain, limit, start_limit, evict_to, first, by_set
+):
+    policy = MessageWindowPolicy(limit, always_keep_system_message_first=first, evict_to=evict_to)
+    one_by_one = Window(policy)
+    # A window as any history leaves it: adds under another limit, or a set of anything
+    # (several system messages, over the limit), so it may be over this one.
+    if by_set:
+        one_by_one.set(_mixed_entries(before), None)
+    for entry in [] if by_set else _mixed_entries(before):
+        one_by_one.add(entry, lambda: start_limit)
+    at_once = one_by_one.copy()
+    tail_only = one_by_one.copy()
+    entries = [_entry(100 + i, UserMessage("p") if i % 2 else AiMessage("a")) for i in range(plain)]
+    for entry in entries:
+        one_by_one.add(entry, lambda: limit)
+    at_once.add_plain(entries, limit)
+    # Check the adds done as one keep exactly what the adds one by one keep, in order.
+    assert at_once.entries == one_by_one.entries
+    assert at_once.limit == one_by_one.limit
+    if evict_to is None:
+        # Check entries before the last `limit` can be left out (what-if leaves them out).
+        tail_only.add_plain(entries[-limit:], limit)
+        assert tail_only.entries == one_by_one.entries
+
+
+def test_add_plain_of_a_token_window_adds_one_by_one():
+    policy = TokenWindowPolicy(12, _Letters())
+    one_by_one, at_once = Window(policy), Window(policy)
+    entries = _users("aa", "bbb", "c", "dddd", "ee")
+    for entry in entries:
+        one_by_one.add(entry, lambda: 12)
+    at_once.add_plain(entries, 12)
+    # Check a token window gets the per-add rules (its total is not a message count).
+    assert at_once.entries == one_by_one.entries
+    assert [e.message.text for e in at_once.entries] == ["c", "dddd", "ee"]
