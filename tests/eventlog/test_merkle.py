@@ -421,7 +421,7 @@ def test_consistency_trivial_cases():
     assert not verify_consistency(9, 9, root, root, [root])
     # Check a malformed proof is refused even where an empty one would hold.
     assert not verify_consistency(9, 9, root, root, ["zz"])
-    assert not verify_consistency(9, 9, root, root, "not a list")  # type: ignore[arg-type]
+    assert not verify_consistency(9, 9, root, root, "not a list")
     assert not verify_consistency(0, 9, EMPTY_ROOT, root, ["zz"])
     # Check every tree extends the empty one, whose root is fixed.
     assert verify_consistency(0, 9, EMPTY_ROOT, root, [])
