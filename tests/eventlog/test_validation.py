@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 import pytest
 
-from eventlog.validation import MAX_DEPTH, check_at, meta_problem, nesting_depth, shown
+from eventlog.validation import (
+    MAX_DEPTH,
+    _one_line,
+    check_at,
+    check_tail,
+    meta_problem,
+    nesting_depth,
+    shown,
+)
 
 
 def _nested(depth: int) -> str:
@@ -74,3 +82,45 @@ def test_check_at_refuses_a_time_whose_zone_gives_no_offset():
     with pytest.raises(TypeError, match="at must be a timezone-aware datetime, got '2026'"):
         check_at("as_of", "2026")
     check_at("as_of", datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def _chunked(first: str, second: str) -> str:
+    """Balanced pairs, then ``first`` ending exactly one scanning chunk in, then ``second``:
+    nesting that only the depth carried from one chunk into the next can see."""
+    pad = 65536 - len(first)
+    assert pad % 4 == 0
+    return "[]" * (pad // 4) + "{}" * (pad // 4) + first + second
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "limit", "deeper"),
+    [
+        # Opened with one kind of bracket and closed partly with the other within the first
+        # chunk: the carried depth must count all four.
+        ("{" * 10 + "[" * 10 + "]" * 4 + "}" * 4, "[" * 37, 48, True),
+        ("{" * 10 + "[" * 10 + "]" * 4 + "}" * 4, "[" * 36, 48, False),
+        # Exactly at the limit in the first chunk, past it only in the second.
+        ("[" * 48 + "]" * 48, "[" * 49, 48, True),
+        ("{" * 48, "[", 48, True),
+        ("{" * 48, "}", 48, False),
+    ],
+)
+def test_nesting_depth_carries_the_depth_across_chunks(first, second, limit, deeper):
+    text = _chunked(first, second)
+    assert len(text) == 65536 + len(second)
+    assert (nesting_depth(text, limit) > limit) is deeper
+
+
+def test_check_tail_accepts_any_64_bit_position_and_nothing_below():
+    check_tail("read_all", -(2**63), None)
+    check_tail("read_all", 2**63 - 1, 0)
+    with pytest.raises(ValueError, match=r"read_all: gt=-9223372036854775809 is outside"):
+        check_tail("read_all", -(2**63) - 1, None)
+
+
+def test_a_long_error_is_put_on_one_line_and_cut_after_200_characters():
+    assert _one_line(ValueError("a\n  b\tc")) == "a b c"
+    exact = "x" * 200
+    assert _one_line(ValueError(exact)) == exact
+    assert _one_line(ValueError("x" * 201)) == exact + "..."
+    assert _one_line(ValueError("y " * 150)) == ("y " * 100)[:200] + "..."
