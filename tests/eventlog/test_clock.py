@@ -85,3 +85,52 @@ def test_one_jumped_reading_does_not_freeze_a_memory(tmp_path, monkeypatch, jump
             "two",
             "three",
         ]
+
+
+def test_a_jump_with_no_monotonic_time_elapsed_is_still_a_jump():
+    c = _Clocks()
+    wall_clock = c.clock()
+    assert wall_clock.now() == T0
+    c.wall += timedelta(hours=1)  # the wall clock moved, the monotonic clock did not
+    assert wall_clock.now() == T0
+
+
+def test_a_monotonic_gap_of_exactly_the_incomparable_span_is_still_compared():
+    c = _Clocks()
+    wall_clock = c.clock()
+    wall_clock.now()
+    span = 10 * 365 * 86_400.0
+    # Past tolerance plus drift over that span (0.001 x 315,360,000 s): a step, not trusted.
+    c.tick(span, wall_extra=timedelta(seconds=400_000))
+    assert wall_clock.now() == T0 + timedelta(seconds=span)
+
+
+def test_an_offset_of_exactly_the_tolerance_is_trusted():
+    c = _Clocks()
+    wall_clock = c.clock(tolerance=1.0, drift=0.0)
+    wall_clock.now()
+    c.tick(5, wall_extra=timedelta(seconds=1))
+    assert wall_clock.now() == T0 + timedelta(seconds=6)
+
+
+def test_a_step_held_for_exactly_settle_seconds_is_followed_even_if_it_wobbles_by_the_tolerance():
+    c = _Clocks()
+    wall_clock = c.clock(tolerance=1.0, drift=0.0, settle=60.0)
+    wall_clock.now()
+    c.tick(10, wall_extra=timedelta(seconds=100))
+    assert wall_clock.now() == T0 + timedelta(seconds=10)  # a step: the estimate
+    # 60 s after the step was first seen, 1 s further off (the tolerance): the same step.
+    c.tick(60, wall_extra=timedelta(seconds=1))
+    assert wall_clock.now() == c.wall
+
+
+def test_a_step_held_for_exactly_settle_seconds_is_followed():
+    c = _Clocks()
+    wall_clock = c.clock(tolerance=1.0, drift=0.0, settle=60.0)
+    wall_clock.now()
+    c.tick(10, wall_extra=timedelta(seconds=100))
+    assert wall_clock.now() == T0 + timedelta(seconds=10)
+    c.tick(59)
+    assert wall_clock.now() == T0 + timedelta(seconds=69)  # not yet
+    c.tick(1)
+    assert wall_clock.now() == c.wall
