@@ -105,6 +105,10 @@ def test_edited_bundles_wrong_keys_and_other_records_are_rejected():
         (f"{TLOG_PROOF_HEADER}\nindex 01\n\n", "no 'index N' line"),
         (f"{TLOG_PROOF_HEADER}\nextra !!\nindex 0\n\n", "extra line '!!' is not canonical"),
         (f"{TLOG_PROOF_HEADER}\nindex 0\nAAAA\n\n", "is not a 32-byte hash"),
+        (f"{TLOG_PROOF_HEADER}\nextra \nindex 0\n\n", "extra line '' is not canonical base64"),
+        # A long line is named by its first 50 characters.
+        (f"{TLOG_PROOF_HEADER}\nextra {'!' * 60}\nindex 0\n\n", "extra line '!{50}' is not"),
+        (f"{TLOG_PROOF_HEADER}\nindex 0\n{'A' * 64}\n\n", "proof line 'A{50}' is not a 32-byte"),
         (f"{TLOG_PROOF_HEADER}\nindex 0\n\norigin\n1\n", "no blank line before its signatures"),
     ],
 )
