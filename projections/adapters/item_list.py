@@ -422,9 +422,17 @@ class ItemList:
 
         Each page of records is decoded and dropped before the next is read: a list of a
         million items holds a page of records at a time, not a million."""
-        wanted: dict[int, list[int]] = {}
-        for position, (seq, _) in enumerate(refs):
-            wanted.setdefault(seq, []).append(position)
+        # seq -> the position of its first ref; the rare further refs to one seq (items of a
+        # messages_set) in ``more``. No list per seq: a whole-history read would create one
+        # per item, objects that outlive young collections and bring on full ones.
+        wanted: dict[int, int] = {}
+        more: dict[int, list[int]] = {}
+        for position, ref in enumerate(refs):
+            seq = ref[0]
+            if seq in wanted:
+                more.setdefault(seq, []).append(position)
+            else:
+                wanted[seq] = position
         out: list[Any] = [None] * len(refs)
         pop, decoded = wanted.pop, self._decoded
 
@@ -432,11 +440,20 @@ class ItemList:
         # whole-history read.
         def place(rows: Iterable[Row]) -> None:
             for row in rows:
-                positions = pop(row[0], None)
-                if positions is None:
+                first = pop(row[_SEQ], None)
+                if first is None:
                     continue
-                obj = decoded(row)
-                for position in positions:
+                payload = row[_PAYLOAD]
+                # The common row inline (what _decoded tests first): an add or a set whose
+                # payload is plaintext JSON (neither erased nor sealed).
+                if row[_KIND] in _BRINGING and payload[:1] == "{":
+                    try:
+                        obj = from_json(payload)
+                    except (ValueError, TypeError):
+                        obj = loads(payload)
+                else:
+                    obj = decoded(row)
+                for position in (first, *more.pop(row[_SEQ], ())) if more else (first,):
                     index = refs[position][1]
                     item = obj if index == 0 and not isinstance(obj, list) else _item(obj, index)
                     out[position] = item if convert is None else convert(item)
@@ -446,7 +463,7 @@ class ItemList:
             place(page)
         if wanted and wanted.keys() <= quarantined_seqs(self._store, self._key):
             # Acknowledged damage (store.quarantine): those items are left out of the list.
-            gone = {p for positions in wanted.values() for p in positions}
+            gone = {p for seq, first in wanted.items() for p in (first, *more.get(seq, ()))}
             kept = [p for p in range(len(refs)) if p not in gone]
             return [out[p] for p in kept], [refs[p] for p in kept]
         if wanted:
