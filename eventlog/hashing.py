@@ -28,7 +28,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventlog.ids import memory_id_from_key, memory_key
@@ -54,6 +54,7 @@ __all__ = [
     "record_hash",
     "record_problem",
     "stored_record_problem",
+    "verified_run",
     "verifies",
 ]
 
@@ -74,6 +75,7 @@ _SHA256_BLOCK = 64
 _hex64 = re.compile("[0-9a-f]{64}").fullmatch
 _hex32 = re.compile("[0-9a-f]{32}").fullmatch
 _sha256 = hashlib.sha256
+_RECEIPT_KINDS = ("memory_erased", "memory_purged")  # keep no content, so never "put back"
 
 
 # The preimage joins the fields with a unit separator (\x1f) and gives every free-text
@@ -343,6 +345,71 @@ def verifies(record: tuple[Any, ...], key: bytes | None, keyed_since: int) -> bo
         )
         == digest
     )
+
+
+RANGE_ROW_FIELDS = (
+    "seq", "recorded_at_text", "kind", "schema_version", "payload", "meta", "prev_hash", "hash",
+    "salt", "commitment", "format", "position",
+)  # fmt: skip
+"""The fields of a range row (``Recorder._range_rows``, :func:`verified_run`), in order: the
+record's fields without ``stream_id`` (one key for the whole range), ``payload`` the stored text."""
+
+
+def verified_run(
+    stream_id: str, rows: Sequence[tuple[Any, ...]], key: bytes | None, erased_through: int
+) -> int:
+    """How many of ``rows`` (consecutive records of ``stream_id``, ascending, shaped as
+    :data:`RANGE_ROW_FIELDS`) pass the common case of the read path's per-record checks: each
+    row what :func:`verifies` accepts, linked to the row before it (``prev_hash`` equal to that
+    row's hash, itself just recomputed), and holding no content its memory's erasure (up to
+    seq ``erased_through``) emptied. The first row's own link, the range's seqs and the
+    memory's ends are the caller's.
+
+    A row short of the returned count is not necessarily bad: the caller re-checks the range on
+    the full path (:func:`eventlog.vouch.vouch`), which gives the reasons and accepts records
+    this loop leaves to it (format 1, erased content, unkeyed records of a keyed ledger, which
+    only its keyed records bind).
+
+    A whole-history read checks every record it serves: this is :func:`verifies` as one loop
+    over bare rows, without building a record per row or calling a function per field (the
+    preimage is :func:`_preimage_v2`, the one definition). Property-tested against
+    :func:`verifies` and the links of :func:`check_stream`.
+    """
+    sha, fromhex = _sha256, bytes.fromhex
+    previous = ""
+    for done, row in enumerate(rows):
+        (
+            seq, at, kind, version, payload, meta, prev, digest, salt, commitment, fmt, position,
+        ) = row  # fmt: skip
+        if fmt == 3:
+            if key is None:
+                return done
+        elif fmt != 2 or key is not None:
+            return done  # format 1, or an unkeyed record of a keyed ledger: the full path
+        if not (type(salt) is type(prev) is type(payload) is str and salt) or position <= 0:
+            return done
+        if seq <= erased_through and kind not in _RECEIPT_KINDS:
+            return done  # content back after an erasure, or an erased record: the full path
+        try:
+            salt_bytes = fromhex(salt)
+            if len(salt) != 32 or salt_bytes.hex() != salt:  # 16 bytes, as hex
+                return done
+            # The link first: a row chained to the one before is chained to a hash just
+            # recomputed (canonical hex); only the first row's prev_hash needs the round trip.
+            if previous:
+                if prev != previous:
+                    return done
+            elif len(prev) != 64 or fromhex(prev).hex() != prev:  # a SHA-256, as hex
+                return done
+        except ValueError:  # not hex at all
+            return done
+        if sha(salt_bytes + payload.encode()).hexdigest() != commitment:
+            return done
+        text = _preimage_v2(fmt, prev, stream_id, seq, kind, version, at, commitment, meta)
+        if (sha(text).hexdigest() if fmt == 2 else _keyed_or_plain(text, key)) != digest:
+            return done
+        previous = digest
+    return len(rows)
 
 
 def malformed(record: Record) -> str | None:

@@ -6,6 +6,7 @@ import bisect
 import threading
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -254,6 +255,16 @@ class InMemoryEventStore(EventStore):
         if desc:
             selected.reverse()
         return self._opened(selected if limit is None else selected[: max(limit, 0)])
+
+    def _range_rows(self, key: str, gt: int, lte: int | None) -> list[tuple[Any, ...]]:
+        with self._lock:
+            self._open("read")
+            stream = self._streams.get(key, [])
+            lo = bisect.bisect_right(stream, gt, key=_seq)
+            hi = len(stream) if lte is None else bisect.bisect_right(stream, lte, key=_seq)
+            selected = stream[lo:hi]
+        # The stored records: payloads as stored (sealed ones stay sealed).
+        return [(*r[2:13], r[0]) for r in selected]
 
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
         check_tail("read_all", gt, limit)

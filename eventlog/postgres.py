@@ -976,6 +976,11 @@ class PostgresEventStore(EventStore):
             self._read("read", lambda conn: [Record(*r) for r in conn.execute(query, params)])
         )
 
+    def _range_rows(self, key: str, gt: int, lte: int | None) -> list[tuple[Any, ...]]:
+        params = (key, gt, _NO_UPPER if lte is None else lte)
+        query = self._q["range_rows"]
+        return self._read("read", lambda conn: conn.execute(query, params).fetchall())
+
     def read_all(self, *, gt: int = 0, limit: int | None = None) -> list[Record]:
         """See :meth:`EventStore.read_all`. Returns records only below the oldest transaction
         still running anywhere on the server (see ``_Q_READ_ALL``): a record committed while

@@ -210,6 +210,12 @@ _Q_SELECT = (
 )
 _Q_READ = _Q_SELECT + "WHERE stream_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
 _Q_READ_DESC = _Q_READ.replace("ORDER BY seq", "ORDER BY seq DESC")
+# _range_rows(): eventlog.hashing.RANGE_ROW_FIELDS' order.
+_Q_RANGE_ROWS = (
+    "SELECT seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash, salt, "
+    "commitment, format, position FROM {schema}.events "
+    "WHERE stream_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
+)
 # The global order is safe to tail without a global write lock: positions are allocated when
 # a row is inserted, not when its transaction commits, so a plain "position > last seen" could
 # read position 11 (committed) before 10 (still running) and never see 10. Rows are returned
@@ -348,6 +354,7 @@ _TEMPLATES = {
     "insert_one_locked": _Q_INSERT_ONE_LOCKED,
     "read": _Q_READ,
     "read_desc": _Q_READ_DESC,
+    "range_rows": _Q_RANGE_ROWS,
     "read_all": _Q_READ_ALL,
     "watermark": _Q_WATERMARK,
     "terminate_holder": _Q_TERMINATE_HOLDER,

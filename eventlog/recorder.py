@@ -246,6 +246,30 @@ class Recorder(ABC):
         newest = self.read(stream, desc=True, limit=1)
         return seal, first[0] if first else None, newest[0] if newest else None
 
+    def _range_rows(self, key: str, gt: int, lte: int | None) -> Sequence[tuple[Any, ...]]:
+        """Backend hook: the stored records of memory ``key`` with ``gt < seq <= lte`` (no
+        upper bound for None), ascending by seq, as tuples shaped as
+        :data:`eventlog.hashing.RANGE_ROW_FIELDS` - the stored payload text, never opened: the
+        rows :meth:`EventStore.read_verified_rows` checks in one loop, where building a Record
+        per row costs time a whole-history read does not need. One statement (one snapshot)."""
+        return [
+            (
+                r.seq,
+                r.recorded_at_text,
+                r.kind,
+                r.schema_version,
+                r.sealed or r.payload,
+                r.meta,
+                r.prev_hash,
+                r.hash,
+                r.salt,
+                r.commitment,
+                r.format,
+                r.position,
+            )
+            for r in self.read(StreamKey(key), gt=gt, lte=lte)
+        ]
+
     def _scan_rows(self, gt: int, limit: int) -> Sequence[tuple[Any, ...]]:
         """Backend hook: up to ``limit`` stored records after global position ``gt``, as
         tuples in :class:`Record`'s field order, the stored payload text in ``sealed`` or

@@ -285,6 +285,12 @@ _READ_ALL = _SELECT + "position > ? ORDER BY position LIMIT ?"
 # Rows for verify(digest=)'s pass, Record-shaped (an empty `sealed` last): run by this store and
 # by that pass's worker process, on its own read-only connection (eventlog.ledger_scan).
 SCAN_ROWS = f"SELECT {_COLUMNS}, '' FROM events WHERE position > ? ORDER BY position LIMIT ?"  # noqa: S608
+# _range_rows(): RANGE_ROW_FIELDS' order; no upper bound is _NO_UPPER, past every seq.
+_RANGE_ROWS = (
+    "SELECT seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash, salt, "
+    "commitment, format, position FROM events WHERE stream_id = ? AND seq > ? AND seq <= ? "
+    "ORDER BY seq"
+)
 # read() with every combination of bounds, built once: (has gt, has lte, desc) -> SQL.
 _READ = {
     (gt, lte, desc): _SELECT
@@ -324,6 +330,7 @@ _T = TypeVar("_T")
 # conversation at 0.4-0.8x the rate of one.
 _MAX_BACKOFF = 0.0003
 _NO_LIMIT = -1  # SQLite's LIMIT -1 means "no limit"
+_NO_UPPER = 1 << 62
 _MISSING = StreamHead(-1, "", "")  # cached "this stream is empty"
 
 
@@ -921,6 +928,10 @@ class SQLiteEventStore(EventStore):
                 "read_all", lambda conn: [Record(*row) for row in conn.execute(_READ_ALL, params)]
             )
         )
+
+    def _range_rows(self, key: str, gt: int, lte: int | None) -> list[tuple[Any, ...]]:
+        params = (key, gt, _NO_UPPER if lte is None else lte)
+        return self._read("read", lambda conn: conn.execute(_RANGE_ROWS, params).fetchall())
 
     def _scan_rows(self, gt: int, limit: int) -> list[tuple[Any, ...]]:
         params = (gt, limit)

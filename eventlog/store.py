@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from hashlib import sha256
 from types import TracebackType
-from typing import Self, overload
+from typing import Any, Self, overload
 
 from eventlog import clock, validation
 from eventlog.aio import off_loop
@@ -89,6 +89,22 @@ HEADS_SEALED = "heads"
 """Setting saying every memory's head has been sealed once (value ``sealed``): from then on a
 missing or blank seal is an edit, never something to seal afresh."""
 _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
+
+
+def _range_row(r: Record) -> tuple[Any, ...]:
+    """A record as a range row (:data:`eventlog.hashing.RANGE_ROW_FIELDS`), payload as is."""
+    return (
+        r.seq, r.recorded_at_text, r.kind, r.schema_version, r.payload, r.meta, r.prev_hash,
+        r.hash, r.salt, r.commitment, r.format, r.position,
+    )  # fmt: skip
+
+
+def _record(key: str, row: tuple[Any, ...]) -> Record:
+    """A range row of memory ``key`` as a record (the stored payload, nothing opened)."""
+    seq, at, kind, version, payload, meta, prev, digest, salt, commitment, fmt, position = row
+    return Record(
+        position, key, seq, at, kind, version, payload, meta, prev, digest, salt, commitment, fmt
+    )
 
 
 def _aad(key: str, seq: int, kind: str) -> bytes:
@@ -699,6 +715,34 @@ class EventStore(Recorder):
         found = self.read(StreamKey(key), gt=gt, lte=lte, limit=limit, desc=desc)
         vouch(self, key, found, ends, gt=gt, lte=lte, limit=limit, desc=desc)
         return found
+
+    def read_verified_rows(
+        self, memory_id: MemoryId, *, gt: int | None = None, lte: int | None = None
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`read_verified` of an ascending range, as bare rows shaped as
+        :data:`eventlog.hashing.RANGE_ROW_FIELDS` (``seq``, ..., ``payload``, ``meta``,
+        ``prev_hash``, ``hash``, ...) instead of records: the same checks, refusing the same
+        rows with the same errors, at about half the cost per row (no record built, the
+        common record checked in one loop). ``payload`` is what a record's would be: opened
+        when the keyring can open it, ``""`` once erased. For reads of whole histories (a
+        framework session's items).
+
+        Raises:
+            ChainIntegrityError: Something does not verify; it names memory, seq and remedy.
+        """
+        from eventlog.vouch import vouch_rows
+
+        validation.check_range("read", gt, lte, None)
+        key = self._stream_key(memory_id, "read")
+        ends = self._ends(key)  # first, as read_verified: every seq up to its seal exists
+        rows = self._range_rows(key, 0 if gt is None else gt, lte)
+        if not vouch_rows(self, key, rows, ends, gt=gt, lte=lte):
+            # A record the loop leaves to the full path: it refuses with the reason, or
+            # accepts (erased content, format 1, a keyed ledger's unkeyed records).
+            return [_range_row(r) for r in self.read_verified(memory_id, gt=gt, lte=lte)]
+        if self._keyring is None:
+            return list(rows)
+        return [_range_row(r) for r in self._opened([_record(key, row) for row in rows])]
 
     def quarantine(self, memory_id: MemoryId, seq: int, *, reason: str) -> Record:
         """Acknowledge that record ``seq`` of a memory is damaged, so reads leave it out

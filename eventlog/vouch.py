@@ -24,16 +24,25 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import ChainIntegrityError
-from eventlog.hashing import GENESIS, KEYED_CHAIN, check_stream, head_mac
+from eventlog.hashing import GENESIS, KEYED_CHAIN, check_stream, head_mac, verified_run
 from eventlog.models import HeadSeal, Record
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
-__all__ = ["NO_SEALS", "REMEDY", "Ends", "head_problem", "restored", "seal_problem", "vouch"]
+__all__ = [
+    "NO_SEALS",
+    "REMEDY",
+    "Ends",
+    "head_problem",
+    "restored",
+    "seal_problem",
+    "vouch",
+    "vouch_rows",
+]
 
 REMEDY = (
     "not served; run `chatledger verify` to list every break, then restore the database from a "
@@ -145,6 +154,37 @@ def vouch(
     _check_records(store, key, ordered, 0 if seal is None else seal.erased_through)
     if store._key is not None and any(r.format != 3 for r in ordered):
         _vouch_legacy(store, key, last)
+
+
+def vouch_rows(
+    store: EventStore,
+    key: str,
+    rows: Sequence[tuple[Any, ...]],
+    ends: Ends,
+    *,
+    gt: int | None,
+    lte: int | None,
+) -> bool:
+    """:func:`vouch` for an ascending read without a limit, over bare rows
+    (``store._range_rows(key, gt, lte)``, read after ``ends``): the memory's ends and the
+    range's seqs checked as :func:`vouch` checks them (raising the same errors), then every
+    row in one loop (:func:`eventlog.hashing.verified_run`).
+
+    Returns:
+        True when the chain vouches for every row; False when a row needs the full path
+        (:meth:`EventStore.read_verified`), which then refuses it with its reason, or accepts
+        it (a format 1 record, erased content, an unkeyed record of a keyed ledger).
+
+    Raises:
+        ChainIntegrityError: The ends or the range's seqs do not verify.
+    """
+    seal, first, last = _checked_ends(store, key, ends)
+    if last is None or first is None:
+        return not rows
+    known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
+    _check_range(key, [row[0] for row in rows], first.seq, known, gt, lte, None, False)
+    erased_through = 0 if seal is None else seal.erased_through
+    return verified_run(key, rows, store._key, erased_through) == len(rows)
 
 
 def _check_range(  # noqa: PLR0917 - the bounds of the read, one to one

@@ -23,6 +23,7 @@ peer's. Needs the ``bench`` and ``openai-agents`` extras.
 
     python scripts/bench_sessions.py                      # 1k and 20k
     python scripts/bench_sessions.py --sizes 1000,20000,1000000 --json out.json
+    python scripts/bench_sessions.py --sizes 1000000 --keep dbs   # build once, reuse after
 """
 
 from __future__ import annotations
@@ -98,9 +99,12 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-async def bench_size(root: Path, size: int, repeat: int, stall: Stall) -> dict[str, Any]:
+async def bench_size(
+    root: Path, size: int, repeat: int, stall: Stall, *, keep: bool = False
+) -> dict[str, Any]:
+    """The figures of one size; with ``keep``, the databases in ``root`` are reused when a
+    run with ``keep`` built them before (and left there)."""
     from agents.memory import SQLiteSession
-    from langchain_core.messages import AIMessage, HumanMessage
 
     from projections.adapters.langchain import LedgerChatMessageHistory
     from projections.adapters.openai_agents import LedgerSession
@@ -110,25 +114,14 @@ async def bench_size(root: Path, size: int, repeat: int, stall: Stall) -> dict[s
         from langchain_community.chat_message_histories import SQLChatMessageHistory
         from sqlalchemy import create_engine
 
-    ledger_path, peer_path, lc_path = (root / f"{n}-{size}.db" for n in ("ledger", "sdk", "lc"))
+    paths = [root / f"{n}-{size}.db" for n in ("ledger", "sdk", "lc", "built")]
+    ledger_path, peer_path, lc_path, built = paths
+    reuse = keep and built.exists()
     store = SQLiteEventStore(ledger_path)
-    ours = LedgerSession("s", store=store)
-    theirs = SQLiteSession("s", str(peer_path))
-    for start in range(0, size, BATCH):
-        batch: list[Any] = [_item(i) for i in range(start, min(size, start + BATCH))]
-        await ours.add_items(batch)
-        await theirs.add_items(batch)
-    theirs.close()
-    texts = [_item(i)["content"] for i in range(size)]
-    lc_messages = [HumanMessage(t) if i % 2 == 0 else AIMessage(t) for i, t in enumerate(texts)]
     engine = create_engine(f"sqlite:///{lc_path}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        peer_history = SQLChatMessageHistory(session_id="h", connection=engine)
-    ledger_history = LedgerChatMessageHistory("h", store=store)
-    for start in range(0, size, BATCH):
-        peer_history.add_messages(lc_messages[start : start + BATCH])
-        ledger_history.add_messages(lc_messages[start : start + BATCH])
+    if not reuse:
+        await _fill(store, peer_path, engine, size)
+        built.touch()  # only once every write is in: an interrupted fill is redone
 
     raw = sqlite3.connect(peer_path)
 
@@ -230,10 +223,40 @@ async def bench_size(root: Path, size: int, repeat: int, stall: Stall) -> dict[s
     raw.close()
     engine.dispose()
     store.close()
-    for path in (ledger_path, peer_path, lc_path):
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    if not keep:
+        for path in paths:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
     return rows
+
+
+async def _fill(store: SQLiteEventStore, peer_path: Path, engine: Any, size: int) -> None:
+    from agents.memory import SQLiteSession
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from projections.adapters.langchain import LedgerChatMessageHistory
+    from projections.adapters.openai_agents import LedgerSession
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from langchain_community.chat_message_histories import SQLChatMessageHistory
+
+    ours = LedgerSession("s", store=store)
+    theirs = SQLiteSession("s", str(peer_path))
+    for start in range(0, size, BATCH):
+        batch: list[Any] = [_item(i) for i in range(start, min(size, start + BATCH))]
+        await ours.add_items(batch)
+        await theirs.add_items(batch)
+    theirs.close()
+    texts = [_item(i)["content"] for i in range(size)]
+    lc_messages = [HumanMessage(t) if i % 2 == 0 else AIMessage(t) for i, t in enumerate(texts)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        peer_history = SQLChatMessageHistory(session_id="h", connection=engine)
+    ledger_history = LedgerChatMessageHistory("h", store=store)
+    for start in range(0, size, BATCH):
+        peer_history.add_messages(lc_messages[start : start + BATCH])
+        ledger_history.add_messages(lc_messages[start : start + BATCH])
 
 
 def _table(results: dict[int, dict[str, Any]], stall: float) -> str:
@@ -279,13 +302,24 @@ def main() -> int:
     )
     parser.add_argument("--repeat", type=int, default=15, help="rounds per figure (median)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="build the databases in this directory and leave them there; a later run with "
+        "the same directory reuses them (a million items take minutes to build). Every run "
+        "adds add_items(100) rounds to both sides alike",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     stall = Stall()
     results: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) if args.keep is None else args.keep
+        root.mkdir(parents=True, exist_ok=True)
         for size in sizes:
-            results[size] = asyncio.run(bench_size(Path(tmp), size, args.repeat, stall))
+            results[size] = asyncio.run(
+                bench_size(root, size, args.repeat, stall, keep=args.keep is not None)
+            )
             print(f"{size:>9,} items: {json.dumps(results[size])}", flush=True)
     print()
     print(_table(results, stall.worst))

@@ -34,3 +34,23 @@ def test_the_session_benchmark_runs_and_reports_every_figure(tmp_path: pathlib.P
             assert rows[name]["ratio"] > 0
     assert len(report["goals"]) == 2 * 4 + 2  # per size, plus flatness and the stall
     assert "| items |" in proc.stdout
+
+
+def test_kept_databases_are_built_once_and_reused(tmp_path: pathlib.Path) -> None:
+    import sqlite3
+
+    keep = tmp_path / "dbs"
+    counts = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, str(BENCH), "--sizes", "30", "--repeat", "1", "--keep", str(keep)],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        with sqlite3.connect(keep / "ledger-30.db") as db:
+            (count,) = db.execute("SELECT count(*) FROM events WHERE stream_id = 's'").fetchone()
+        counts.append(count)
+    # Check the second run read the first run's session (30 items plus what its add_items
+    # rounds wrote) and added as many again: it neither rebuilt it nor filled it twice.
+    assert counts[0] > 30
+    assert counts[1] == 2 * counts[0] - 30

@@ -7,8 +7,9 @@ import pytest
 import eventlog.store
 from eventlog import ConcurrencyError
 from eventlog.errors import ChainIntegrityError
-from eventlog.hashing import commit, record_hash
+from eventlog.hashing import RANGE_ROW_FIELDS, commit, record_hash
 from eventlog.ids import SYSTEM_PREFIX, StreamKey
+from eventlog.models import Record
 from eventlog.testing.records import batch, texts, user_payload
 
 
@@ -25,6 +26,19 @@ def _forge(backend, store, stream_id, at, **changes):
         backend.tamper(store, stream_id, at, column, value)
     backend.tamper(store, stream_id, forged.seq, "hash", forged.hash)
     return forged
+
+
+def _rows(records):
+    """Records as read_verified_rows gives them (eventlog.hashing.RANGE_ROW_FIELDS)."""
+    return [tuple(getattr(r, f) for f in RANGE_ROW_FIELDS) for r in records]
+
+
+def _outcome(read):
+    """What ``read()`` did: the seqs served, or the refusal's seq and message."""
+    try:
+        return [r.seq if isinstance(r, Record) else r[0] for r in read()]
+    except ChainIntegrityError as e:
+        return e.seq, str(e)
 
 
 def _delete(backend, store, stream_id, seq):
@@ -124,6 +138,54 @@ class ChainContract:
         with pytest.raises(ChainIntegrityError, match="not the sealed head"):
             fresh.read_verified("u1")
         assert texts(fresh.read("u1")) == ["a", "b", "I never said that"]  # raw reads still see it
+
+    def test_read_verified_rows_are_read_verified_s_records_as_rows(self, store):
+        store.append("u1", batch("a", "b", "c", "d"))
+        store.append("u2", batch("x"))
+        # Check every kind of bounds gives read_verified's records, field for field.
+        for gt, lte in [(None, None), (1, None), (None, 3), (1, 3), (4, None), (2, 2), (9, None)]:
+            want = _rows(store.read_verified("u1", gt=gt, lte=lte))
+            assert store.read_verified_rows("u1", gt=gt, lte=lte) == want, (gt, lte)
+        assert [row[0] for row in store.read_verified_rows("u1", gt=1, lte=3)] == [2, 3]
+        assert store.read_verified_rows("nobody") == []
+
+    @pytest.mark.parametrize(
+        "damage",
+        [
+            "payload",
+            "kind",
+            "meta",
+            "forged-middle",
+            "forged-last",
+            "deleted-middle",
+            "deleted-first",
+            "renumbered",
+        ],
+    )
+    def test_read_verified_rows_refuse_what_read_verified_refuses(self, backend, store, damage):
+        store.append("u1", batch("a", "b", "c", "d"))
+        if damage in ("payload", "kind", "meta"):
+            value = {"payload": user_payload("forged"), "kind": "memory_cleared", "meta": "{}"}
+            backend.tamper(store, "u1", 2, damage, value[damage])
+        elif damage == "forged-middle":  # self-consistent: only the next link exposes it
+            _forge(backend, store, "u1", 2, payload=user_payload("I never said that"))
+        elif damage == "forged-last":  # only the head seal exposes it
+            _forge(backend, store, "u1", 4, payload=user_payload("I never said that"))
+        elif damage == "renumbered":
+            _forge(backend, store, "u1", 4, seq=5)
+        else:
+            _delete(backend, store, "u1", 2 if damage == "deleted-middle" else 1)
+        fresh = backend.open()
+        # Check the rows are refused at the same seq, for the same reason, by every range
+        # read_verified refuses (one holding the damage, or whose first record or head it
+        # breaks), and served where it serves them (a lone self-consistent forged record).
+        refused = 0
+        for gt, lte in [(None, None), (1, None), (None, 3), (1, 2), (2, 3)]:
+            want = _outcome(lambda gt=gt, lte=lte: fresh.read_verified("u1", gt=gt, lte=lte))
+            got = _outcome(lambda gt=gt, lte=lte: fresh.read_verified_rows("u1", gt=gt, lte=lte))
+            assert got == want, (damage, gt, lte)
+            refused += isinstance(want, tuple)
+        assert refused  # the whole history at least
 
     def test_verify_checks_every_stream_including_chatledger_s_own(self, backend, store):
         store.append("u1", batch("a"))

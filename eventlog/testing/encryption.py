@@ -38,6 +38,9 @@ class EncryptionContract:
         read = store.read(("alice", "s1"))
         assert texts(read) == [SECRET, "second"]
         assert all(is_sealed(r.sealed) for r in read)
+        # Check the verified rows carry the plaintext too (each checked against its sealed text).
+        rows = store.read_verified_rows(("alice", "s1"))
+        assert [row[4] for row in rows] == [r.payload for r in read]
         # Check the database itself holds only ciphertext (a reader without the keyring).
         raw = _stored(backend, read[0].stream_id)
         assert all(is_sealed(p) for p in raw)

@@ -20,9 +20,11 @@ So nothing is ever searched for:
 * a cold object costs one read of the newest event plus what it returns.
 
 Every read goes through :meth:`~eventlog.store.EventStore.read_verified` (each record's hash and
-commitment, the links inside the range, the memory's sealed head and first record), and a read
-of everything in pages links each page to the one before: nothing is served that the chain
-does not vouch for, at a cost independent of the history's length.
+commitment, the links inside the range, the memory's sealed head and first record) - the
+items' pages through its twin :meth:`~eventlog.store.EventStore.read_verified_rows`, the same
+checks over bare rows - and a read of everything in pages links each page to the one before:
+nothing is served that the chain does not vouch for, at a cost independent of the history's
+length.
 
 The object remembers the seq and hash of the newest event it saw. When it next sees the memory,
 history only counts as changed under it (a restore, a failover that lost commits, a rewrite)
@@ -58,7 +60,7 @@ from pydantic_core import from_json
 
 from eventlog.errors import ChainIntegrityError, ConcurrencyError
 from eventlog.formats.lc4j_json import message_from_obj
-from eventlog.hashing import GENESIS
+from eventlog.hashing import GENESIS, RANGE_ROW_FIELDS
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.keyring import is_sealed
 from eventlog.messages import ChatMessage, CustomMessage, SystemMessage
@@ -94,6 +96,10 @@ LANGCHAIN_KEY = "langchain.message"
 """The attribute carrying a LangChain message (see :mod:`projections.adapters.langchain`)."""
 
 Ref = tuple[int, int]
+Row = tuple[Any, ...]  # a range row (eventlog.hashing.RANGE_ROW_FIELDS)
+_SEQ, _KIND, _PAYLOAD, _PREV, _HASH = (
+    RANGE_ROW_FIELDS.index(f) for f in ("seq", "kind", "payload", "prev_hash", "hash")
+)
 _T = TypeVar("_T")
 Run = tuple[int, ...]
 
@@ -304,7 +310,7 @@ class ItemList:
         have = {r.seq: r for r in batch}
         # The refs a chunk at a time: a list of a million items never holds a million refs.
         refs = _oldest(runs, 0 if count is None else max(_size(runs) - count, 0))
-        anchor: list[Record] = []  # the last record read: the next chunk must chain to it
+        anchor: list[Row] = []  # the last row read: the next chunk must chain to it
         while chunk := list(islice(refs, size)):
             got, kept = self._objects_refs(chunk, have, anchor, convert)
             if refs_out is not None:
@@ -399,7 +405,7 @@ class ItemList:
         )
 
     def _objects(
-        self, refs: Sequence[Ref], have: dict[int, Record], anchor: list[Record] | None = None
+        self, refs: Sequence[Ref], have: dict[int, Record], anchor: list[Row] | None = None
     ) -> list[Any]:
         return self._objects_refs(refs, have, anchor)[0]
 
@@ -407,7 +413,7 @@ class ItemList:
         self,
         refs: Sequence[Ref],
         have: dict[int, Record],
-        anchor: list[Record] | None = None,
+        anchor: list[Row] | None = None,
         convert: Callable[[Any], Any] | None = None,
     ) -> tuple[list[Any], list[Ref]]:
         """The stored JSON objects of ``refs`` (each passed through ``convert`` when given)
@@ -416,31 +422,48 @@ class ItemList:
 
         Each page of records is decoded and dropped before the next is read: a list of a
         million items holds a page of records at a time, not a million."""
-        wanted: dict[int, list[int]] = {}
-        for position, (seq, _) in enumerate(refs):
-            wanted.setdefault(seq, []).append(position)
+        # seq -> the position of its first ref; the rare further refs to one seq (items of a
+        # messages_set) in ``more``. No list per seq: a whole-history read would create one
+        # per item, objects that outlive young collections and bring on full ones.
+        wanted: dict[int, int] = {}
+        more: dict[int, list[int]] = {}
+        for position, ref in enumerate(refs):
+            seq = ref[0]
+            if seq in wanted:
+                more.setdefault(seq, []).append(position)
+            else:
+                wanted[seq] = position
         out: list[Any] = [None] * len(refs)
         pop, decoded = wanted.pop, self._decoded
 
         # One loop per page, not a call per record: this runs once per item of every
         # whole-history read.
-        def place(records: Iterable[Record]) -> None:
-            for record in records:
-                positions = pop(record.seq, None)
-                if positions is None:
+        def place(rows: Iterable[Row]) -> None:
+            for row in rows:
+                first = pop(row[_SEQ], None)
+                if first is None:
                     continue
-                obj = decoded(record)
-                for position in positions:
+                payload = row[_PAYLOAD]
+                # The common row inline (what _decoded tests first): an add or a set whose
+                # payload is plaintext JSON (neither erased nor sealed).
+                if row[_KIND] in _BRINGING and payload[:1] == "{":
+                    try:
+                        obj = from_json(payload)
+                    except (ValueError, TypeError):
+                        obj = loads(payload)
+                else:
+                    obj = decoded(row)
+                for position in (first, *more.pop(row[_SEQ], ())) if more else (first,):
                     index = refs[position][1]
                     item = obj if index == 0 and not isinstance(obj, list) else _item(obj, index)
                     out[position] = item if convert is None else convert(item)
 
-        place([have[seq] for seq in wanted if seq in have])
+        place([_row(have[seq]) for seq in wanted if seq in have])
         for page in self._pages(sorted(wanted), anchor if anchor is not None else []):
             place(page)
         if wanted and wanted.keys() <= quarantined_seqs(self._store, self._key):
             # Acknowledged damage (store.quarantine): those items are left out of the list.
-            gone = {p for positions in wanted.values() for p in positions}
+            gone = {p for seq, first in wanted.items() for p in (first, *more.get(seq, ()))}
             kept = [p for p in range(len(refs)) if p not in gone]
             return [out[p] for p in kept], [refs[p] for p in kept]
         if wanted:
@@ -452,12 +475,12 @@ class ItemList:
             raise ValueError(msg)
         return out, list(refs)
 
-    def _pages(self, needed: list[int], anchor: list[Record]) -> Iterator[list[Record]]:
+    def _pages(self, needed: list[int], anchor: list[Row]) -> Iterator[list[Row]]:
         """Verified reads covering ``needed`` (sorted seqs): one per run of seqs closer than
         ``_GAP``, in pages of ``_PAGE``; each page chained to the one before it, the first to
-        ``anchor`` (the last record of an earlier call, kept there for the next one)."""
+        ``anchor`` (the last row of an earlier call, kept there for the next one)."""
         start = 0
-        previous: Record | None = anchor[-1] if anchor else None
+        previous: Row | None = anchor[-1] if anchor else None
         while start < len(needed):
             end = start
             while (
@@ -466,17 +489,17 @@ class ItemList:
                 and needed[end + 1] - needed[start] < _PAGE
             ):
                 end += 1
-            page = self._verified(gt=needed[start] - 1, lte=needed[end])
+            page = self._rows(needed[start] - 1, needed[end])
             if (
                 previous is not None
                 and page
-                and page[0].seq == previous.seq + 1
-                and page[0].prev_hash != previous.hash
+                and page[0][_SEQ] == previous[_SEQ] + 1
+                and page[0][_PREV] != previous[_HASH]
             ):
                 raise ChainIntegrityError(
-                    page[0].stream_id,
-                    page[0].seq,
-                    f"it does not chain to seq {previous.seq} read before it (a record was "
+                    self._key,
+                    page[0][_SEQ],
+                    f"it does not chain to seq {previous[_SEQ]} read before it (a record was "
                     "removed or replaced); not served (run verify())",
                 )
             previous = page[-1] if page else None
@@ -484,23 +507,44 @@ class ItemList:
             yield page
             start = end + 1
 
-    def _decoded(self, record: Record) -> Any:
-        payload = record.payload
+    def _rows(self, gt: int, lte: int) -> list[Row]:
+        """The verified rows ``gt < seq <= lte`` (:meth:`EventStore.read_verified_rows`: every
+        row checked, no record built), acknowledged damage left out as :func:`read_checked`
+        leaves it out."""
+        store = self._store
+        try:
+            return store.read_verified_rows(self._key, gt=gt, lte=lte)
+        except ChainIntegrityError as e:
+            # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
+            skip = quarantined_seqs(store, self._key)
+            if not skip:
+                self._broken = e  # never append onto a history that does not verify
+                raise
+        try:
+            records = store.read_verified_excluding(self._key, skip, gt=gt, lte=lte)
+        except ChainIntegrityError as e:
+            self._broken = e
+            raise
+        return [_row(r) for r in records]
+
+    def _decoded(self, row: Row) -> Any:
+        seq, kind, payload = row[_SEQ], row[_KIND], row[_PAYLOAD]
         # The common record first, in one test per condition: an add or a set, with content
         # (not erased), in plaintext (not sealed); anything else is refused below.
-        if record.kind in _BRINGING and payload and not is_sealed(payload):
+        if kind in _BRINGING and payload and not is_sealed(payload):
             return loads(payload)
-        seq = record.seq
-        if record.kind not in _BRINGING:
+        if kind not in _BRINGING:
             msg = (
-                f"the list of {self._id!r} refers to event {seq}, a {record.kind} that brings "
+                f"the list of {self._id!r} refers to event {seq}, a {kind} that brings "
                 "no message; it was not written by a chatledger memory - run verify()"
             )
             raise ValueError(msg)
+        # Erased, or sealed under a key this store cannot open: the record says which.
+        (record,) = self._verified(gt=seq - 1, lte=seq)
         if record.erased:
             raise erased_error(self._store, record)
         require_opened(record)
-        return loads(payload)
+        return loads(record.payload)
 
     # ------------------------------------------------------------------ writing
 
@@ -818,6 +862,15 @@ def _sent_ref(entry: dict[str, Any], seq: int) -> Ref:
         return (ref[0], ref[1])
     msg = f"context_sent event {seq} names {ref!r}, not an earlier message [seq, index]"
     raise ValueError(msg)
+
+
+def _row(record: Record) -> Row:
+    """A record as a range row (:data:`~eventlog.hashing.RANGE_ROW_FIELDS`)."""
+    return (
+        record.seq, record.recorded_at_text, record.kind, record.schema_version, record.payload,
+        record.meta, record.prev_hash, record.hash, record.salt, record.commitment,
+        record.format, record.position,
+    )  # fmt: skip
 
 
 def _item(obj: Any, index: int) -> Any:

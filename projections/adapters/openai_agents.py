@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 try:
@@ -110,7 +111,7 @@ class LedgerSession(SessionABC):
         self._closed = False
         # What get_items() last returned, with the refs of each item: window_callback()
         # names the history items it sends by these refs.
-        self._served: tuple[list[Item], list[Ref]] = ([], [])
+        self._served: tuple[list[tuple[Item, ...]], list[tuple[Ref, ...]]] = ([], [])
 
     @property
     def memory(self) -> MessageWindowChatMemory:
@@ -141,19 +142,24 @@ class LedgerSession(SessionABC):
             wanted = None
         if wanted is not None and wanted <= CHUNK:
             return await off_loop(self.store, self._items, wanted)
-        # A long list in steps on the worker, the event loop running between them.
+        # A long list in steps on the worker, the event loop running between them. The steps
+        # stay tuples until the end: the collector untracks a tuple of untracked items (plain
+        # JSON objects) the first time it sees it, so a full collection while the read runs
+        # does not walk every item read so far, as it walks every item of a list.
         refs: list[Ref] = []
         steps = self.items.chunks(wanted, _item_of_stored, refs_out=refs)
-        items: list[TResponseInputItem] = []
-        while (part := await off_loop(self.store, next, steps, None)) is not None:
-            items.extend(cast("list[TResponseInputItem]", part))
-        self._served = (list(cast("list[Item]", items)), refs)  # the caller may edit its list
-        return items
+        parts: list[tuple[Item, ...]] = []
+        ref_parts: list[tuple[Ref, ...]] = []
+        while (step := await off_loop(self.store, _step, steps, refs)) is not None:
+            parts.append(step[0])
+            ref_parts.append(step[1])
+        self._served = (parts, ref_parts)  # tuples: the caller may edit the list it gets
+        return await off_loop(self.store, _joined, parts)
 
     def _items(self, wanted: int) -> list[TResponseInputItem]:
         stored, refs = self.items.newest_refs(wanted)
         items = _items_of_stored(stored)
-        self._served = (list(cast("list[Item]", items)), refs)  # the caller may edit its list
+        self._served = ([tuple(cast("list[Item]", items))], [tuple(refs)])
         return items
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
@@ -275,7 +281,7 @@ class LedgerSession(SessionABC):
         served (each served item used once), else the item itself."""
         served, refs = self._served
         by_text: dict[str, list[Ref]] = {}
-        for item, ref in zip(served, refs, strict=True):
+        for item, ref in zip(chain.from_iterable(served), chain.from_iterable(refs), strict=True):
             by_text.setdefault(_canonical(item), []).append(ref)
         entries: list[dict[str, Any]] = []
         for item in chosen:
@@ -314,6 +320,27 @@ def _tokens(policy: WindowPolicy, chosen: list[Item]) -> int | None:
 
 def _items_of_stored(stored: list[Any]) -> list[TResponseInputItem]:
     return [cast("TResponseInputItem", _item_of_stored(obj)) for obj in stored]
+
+
+def _step(
+    steps: Iterator[list[Item]], refs: list[Ref]
+) -> tuple[tuple[Item, ...], tuple[Ref, ...]] | None:
+    """The next step of :meth:`ItemList.chunks` and the refs it added to ``refs`` (emptied)."""
+    part = next(steps, None)
+    if part is None:
+        return None
+    step = (tuple(part), tuple(refs))
+    refs.clear()
+    return step
+
+
+def _joined(parts: list[tuple[Item, ...]]) -> list[TResponseInputItem]:
+    """``parts`` as one list, a part per loop turn: the interpreter can switch threads between
+    them (one call copying a million items would hold the GIL, and stall the event loop)."""
+    items: list[TResponseInputItem] = []
+    for part in parts:
+        items.extend(cast("tuple[TResponseInputItem, ...]", part))
+    return items
 
 
 def _item_of_stored(obj: Any) -> Item:

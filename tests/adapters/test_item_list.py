@@ -40,6 +40,11 @@ class CountingStore(SQLiteEventStore):
         self.rows_read += len(found)
         return found
 
+    def _range_rows(self, key: str, gt: int, lte: int | None) -> list[Any]:
+        found = super()._range_rows(key, gt, lte)  # read_verified_rows' rows
+        self.rows_read += len(found)
+        return found
+
     def append(self, memory_id: Any, items: Any, **kwargs: Any) -> list[Any]:
         self.appends += 1
         return super().append(memory_id, items, **kwargs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eventlog import ChainIntegrityError, InMemoryEventStore
-from eventlog.hashing import KEYED_CHAIN, head_mac
+from eventlog.hashing import KEYED_CHAIN, RANGE_ROW_FIELDS, head_mac, verified_run
 from eventlog.models import HeadSeal
 from eventlog.testing.records import batch
 from eventlog.vouch import NO_SEALS, head_problem, seal_problem
@@ -135,3 +135,38 @@ def test_unkeyed_records_of_a_keyed_ledger_are_walked_once_per_head():
     stream[0] = stream[0]._replace(meta='{"x":1}')
     plain.__dict__["_legacy_vouched"].clear()
     _refused(plain, "stored hash does not match")
+
+
+def _range_rows(store, key="u1"):
+    return list(store._range_rows(key, 0, None))
+
+
+def test_verified_run_stops_at_the_first_row_verifies_would_not_pass():
+    store = InMemoryEventStore()
+    store.append("u1", batch("a", "b", "c", "d"))
+    rows = _range_rows(store)
+    # Check an intact run passes whole, and every prefix of it too.
+    assert verified_run("u1", rows, None, 0) == 4
+    assert verified_run("u1", rows[1:], None, 0) == 3
+    # Check a change to any field of row 3 (index 2) stops the run there, never later: the
+    # field is hashed, or it is the link, or it makes the row one the loop leaves to vouch().
+    changes = {
+        "seq": 9, "recorded_at_text": "2020-01-01T00:00:00.000000Z", "kind": "memory_cleared",
+        "schema_version": 2, "payload": '{"forged":1}', "meta": "{}", "prev_hash": "a" * 64,
+        "hash": "b" * 64, "salt": "c" * 32, "commitment": "d" * 64, "format": 1, "position": 0,
+    }  # fmt: skip
+    assert set(changes) == set(RANGE_ROW_FIELDS)
+    for field, value in changes.items():
+        changed = list(rows)
+        row = list(changed[2])
+        row[RANGE_ROW_FIELDS.index(field)] = value
+        changed[2] = tuple(row)
+        assert verified_run("u1", changed, None, 0) == 2, field
+    # Check rows of another memory, non-hex text, or content within an erasure stop it too.
+    assert verified_run("u2", rows, None, 0) == 0
+    odd = list(rows[0])
+    odd[RANGE_ROW_FIELDS.index("salt")] = "zz" * 16
+    assert verified_run("u1", [tuple(odd), *rows[1:]], None, 0) == 0
+    assert verified_run("u1", rows, None, 2) == 0
+    # Check a keyed check of unkeyed rows leaves them to the full path.
+    assert verified_run("u1", rows, b"k" * 32, 0) == 0
