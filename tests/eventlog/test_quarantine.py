@@ -14,7 +14,7 @@ pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 from eventlog import ChainIntegrityError, ChainKeyError, SQLiteEventStore
 from eventlog.models import RecordQuarantined
 from eventlog.quarantine import QUARANTINE_STREAM
-from eventlog.serialization import encode_event
+from eventlog.serialization import decode_event, encode_event
 from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory
 from projections.adapters.openai_agents import LedgerSession
@@ -214,3 +214,48 @@ def test_a_missing_or_unlinked_record_can_be_acknowledged(backend, damage) -> No
         _items(store)
     store.quarantine("conv", 3, reason=f"record {damage}")
     assert len(_items(store)) == 5
+
+
+def _forge(db: Db, seq: int, *, payload: str | None = None, prev_hash: str | None = None) -> None:
+    """Rewrite record ``seq`` of "conv" with a valid SHA-256 hash (an unkeyed ledger: anyone
+    with SQL access can), so only its links give it away."""
+    from eventlog.hashing import chain_hash_v2, commit
+
+    (row,) = [r for r in db.rows("conv") if r["seq"] == seq]
+    payload = row["payload"] if payload is None else payload
+    prev = row["prev_hash"] if prev_hash is None else prev_hash
+    commitment = commit(bytes.fromhex(row["salt"]), payload)
+    digest = chain_hash_v2(
+        prev, "conv", seq, row["kind"], row["schema_version"], row["recorded_at"], commitment,
+        row["meta"],
+    )  # fmt: skip
+    db.run(
+        "UPDATE {events} SET payload = ?, prev_hash = ?, commitment = ?, hash = ? "
+        "WHERE stream_id = ? AND seq = ?",
+        payload, prev, commitment, digest, "conv", seq,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("seq", "edit", "found"),
+    [
+        (1, {"prev_hash": "1" * 64}, "it does not start the chain"),
+        (3, {"prev_hash": "1" * 64}, "it does not chain to seq 2"),
+        (3, {"payload": user_payload("forged")}, "seq 4 does not chain to it"),
+    ],
+)
+def test_a_record_that_verifies_alone_but_breaks_a_link_is_named_by_that_link(
+    backend, seq, edit, found
+) -> None:
+    db = _damaged(backend, keyed=False, seqs=())
+    _forge(db, seq, **edit)
+    store = backend.open()
+    with pytest.raises(ChainIntegrityError):
+        _items(store)
+    record = store.quarantine("conv", seq, reason="forged by hand")
+    event = decode_event(record)
+    assert isinstance(event, RecordQuarantined)
+    assert event.found == found
+    # Check a record two away, which verifies and chains both ways, is not taken for damage.
+    with pytest.raises(ValueError, match="the record verifies and chains to its neighbours"):
+        store.quarantine("conv", seq + 2, reason="not damaged")
