@@ -241,7 +241,18 @@ class _WindowChatMemory(ChatMemory):
                 return
         if self._seq > 0 and not self._still_holds(head_seq):
             self._changed_under_us(f"the head is now seq {head_seq}, not a continuation")
-        (record,) = read_checked(self._store, self._key, gt=head_seq - 1, lte=head_seq)
+        found = read_checked(self._store, self._key, gt=head_seq - 1, lte=head_seq)
+        if not found:
+            # The newest record is acknowledged as damaged (store.quarantine), which only a
+            # framework session's item list can step over: a window lives in that record.
+            raise ChainIntegrityError(
+                self._key,
+                head_seq,
+                "the newest record is acknowledged as damaged (quarantined) and holds this "
+                "memory's window; a window memory cannot go on past it - restore the database "
+                "from a backup, or read the history (iter_history) to rebuild the memory",
+            )
+        (record,) = found
         self._settle(self._recorded(record, {}), head_seq, record.hash)
         self._observe(record)
 

@@ -75,7 +75,16 @@ def read_checked(store: EventStore, memory_id: MemoryId, **bounds: Any) -> list[
         skip = _quarantined(store, memory_id)
         if not skip:
             raise
-        return store.read_verified_excluding(memory_id, skip, **bounds)
+        limit = bounds.get("limit")
+        if limit is None:
+            return store.read_verified_excluding(memory_id, skip, **bounds)
+        # The store's limit counts the rows it reads, excluded ones too; a reader asking for
+        # the newest (or oldest) n records wants n served: the newest record acknowledged as
+        # damaged must not make a memory look empty.
+        found = store.read_verified_excluding(
+            memory_id, skip, **{**bounds, "limit": limit + len(skip)}
+        )
+        return found[:limit]
 
 
 def _quarantined(store: EventStore, memory_id: MemoryId) -> set[int]:

@@ -801,12 +801,25 @@ class ItemList:
                 if now > deadline:
                     raise
                 self._load()
+                self._past_damage()
                 continue
             last = stored[-1]
             self._seq, self._hash = last.seq, last.hash
             self._runs = [] if last.kind in EMPTYING_KINDS else runs
             self._system = [] if last.kind in EMPTYING_KINDS else found
             return stored
+
+    def _past_damage(self) -> None:
+        """After a lost race: when every record after the list's newest readable event is
+        acknowledged as damaged (store.quarantine: the newest write was torn, say), append
+        after them - their chain goes on - with the list as it was before them. Only on this
+        path: reads never pay for it."""
+        top = self._store.head(StreamKey(self._key))
+        if top is None or top.seq <= self._seq:
+            return
+        skip = quarantined_seqs(self._store, self._key)
+        if all(s in skip for s in range(self._seq + 1, top.seq + 1)):
+            self._seq, self._hash = top.seq, top.hash
 
     def _find_system(self) -> list[Ref]:
         """The system messages of a list whose newest event did not record them (written

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
-from eventlog import ChainIntegrityError, ChainKeyError, SQLiteEventStore
+from eventlog import ChainIntegrityError, ChainKeyError, SQLiteEventStore, UserMessage
 from eventlog.models import RecordQuarantined
 from eventlog.quarantine import QUARANTINE_STREAM
 from eventlog.serialization import decode_event, encode_event
@@ -259,3 +259,38 @@ def test_a_record_that_verifies_alone_but_breaks_a_link_is_named_by_that_link(
     # Check a record two away, which verifies and chains both ways, is not taken for damage.
     with pytest.raises(ValueError, match="the record verifies and chains to its neighbours"):
         store.quarantine("conv", seq + 2, reason="not damaged")
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_a_damaged_newest_record_can_be_acknowledged(backend, keyed) -> None:
+    _damaged(backend, keyed=keyed, seqs=(6,))  # the head: its seal still names its hash
+    store = backend.open(key=KEY if keyed else None)
+    with pytest.raises(ChainIntegrityError) as caught:
+        _items(store)
+    assert caught.value.seq == 6
+    store.quarantine("conv", 6, reason="the newest record was edited")
+    # Check the session reads again without it, and goes on from it.
+    assert [item["content"] for item in _items(store)] == [f"item {i}" for i in range(1, 6)]
+    _run(LedgerSession("conv", store=store).add_items([{"role": "user", "content": "item 7"}]))
+    assert _items(store)[-1]["content"] == "item 7"
+    assert not store.verify().ok  # the acknowledged break is still reported
+
+
+def test_a_window_memory_whose_newest_record_is_acknowledged_says_so(backend) -> None:
+    store = backend.open()
+    memory = MessageWindowChatMemory(id="win", max_messages=10, store=store)
+    for n in range(3):
+        memory.add(UserMessage(f"m{n}"))
+    store.close()
+    Db(backend).run(
+        "UPDATE {events} SET payload = ? WHERE stream_id = ? AND seq = ?",
+        user_payload("torn"),
+        "win",
+        3,
+    )
+    store = backend.open()
+    store.quarantine("win", 3, reason="torn write")
+    # Check a clear refusal naming the record and the way out, not a crash.
+    with pytest.raises(ChainIntegrityError, match="acknowledged as damaged") as caught:
+        MessageWindowChatMemory(id="win", max_messages=10, store=store).messages()
+    assert caught.value.seq == 3
