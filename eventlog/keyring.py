@@ -356,9 +356,10 @@ def is_sealed(payload: str) -> bool:
     """Return whether a stored payload is sealed content (a prefix check, for hot paths).
 
     Plaintext payloads must never start with ``enc1:`` for this to be unambiguous; canonical
-    JSON (which starts with ``{``) never does.
+    JSON (which starts with ``{``) never does. Anything but text (a BLOB put in the column by
+    hand) is not sealed content: the record's own check then refuses it by name.
     """
-    return payload.startswith(_PREFIX)
+    return type(payload) is str and payload.startswith(_PREFIX)
 
 
 def seal(keyring: Keyring, subject: str, aad: bytes, plaintext: str, *, memory: str = "") -> str:

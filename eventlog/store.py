@@ -89,6 +89,7 @@ HEADS_SEALED = "heads"
 """Setting saying every memory's head has been sealed once (value ``sealed``): from then on a
 missing or blank seal is an edit, never something to seal afresh."""
 _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
+_BELOW_EVERY_SEQ = -(1 << 63)  # the smallest 64-bit integer: "seq > it" bounds nothing
 
 
 def _range_row(r: Record) -> tuple[Any, ...]:
@@ -585,9 +586,15 @@ class EventStore(Recorder):
         # verifies() first: the common record in one frame, 3x cheaper than the full check,
         # and never passing what the full check refuses (property-tested); the full check
         # alone gives reasons, and handles every other record.
-        if verifies(record, key, since):
-            return None
-        return stored_record_problem(record, key, since)
+        try:
+            if verifies(record, key, since):
+                return None
+            return stored_record_problem(record, key, since)
+        except (TypeError, AttributeError) as e:
+            # A column holding what no store writes (a BLOB, an integer or NULL put there by
+            # hand): a damaged record like any other, refused by name - never a crash that
+            # a caller could take for something other than damage.
+            return f"a column holds a value of a type no store writes ({type(e).__name__}: {e})"
 
     @overload
     def verify(self, memory_id: MemoryId | None = None) -> VerifyReport: ...
@@ -735,7 +742,9 @@ class EventStore(Recorder):
         validation.check_range("read", gt, lte, None)
         key = self._stream_key(memory_id, "read")
         ends = self._ends(key)  # first, as read_verified: every seq up to its seal exists
-        rows = self._range_rows(key, 0 if gt is None else gt, lte)
+        # No lower bound for gt=None, as read() has none: a row forged at seq 0 or below is
+        # read, and refused as out of place, as read_verified refuses it.
+        rows = self._range_rows(key, _BELOW_EVERY_SEQ if gt is None else gt, lte)
         if not vouch_rows(self, key, rows, ends, gt=gt, lte=lte):
             # A record the loop leaves to the full path: it refuses with the reason, or
             # accepts (erased content, format 1, a keyed ledger's unkeyed records).
@@ -809,7 +818,7 @@ class EventStore(Recorder):
     def _pages(self, key: str) -> Iterator[Record]:
         from eventlog.ids import StreamKey
 
-        after = 0
+        after: int | None = None  # no lower bound: a row forged at seq 0 or below is seen
         while True:
             page = self.read(StreamKey(key), gt=after, limit=_VERIFY_PAGE)
             yield from page

@@ -160,7 +160,7 @@ def model_call(store: EventStore, memory_id: MemoryId, seq: int) -> ModelCall | 
         ChainIntegrityError: A record read does not verify.
     """
     found = read_checked(store, memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
-    if not found or found[0].kind != "context_sent":
+    if not found or found[0].kind != "context_sent" or found[0].erased:
         return None
     return _call(store, memory_id, found[0])
 
@@ -174,7 +174,7 @@ def model_calls(
         ChainIntegrityError: A record read does not verify.
     """
     for record in records(store, memory_id, gt=start - 1, lte=end):
-        if record.kind == "context_sent":
+        if record.kind == "context_sent" and not record.erased:
             yield _call(store, memory_id, record)
 
 
@@ -202,8 +202,12 @@ def what_if_call(
         ChainIntegrityError: A record read does not verify.
     """
     found = read_checked(store, memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
-    if not found or found[0].kind != "context_sent":
-        what = f"a {found[0].kind} event" if found else "no such event"
+    if not found or found[0].kind != "context_sent" or found[0].erased:
+        what = (
+            ("its content was erased" if found[0].erased else f"a {found[0].kind} event")
+            if found
+            else "no such event"
+        )
         msg = (
             f"what_if_call({seq}): {NO_WINDOW} at seq {seq} of {memory_id!r} ({what}); only "
             "model calls made through window_callback() or a history with window= can be re-run"
@@ -288,9 +292,11 @@ def _context(store: EventStore, memory_id: MemoryId, record: Record) -> _Context
             gone[ref] = "left out as damaged (quarantined)"
     refs = [ref for ref in refs if ref in stored]
     if start is not None and start > 1:
-        (before,) = read_checked(store, memory_id, gt=start - 2, lte=start - 1)
+        # The event before the clear: gone after a purge, left out when acknowledged as
+        # damaged - then there is no list to name.
+        before = read_checked(store, memory_id, gt=start - 2, lte=start - 1)
         try:
-            runs = window_meta(before).runs
+            runs = window_meta(before[0]).runs if before else []
         except ValueError:  # an event no chatledger memory wrote: nothing to name
             runs = []
         for ref in tail([tuple(run) for run in runs], None):
@@ -378,7 +384,7 @@ def _content(entries: Sequence[dict[str, Any]], context: _Context) -> list[str]:
     items = context.event.adapter != "langchain"  # a history's messages are named by ref only
     for entry in entries:
         ref = entry.get("ref")
-        if items and isinstance(ref, list) and (ref[0], ref[1]) in context.stored:
+        if items and isinstance(ref, list) and len(ref) == 2 and tuple(ref) in context.stored:
             value: Any = _item(context.stored[(ref[0], ref[1])])
         else:
             value = entry.get("new", entry)

@@ -194,3 +194,65 @@ def test_a_call_the_policy_does_not_reproduce_says_so(tmp_path) -> None:
     assert _left(call) == [
         (1, 2, 2, "not sent, though re-running the recorded policy sends it (not reproduced)")
     ]
+
+
+def _u(text: str) -> Any:
+    return {"role": "user", "content": text}
+
+
+def _record_call(session: Any, policy: Any, new: list[Any]) -> None:
+    import asyncio
+
+    async def run() -> None:
+        callback = session.window_callback(policy)
+        await callback(list(await session.get_items()), new)
+
+    asyncio.run(run())
+
+
+def test_calls_after_a_purge_a_quarantined_record_and_an_erasure_are_read_not_crashed(
+    tmp_path,
+) -> None:
+    import asyncio
+    import sqlite3
+
+    from projections.adapters.openai_agents import LedgerSession
+
+    path = tmp_path / "odd.db"
+    with SQLiteEventStore(path) as store:
+        # A purged session continued: the event before the tombstone is gone.
+        purged = LedgerSession("purged", store=store)
+        asyncio.run(purged.add_items([_u("q1"), _u("q2")]))
+        store.purge("purged", expected_seq=2, reason="retention")
+        purged = LedgerSession("purged", store=store)
+        asyncio.run(purged.add_items([_u("q3")]))
+        _record_call(purged, MessageWindowPolicy(5), [_u("q4")])
+        # A clear whose event before it is later acknowledged as damaged.
+        cleared = LedgerSession("cleared", store=store)
+        asyncio.run(cleared.add_items([_u("q1"), _u("q2")]))
+        asyncio.run(cleared.clear_session())
+        asyncio.run(cleared.add_items([_u("q3")]))
+        _record_call(cleared, MessageWindowPolicy(5), [_u("q4")])
+        # An erased session whose call was recorded before the erasure.
+        erased = LedgerSession("erased", store=store)
+        asyncio.run(erased.add_items([_u("q1"), _u("q2")]))
+        _record_call(erased, MessageWindowPolicy(5), [_u("q3")])
+        store.erase("erased", reason="a request")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE events SET payload = replace(payload, 'q2', 'XX') "
+            "WHERE stream_id = 'cleared' AND seq = 2"
+        )
+    with SQLiteEventStore(path) as store:
+        store.quarantine("cleared", 2, reason="disk fault")
+        for memory in ("purged", "cleared"):
+            call = model_call(store, memory, 5)
+            assert call is not None
+            assert call.reproduced is True
+            assert [e.get("ref") for e in call.sent] == [[4, 0], None]
+            assert what_if_call(store, memory, 5, MessageWindowPolicy(1)).same is False
+        # An erased call is no call one can read: "no window recorded", never a crash.
+        assert model_call(store, "erased", 3) is None
+        assert list(model_calls(store, "erased", 1, None)) == []
+        with pytest.raises(ValueError, match=r"no window recorded at seq 3 .*content was erased"):
+            what_if_call(store, "erased", 3, MessageWindowPolicy(1))
