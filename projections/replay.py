@@ -52,9 +52,10 @@ __all__ = [
 ]
 
 _PAGE = 2_000
-# Not larger: a page's records live until it is folded, and in a process with a big heap the
-# collector's full passes over them cost more than fewer reads save (10,000-record pages took
-# 1.46 s against 0.99 s at 100 k events with 3 M other objects alive).
+# what_if's pages are seq ranges of bare rows (EventStore.read_verified_rows). Not larger: a
+# page's rows live until it is folded, and in a process with a big heap the collector's full
+# passes over them cost more than fewer reads save (10,000-record pages of records took 1.46 s
+# against 0.99 s at 100 k events with 3 M other objects alive).
 _WHAT_IF_PAGE = _PAGE
 _GAP = 64  # fetch referenced events in one range query unless they are this far apart
 
@@ -519,6 +520,123 @@ def _links_hold(previous: Record | None, batch: list[Record]) -> bool:
     return seqs == list(range(first, first + len(batch))) and links == hashes[: len(links)]
 
 
+# Fields of a range row (eventlog.hashing.RANGE_ROW_FIELDS) that what_if reads.
+_ROW_SEQ, _ROW_KIND, _ROW_PAYLOAD, _ROW_PREV_HASH, _ROW_HASH, _ROW_POSITION = 0, 2, 4, 6, 7, 11
+
+
+def _row_pages(
+    store: EventStore, memory_id: MemoryId, key: list[str], *, lte: int | None, page: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    """The history up to ``lte`` as bare rows (:meth:`EventStore.read_verified_rows`), ``page``
+    seqs at a time, vouched for as :func:`records` vouches for its records: each page by the
+    store, its first row linked to the page before it here (the store leaves that link to
+    the caller), acknowledged damage left out as :func:`read_checked` leaves it out.
+
+    Raises:
+        ChainIntegrityError: A row does not verify or does not chain to the one before.
+    """
+    after = 0
+    previous: tuple[Any, ...] | None = None
+    skip: set[int] | None = None
+    while lte is None or after < lte:
+        top = after + page if lte is None else min(after + page, lte)
+        excluded: set[int] = set()  # the acknowledged damage left out of this page
+        try:
+            rows = store.read_verified_rows(memory_id, gt=after, lte=top)
+        except ChainIntegrityError:
+            # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
+            skip = _quarantined(store, memory_id) if skip is None else skip
+            if not skip:
+                raise
+            excluded = skip
+            records = store.read_verified_excluding(memory_id, skip, gt=after, lte=top)
+            rows = [(*r[2:-1], r.position) for r in records]  # as RANGE_ROW_FIELDS
+        if rows and (
+            excluded  # links across the damage left out: checked pair by pair, as _pages does
+            or (
+                previous is not None
+                and (
+                    rows[0][_ROW_SEQ] != previous[_ROW_SEQ] + 1
+                    or rows[0][_ROW_PREV_HASH] != previous[_ROW_HASH]
+                )
+            )
+        ):
+            skip = _quarantined(store, memory_id) if skip is None else skip
+            _check_row_links(store, memory_id, key, previous, rows, skip=skip)
+        if not rows and previous is None and not excluded:
+            # Nothing yet: the history may start past this page (a purge's tombstone keeps
+            # its seq), or be empty. One record read says which.
+            first = read_checked(store, memory_id, gt=after, lte=lte, limit=1)
+            if not first:
+                return
+            after = first[0].seq - 1
+            continue
+        if rows:
+            previous = rows[-1]
+            yield rows
+        last = rows[-1][_ROW_SEQ] if rows else after
+        # A store refuses a range missing a seq up to its head, so a page ending short of its
+        # top ends the history, unless only acknowledged damage is missing after its last row.
+        if last < top and not (excluded and all(s in excluded for s in range(last + 1, top + 1))):
+            return
+        after = top
+
+
+def _check_row_links(
+    store: EventStore,
+    memory_id: MemoryId,
+    key: list[str],
+    previous: tuple[Any, ...] | None,
+    rows: list[tuple[Any, ...]],
+    *,
+    skip: set[int],
+) -> None:
+    """Refuse the first pair of rows (``previous``, then ``rows``) where one does not follow
+    the other - the next seq, a ``prev_hash`` naming its hash - unless acknowledged damage
+    lies between or in them (as :func:`_pages` does).
+
+    Raises:
+        ChainIntegrityError: A row does not chain to the one read before it.
+    """
+    for row in rows:
+        if previous is None:  # the history's first row: the store checked it is the first
+            previous = row
+            continue
+        seq, before = row[_ROW_SEQ], previous[_ROW_SEQ]
+        if (seq != before + 1 or row[_ROW_PREV_HASH] != previous[_ROW_HASH]) and not _excused(
+            skip, before, seq
+        ):
+            raise ChainIntegrityError(
+                _stream_key(store, memory_id, key),
+                seq,
+                f"it does not chain to seq {before} read before it (a record was removed or "
+                "replaced); not served (run verify())",
+            )
+        previous = row
+
+
+def _excused(skip: set[int], before: int, seq: int) -> bool:
+    """True when a broken link from seq ``before`` to ``seq`` is acknowledged damage: every
+    seq between them is quarantined, and so is one of the pair if they are adjacent."""
+    return all(s in skip for s in range(before + 1, seq)) and (
+        seq != before + 1 or seq in skip or before in skip
+    )
+
+
+def _stream_key(store: EventStore, memory_id: MemoryId, key: list[str]) -> str:
+    """The memory's stream key, found once (after a read: the store resolved it then)."""
+    if not key:
+        key.append(str(store.stream_key(memory_id)))
+    return key[0]
+
+
+def _row_record(
+    store: EventStore, memory_id: MemoryId, key: list[str], row: tuple[Any, ...]
+) -> Record:
+    """A range row as the record :meth:`EventStore.read_verified` gives for it."""
+    return Record(row[_ROW_POSITION], _stream_key(store, memory_id, key), *row[:_ROW_POSITION])
+
+
 def replay(
     store: EventStore, memory_id: MemoryId, policy: WindowPolicy, *, lte: int | None = None
 ) -> Iterator[tuple[Record, list[Entry], list[Departure]]]:
@@ -578,25 +696,28 @@ def what_if(
     # last `limit` are made into entries: the ones before would be evicted anyway.
     lazy = isinstance(policy, MessageWindowPolicy)
     fixed = policy.static_limit if lazy else None
+    # The history is read as bare rows (read_verified_rows: the same checks as records(), no
+    # record built per row); a Record is made only for a row that is not a plain add.
     run: list[int] = []  # seqs of the plain adds not folded yet (fixed limit only)
-    for page in _pages(store, memory_id, lte=target, page=_WHAT_IF_PAGE):
-        for record in page:
+    key: list[str] = []  # the stream key, found once a record is built (the read resolved it)
+    for page in _row_pages(store, memory_id, key, lte=target, page=_WHAT_IF_PAGE):
+        for row in page:
             if (
                 lazy
-                and record.kind == "message_added"
-                # _plain's first test inline (most messages pass it), the rest in the call
-                and (record.payload.endswith(_PLAIN_ENDS) or _plain(record))
+                and row[_ROW_KIND] == "message_added"
+                # _plain_text's first test inline (most messages pass it), the rest in the call
+                and (row[_ROW_PAYLOAD].endswith(_PLAIN_ENDS) or _plain_text(row[_ROW_PAYLOAD]))
             ):
                 if fixed is not None:
-                    run.append(record.seq)
-                    continue
-                entries = [Entry(_STAND_IN, (record.seq, 0))]
-            else:
-                if run:
-                    _fold_plain(window, run, fixed)
-                    run = []
-                entries = _counted(policy, _brought(store, record))
-            apply(window, record, entries, limit)
+                    run.append(row[_ROW_SEQ])
+                else:
+                    window.add(Entry(_STAND_IN, (row[_ROW_SEQ], 0)), limit)  # as apply() adds
+                continue
+            if run:
+                _fold_plain(window, run, fixed)
+                run = []
+            record = _row_record(store, memory_id, key, row)
+            apply(window, record, _counted(policy, _brought(store, record)), limit)
         if run:
             _fold_plain(window, run, fixed)
             run = []
@@ -620,7 +741,7 @@ _STAND_IN: ChatMessage = UserMessage("stand-in for a message what_if has not dec
 _PLAIN_ENDS = ('"type":"USER"}', '"type":"CUSTOM"}')
 
 
-def _plain(record: Record) -> bool:
+def _plain_text(payload: str) -> bool:
     """True when the stored message is surely one the message-window rules treat like any
     other (a user or custom message, or an AI message without tool requests), judged from
     the payload's text without decoding it; False means "decode it to know".
@@ -628,12 +749,9 @@ def _plain(record: Record) -> bool:
     Sound for any payload that decodes: the top-level ``"type"`` closes the object as
     chatledger writes it, and an escaped quote inside a string cannot form ``"type":"`` or
     ``"toolExecutionRequests"`` (it carries a backslash), so those texts are keys. Text
-    written another way is simply decoded. An erased or still encrypted payload is decoded
-    too, so it raises as it always did.
+    written another way is simply decoded. An erased payload (``""`` in a row) or a still
+    encrypted one is decoded too, so it raises as it always did.
     """
-    if record.erased:
-        return False
-    payload = record.payload
     if payload.endswith(_PLAIN_ENDS):
         return True
     # An AI message is plain when its one request list is empty (a key given twice counts
