@@ -370,6 +370,23 @@ class Record(NamedTuple):
         """The payload as stored (the ciphertext when encrypted): what the commitment covers."""
         return self.sealed or self.payload
 
+    def range_row(self, payload: str) -> tuple[Any, ...]:
+        """The record as a range row (:data:`eventlog.hashing.RANGE_ROW_FIELDS`) holding
+        ``payload`` (the stored text, or the opened one)."""
+        return (
+            self.seq, self.recorded_at_text, self.kind, self.schema_version, payload, self.meta,
+            self.prev_hash, self.hash, self.salt, self.commitment, self.format, self.position,
+        )  # fmt: skip
+
+    @classmethod
+    def from_range_row(cls, stream_id: str, row: tuple[Any, ...]) -> Record:
+        """A range row of stream ``stream_id`` as a record (its payload as the row holds it)."""
+        seq, at, kind, version, payload, meta, prev, digest, salt, commitment, fmt, pos = row
+        return cls(
+            pos, stream_id, seq, at, kind, version, payload, meta, prev, digest, salt,
+            commitment, fmt,
+        )  # fmt: skip
+
     @property
     def recorded_at(self) -> datetime:
         """When the record was stored (aware, UTC)."""

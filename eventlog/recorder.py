@@ -252,23 +252,7 @@ class Recorder(ABC):
         :data:`eventlog.hashing.RANGE_ROW_FIELDS` - the stored payload text, never opened: the
         rows :meth:`EventStore.read_verified_rows` checks in one loop, where building a Record
         per row costs time a whole-history read does not need. One statement (one snapshot)."""
-        return [
-            (
-                r.seq,
-                r.recorded_at_text,
-                r.kind,
-                r.schema_version,
-                r.sealed or r.payload,
-                r.meta,
-                r.prev_hash,
-                r.hash,
-                r.salt,
-                r.commitment,
-                r.format,
-                r.position,
-            )
-            for r in self.read(StreamKey(key), gt=gt, lte=lte)
-        ]
+        return [r.range_row(r.stored_payload) for r in self.read(StreamKey(key), gt=gt, lte=lte)]
 
     def _scan_rows(self, gt: int, limit: int) -> Sequence[tuple[Any, ...]]:
         """Backend hook: up to ``limit`` stored records after global position ``gt``, as

@@ -92,22 +92,6 @@ _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
 _BELOW_EVERY_SEQ = -(1 << 63)  # the smallest 64-bit integer: "seq > it" bounds nothing
 
 
-def _range_row(r: Record) -> tuple[Any, ...]:
-    """A record as a range row (:data:`eventlog.hashing.RANGE_ROW_FIELDS`), payload as is."""
-    return (
-        r.seq, r.recorded_at_text, r.kind, r.schema_version, r.payload, r.meta, r.prev_hash,
-        r.hash, r.salt, r.commitment, r.format, r.position,
-    )  # fmt: skip
-
-
-def _record(key: str, row: tuple[Any, ...]) -> Record:
-    """A range row of memory ``key`` as a record (the stored payload, nothing opened)."""
-    seq, at, kind, version, payload, meta, prev, digest, salt, commitment, fmt, position = row
-    return Record(
-        position, key, seq, at, kind, version, payload, meta, prev, digest, salt, commitment, fmt
-    )
-
-
 def _aad(key: str, seq: int, kind: str) -> bytes:
     """What a sealed payload is bound to: a ciphertext copied into another row fails to open."""
     return f"{len(key)}:{key}\x1f{seq}\x1f{kind}".encode()
@@ -748,10 +732,11 @@ class EventStore(Recorder):
         if not vouch_rows(self, key, rows, ends, gt=gt, lte=lte):
             # A record the loop leaves to the full path: it refuses with the reason, or
             # accepts (erased content, format 1, a keyed ledger's unkeyed records).
-            return [_range_row(r) for r in self.read_verified(memory_id, gt=gt, lte=lte)]
+            return [r.range_row(r.payload) for r in self.read_verified(memory_id, gt=gt, lte=lte)]
         if self._keyring is None:
             return list(rows)
-        return [_range_row(r) for r in self._opened([_record(key, row) for row in rows])]
+        opened = self._opened([Record.from_range_row(key, row) for row in rows])
+        return [r.range_row(r.payload) for r in opened]
 
     def quarantine(self, memory_id: MemoryId, seq: int, *, reason: str) -> Record:
         """Acknowledge that record ``seq`` of a memory is damaged, so reads leave it out

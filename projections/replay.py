@@ -480,14 +480,7 @@ def _pages(
                     record.seq != previous.seq + 1 or record.prev_hash != previous.hash
                 ):
                     skip = quarantined_seqs(store, memory_id) if skip is None else skip
-                    if not (
-                        all(s in skip for s in range(previous.seq + 1, record.seq))
-                        and (
-                            record.seq != previous.seq + 1
-                            or record.seq in skip
-                            or previous.seq in skip
-                        )
-                    ):
+                    if not _excused(skip, previous.seq, record.seq):
                         if i:
                             yield batch[:i]
                         raise ChainIntegrityError(
@@ -525,7 +518,7 @@ _ROW_SEQ, _ROW_KIND, _ROW_PAYLOAD, _ROW_PREV_HASH, _ROW_HASH, _ROW_POSITION = 0,
 
 
 def _row_pages(
-    store: EventStore, memory_id: MemoryId, key: list[str], *, lte: int | None, page: int
+    store: EventStore, memory_id: MemoryId, key: str, *, lte: int | None, page: int
 ) -> Iterator[list[tuple[Any, ...]]]:
     """The history up to ``lte`` as bare rows (:meth:`EventStore.read_verified_rows`), ``page``
     seqs at a time, vouched for as :func:`records` vouches for its records: each page by the
@@ -550,7 +543,7 @@ def _row_pages(
                 raise
             excluded = skip
             records = store.read_verified_excluding(memory_id, skip, gt=after, lte=top)
-            rows = [(*r[2:-1], r.position) for r in records]  # as RANGE_ROW_FIELDS
+            rows = [r.range_row(r.payload) for r in records]
         if rows and (
             excluded  # links across the damage left out: checked pair by pair, as _pages does
             or (
@@ -562,7 +555,7 @@ def _row_pages(
             )
         ):
             skip = _quarantined(store, memory_id) if skip is None else skip
-            _check_row_links(store, memory_id, key, previous, rows, skip=skip)
+            _check_row_links(key, previous, rows, skip=skip)
         if not rows and previous is None and not excluded:
             # Nothing yet: the history may start past this page (a purge's tombstone keeps
             # its seq), or be empty. One record read says which.
@@ -583,9 +576,7 @@ def _row_pages(
 
 
 def _check_row_links(
-    store: EventStore,
-    memory_id: MemoryId,
-    key: list[str],
+    key: str,
     previous: tuple[Any, ...] | None,
     rows: list[tuple[Any, ...]],
     *,
@@ -607,7 +598,7 @@ def _check_row_links(
             skip, before, seq
         ):
             raise ChainIntegrityError(
-                _stream_key(store, memory_id, key),
+                key,
                 seq,
                 f"it does not chain to seq {before} read before it (a record was removed or "
                 "replaced); not served (run verify())",
@@ -621,20 +612,6 @@ def _excused(skip: set[int], before: int, seq: int) -> bool:
     return all(s in skip for s in range(before + 1, seq)) and (
         seq != before + 1 or seq in skip or before in skip
     )
-
-
-def _stream_key(store: EventStore, memory_id: MemoryId, key: list[str]) -> str:
-    """The memory's stream key, found once (after a read: the store resolved it then)."""
-    if not key:
-        key.append(str(store.stream_key(memory_id)))
-    return key[0]
-
-
-def _row_record(
-    store: EventStore, memory_id: MemoryId, key: list[str], row: tuple[Any, ...]
-) -> Record:
-    """A range row as the record :meth:`EventStore.read_verified` gives for it."""
-    return Record(row[_ROW_POSITION], _stream_key(store, memory_id, key), *row[:_ROW_POSITION])
 
 
 def replay(
@@ -699,7 +676,7 @@ def what_if(
     # The history is read as bare rows (read_verified_rows: the same checks as records(), no
     # record built per row); a Record is made only for a row that is not a plain add.
     run: list[int] = []  # seqs of the plain adds not folded yet (fixed limit only)
-    key: list[str] = []  # the stream key, found once a record is built (the read resolved it)
+    key = str(store.stream_key(memory_id))
     for page in _row_pages(store, memory_id, key, lte=target, page=_WHAT_IF_PAGE):
         for row in page:
             if (
@@ -716,7 +693,7 @@ def what_if(
             if run:
                 _fold_plain(window, run, fixed)
                 run = []
-            record = _row_record(store, memory_id, key, row)
+            record = Record.from_range_row(key, row)
             apply(window, record, _counted(policy, _brought(store, record)), limit)
         if run:
             _fold_plain(window, run, fixed)
