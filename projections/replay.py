@@ -88,6 +88,27 @@ def read_checked(store: EventStore, memory_id: MemoryId, **bounds: Any) -> list[
         return found[:limit]
 
 
+def read_checked_rows(
+    store: EventStore, memory_id: MemoryId, *, gt: int, lte: int | None
+) -> tuple[list[tuple[Any, ...]], set[int]]:
+    """:func:`read_checked` of an ascending range as bare rows
+    (:meth:`~eventlog.store.EventStore.read_verified_rows`), with the acknowledged damage it
+    left out (empty on the happy path).
+
+    Raises:
+        ChainIntegrityError: Something does not verify; it names the memory, seq and remedy.
+    """
+    try:
+        return store.read_verified_rows(memory_id, gt=gt, lte=lte), set()
+    except ChainIntegrityError:
+        # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
+        skip = _quarantined(store, memory_id)
+        if not skip:
+            raise
+    records = store.read_verified_excluding(memory_id, skip, gt=gt, lte=lte)
+    return [r.range_row(r.payload) for r in records], skip
+
+
 def _quarantined(store: EventStore, memory_id: MemoryId) -> set[int]:
     """The acknowledged damaged seqs of a memory (none when the acknowledgements themselves
     do not verify: then the original refusal stands)."""
@@ -533,17 +554,7 @@ def _row_pages(
     skip: set[int] | None = None
     while lte is None or after < lte:
         top = after + page if lte is None else min(after + page, lte)
-        excluded: set[int] = set()  # the acknowledged damage left out of this page
-        try:
-            rows = store.read_verified_rows(memory_id, gt=after, lte=top)
-        except ChainIntegrityError:
-            # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
-            skip = _quarantined(store, memory_id) if skip is None else skip
-            if not skip:
-                raise
-            excluded = skip
-            records = store.read_verified_excluding(memory_id, skip, gt=after, lte=top)
-            rows = [r.range_row(r.payload) for r in records]
+        rows, excluded = read_checked_rows(store, memory_id, gt=after, lte=top)
         if rows and (
             excluded  # links across the damage left out: checked pair by pair, as _pages does
             or (

@@ -74,7 +74,13 @@ from eventlog.serialization import (
 )
 from eventlog.store import EventStore
 from projections.meta import EMPTYING_KINDS, UNBOUNDED_LIMIT, WindowMeta
-from projections.replay import erased_error, quarantined_seqs, read_checked, window_meta
+from projections.replay import (
+    erased_error,
+    quarantined_seqs,
+    read_checked,
+    read_checked_rows,
+    window_meta,
+)
 from projections.window import TokenWindowPolicy, WindowPolicy
 
 __all__ = [
@@ -458,7 +464,7 @@ class ItemList:
                     item = obj if index == 0 and not isinstance(obj, list) else _item(obj, index)
                     out[position] = item if convert is None else convert(item)
 
-        place([_row(have[seq]) for seq in wanted if seq in have])
+        place([have[seq].range_row(have[seq].payload) for seq in wanted if seq in have])
         for page in self._pages(sorted(wanted), anchor if anchor is not None else []):
             place(page)
         if wanted and wanted.keys() <= quarantined_seqs(self._store, self._key):
@@ -511,21 +517,11 @@ class ItemList:
         """The verified rows ``gt < seq <= lte`` (:meth:`EventStore.read_verified_rows`: every
         row checked, no record built), acknowledged damage left out as :func:`read_checked`
         leaves it out."""
-        store = self._store
         try:
-            return store.read_verified_rows(self._key, gt=gt, lte=lte)
+            return read_checked_rows(self._store, self._key, gt=gt, lte=lte)[0]
         except ChainIntegrityError as e:
-            # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
-            skip = quarantined_seqs(store, self._key)
-            if not skip:
-                self._broken = e  # never append onto a history that does not verify
-                raise
-        try:
-            records = store.read_verified_excluding(self._key, skip, gt=gt, lte=lte)
-        except ChainIntegrityError as e:
-            self._broken = e
+            self._broken = e  # never append onto a history that does not verify
             raise
-        return [_row(r) for r in records]
 
     def _decoded(self, row: Row) -> Any:
         seq, kind, payload = row[_SEQ], row[_KIND], row[_PAYLOAD]
@@ -875,15 +871,6 @@ def _sent_ref(entry: dict[str, Any], seq: int) -> Ref:
         return (ref[0], ref[1])
     msg = f"context_sent event {seq} names {ref!r}, not an earlier message [seq, index]"
     raise ValueError(msg)
-
-
-def _row(record: Record) -> Row:
-    """A record as a range row (:data:`~eventlog.hashing.RANGE_ROW_FIELDS`)."""
-    return (
-        record.seq, record.recorded_at_text, record.kind, record.schema_version, record.payload,
-        record.meta, record.prev_hash, record.hash, record.salt, record.commitment,
-        record.format, record.position,
-    )  # fmt: skip
 
 
 def _item(obj: Any, index: int) -> Any:
