@@ -96,6 +96,9 @@ class InMemoryEventStore(EventStore):
             if conflict is not None:
                 raise conflict
             rows = self._build(key, head, items, self._now())  # validates before any write
+            old = self._seals.get(key)
+            erased = 0 if old is None else old.erased_through
+            erased = self._erased_after(key, rows, erased)
             records = []
             for row in rows:
                 self._position += 1
@@ -104,7 +107,7 @@ class InMemoryEventStore(EventStore):
             self._all.extend(records)
             if name is not None:
                 self._names_of.setdefault(*name)
-            self._seal(key, records[-1])
+            self._seal(key, records[-1], erased_through=erased)
         return self._revealed(records, items)
 
     def _seal(self, key: str, head: Record, erased_through: int | None = None) -> None:

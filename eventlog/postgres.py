@@ -54,7 +54,7 @@ from eventlog.models import (
 from eventlog.postgres_open import PostgresLedgerTx as _Tx
 from eventlog.postgres_sql import MIGRATIONS
 from eventlog.postgres_waits import waited_on
-from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx
+from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx, brings_erasure
 from eventlog.validation import check_at, check_range, check_tail
 
 if TYPE_CHECKING:
@@ -705,7 +705,14 @@ class PostgresEventStore(EventStore):
 
         try:
             with self._guard("append", conflict, (key,)) as conn:
-                if rows is not None and conn.autocommit and name is None:
+                # An import of emptied records also moves the seal's erased_through: a
+                # second statement, so the transaction.
+                if (
+                    rows is not None
+                    and conn.autocommit
+                    and name is None
+                    and not brings_erasure(items)
+                ):
                     chained_to = rows[0][1] - 1
                     sent.append((rows, conn.info.backend_pid))  # from here, it may land
                     cursor = conn.execute(*self._insert_query(rows, lock=lock))
@@ -772,9 +779,15 @@ class PostgresEventStore(EventStore):
                 rows = self._build(key, fresh, items, self._now())
             if name is not None:
                 conn.execute(self._q["put_name"], name)
+            erased = self._erased.get(key, 0)
+            after = self._erased_after(key, rows, erased)
             sent.append((rows, conn.info.backend_pid))  # from here, it may land
-            cursor = conn.execute(*self._insert_query(rows))
+            cursor = conn.execute(*self._insert_query(rows, erased_through=after))
+            if after != erased:
+                conn.execute(self._q["seal_erasure"], (after, key))
             conn.execute(pgsql.COMMIT)
+        if after != erased:
+            self._erased[key] = after
         return cursor
 
     def _landed(self, key: str, rows: list[Row], pid: int) -> list[Record] | None:

@@ -18,7 +18,8 @@ record left out, and everything else must still verify as before:
   history keeps the record (shown as quarantined).
 
 Only a record that is really damaged can be acknowledged (its own check fails, it is missing,
-or a link to or from it does not join), so nothing intact can be hidden this way. A broken head
+a link to or from it does not join, or its content is gone although no erasure reached it, or
+back although one did), so nothing intact can be hidden this way. A broken head
 seal is not a record: it is not covered (restore from a backup, or ``verify``).
 
 The happy path costs nothing: acknowledgements are looked up only after a read was refused.
@@ -33,7 +34,7 @@ from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import GENESIS
 from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey
 from eventlog.models import HeadSeal, Record, RecordQuarantined
-from eventlog.vouch import NO_SEALS, REMEDY, head_problem, restored
+from eventlog.vouch import NO_SEALS, REMEDY, erased_bound, head_problem, restored
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -58,7 +59,7 @@ def damage(store: EventStore, key: str, seq: int) -> tuple[str, str] | None:
     record = rows.get(seq)
     if record is None:
         return "the record is missing", ""
-    problem = store.check(record)
+    problem = store.check(record) or restored(record, erased_bound(store._head_seal(key)))
     if problem is not None:
         return problem, record.hash
     previous, following = rows.get(seq - 1), rows.get(seq + 1)
@@ -160,7 +161,7 @@ def read_excluding(
         return []
     known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
     _range_excluding(key, [r.seq for r in ordered], first.seq, known, skip, gt, lte, desc)
-    erased = 0 if seal is None else seal.erased_through
+    erased = erased_bound(seal)
     previous: Record | None = None
     kept: list[Record] = []
     for record in ordered:

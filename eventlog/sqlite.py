@@ -30,7 +30,7 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
-from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx
+from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx, brings_erasure
 from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
 
@@ -689,24 +689,11 @@ class SQLiteEventStore(EventStore):
         name = self._name_row(key)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
-            head = self._head_locked(conn, key)
+            head = self._expected_head(conn, key, expected_seq, expected_hash)
             actual = 0 if head is None else head.seq
-            if (expected_seq is not None and expected_seq != actual) or self._hash_conflict(
-                key, head, expected_hash
-            ):
-                # The cached head may be behind (another connection appended); look again
-                # before calling it a conflict.
-                self._heads.pop(key, None)
-                head = self._head_locked(conn, key)
-                actual = 0 if head is None else head.seq
-                if expected_seq is not None and expected_seq != actual:
-                    raise ConcurrencyError(key, expected_seq, actual)
-                conflict = self._hash_conflict(key, head, expected_hash)
-                if conflict is not None:
-                    raise conflict
             records: list[Record] = []
             rows = self._build(key, head, items, self._now())
-            seal = self._seal_of(key, rows[-1][1], rows[-1][8], self._erased.get(key, 0))
+            seal, moved = self._sealing(key, rows, items)
             if name is not None:
                 conn.execute(_PUT_NAME, name)
             try:
@@ -729,10 +716,14 @@ class SQLiteEventStore(EventStore):
                 # exactly the optimistic-concurrency check, without a read per append.
                 self._heads.pop(key, None)
                 raise ConcurrencyError(key, actual, None) from e
+            if moved is not None:
+                conn.execute(_SEAL_ERASURE, (moved, key))
             return records
 
         try:
-            records = self._write("append", work, one_insert=len(items) == 1)
+            records = self._write(
+                "append", work, one_insert=len(items) == 1 and not brings_erasure(items)
+            )
         except ConcurrencyError as e:
             # With no expectation, a stale cached head is ours to fix: once more, reading the
             # head inside a BEGIN IMMEDIATE transaction, where no other writer can move it.
@@ -741,9 +732,52 @@ class SQLiteEventStore(EventStore):
                 raise
             records = self._write("append", work)
         last = records[-1]
-        self._heads[key] = StreamHead(last.seq, last.hash, last.recorded_at_text)
+        if brings_erasure(items):
+            self._heads.pop(key, None)  # erased_through may have moved: read both again
+        else:
+            self._heads[key] = StreamHead(last.seq, last.hash, last.recorded_at_text)
         self._ends_cache.pop(key, None)
         return self._revealed(records, items)
+
+    def _expected_head(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        expected_seq: int | None,
+        expected_hash: str | None,
+    ) -> StreamHead | None:
+        """The head an append chains to, as the caller expects it.
+
+        Raises:
+            ConcurrencyError: The stored head is not the expected one.
+        """
+        head = self._head_locked(conn, key)
+        actual = 0 if head is None else head.seq
+        if (expected_seq is not None and expected_seq != actual) or self._hash_conflict(
+            key, head, expected_hash
+        ):
+            # The cached head may be behind (another connection appended); look again
+            # before calling it a conflict.
+            self._heads.pop(key, None)
+            head = self._head_locked(conn, key)
+            actual = 0 if head is None else head.seq
+            if expected_seq is not None and expected_seq != actual:
+                raise ConcurrencyError(key, expected_seq, actual)
+            conflict = self._hash_conflict(key, head, expected_hash)
+            if conflict is not None:
+                raise conflict
+        return head
+
+    def _sealing(
+        self, key: str, rows: list[tuple[Any, ...]], items: Sequence[NewRecord]
+    ) -> tuple[str, int | None]:
+        """The head seal for ``rows``, and the memory's new erased_through when an import
+        moves it (None when it stays, the hot path: no second statement)."""
+        erased = self._erased.get(key, 0)
+        after = self._erased_after(key, rows, erased) if brings_erasure(items) else erased
+        return self._seal_of(key, rows[-1][1], rows[-1][8], after), (
+            None if after == erased else after
+        )
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = self._stream_key(memory_id, "purge")

@@ -111,6 +111,26 @@ def _check_reason(operation: str, reason: object) -> None:
         raise ValueError(msg)
 
 
+def erasure_step(at: int, seq: int, kind: str, *, content: bool) -> int | None:
+    """The seq a memory is erased through after its record ``seq`` (of ``kind``, holding
+    ``content`` or emptied: no salt, no payload), ``at`` before it; None when an emptied record
+    does not follow the erased prefix. An erasure empties a memory from its first record on and
+    seals it through its receipt (:meth:`EventStore.erase`): an emptied record may only follow
+    that prefix directly, and a receipt right after it joins it. The one rule of imports,
+    shared by appends (:meth:`EventStore._erased_after`) and the import gate."""
+    if kind in RECEIPT_KINDS:
+        return seq if seq == at + 1 else at
+    if content:
+        return at
+    return seq if seq == at + 1 else None
+
+
+def brings_erasure(items: Sequence[NewRecord]) -> bool:
+    """Whether appending ``items`` may move its memory's erased_through: an import of emptied
+    records or of receipts (see :meth:`EventStore._erased_after`); never a plain append."""
+    return any(item.salt == "" or item.kind in RECEIPT_KINDS for item in items)
+
+
 def _item_problem(key: str, item: NewRecord) -> str | None:
     """What makes ``item`` invalid (see :mod:`eventlog.validation`), or None. A
     :class:`~eventlog.validation.Checked` item (typed events, checked imports) skips the
@@ -620,7 +640,7 @@ class EventStore(Recorder):
         return self._verify_streams(memory_id)
 
     def _verify_streams(self, memory_id: MemoryId | None) -> VerifyReport:
-        from eventlog.vouch import head_problem, restored
+        from eventlog.vouch import erased_bound, head_problem, restored
 
         keys = (
             [self._stream_key(memory_id, "verify")]
@@ -632,9 +652,9 @@ class EventStore(Recorder):
         count = 0
         for key in keys:
             seal = self._head_seal(key)
-            erased = 0 if seal is None else seal.erased_through
+            erased = erased_bound(seal)
 
-            def problem(record: Record, erased: int = erased) -> str | None:
+            def problem(record: Record, erased: int | None = erased) -> str | None:
                 return self._safe_check(record) or restored(record, erased)
 
             counted = _Counter(self._pages(key))
@@ -1036,6 +1056,31 @@ class EventStore(Recorder):
             )
             prev, floor = digest, when
         return rows
+
+    @staticmethod
+    def _erased_after(key: str, rows: Sequence[tuple[Any, ...]], erased_through: int) -> int:
+        """The seq the memory is erased through once ``rows`` (from :meth:`_build`) are stored,
+        ``erased_through`` before them (see :func:`erasure_step`): an import may bring records
+        an erasure emptied, and the head seal must then say so - reads and :meth:`verify`
+        refuse an emptied record past it, since emptying a row by hand needs no key.
+
+        Raises:
+            ValueError: An emptied record follows one that holds content; nothing is written.
+        """
+        at = erased_through
+        for row in rows:
+            seq, kind, payload, salt, fmt = row[1], row[3], row[5], row[9], row[11]
+            step = erasure_step(at, seq, kind, content=bool(salt or payload or fmt == 1))
+            if step is None:
+                msg = (
+                    f"append to {key} at seq {seq}: an emptied record (no salt, no payload) "
+                    f"follows records that hold content (after seq {at}); an erasure empties "
+                    "a memory from its first record on, so only a memory exported as it was "
+                    "can be imported; nothing was written"
+                )
+                raise ValueError(msg)
+            at = step
+        return at
 
     def _imported(
         self, key: str, seq: int, item: NewRecord, own_format: int

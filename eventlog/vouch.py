@@ -37,6 +37,7 @@ __all__ = [
     "NO_SEALS",
     "REMEDY",
     "Ends",
+    "erased_bound",
     "head_problem",
     "restored",
     "seal_problem",
@@ -108,19 +109,35 @@ def head_problem(
     return None
 
 
-def restored(record: Record, erased_through: int) -> str | None:
-    """Why ``record`` must not be served after its memory's erasure up to ``erased_through``
-    (content put back, from a backup: it matches the commitment, only the seal can tell)."""
-    if (
-        record.seq <= erased_through
-        and record.kind not in RECEIPT_KINDS
-        and (record.salt or record.stored_payload)
-    ):
+def restored(record: Record, erased_through: int | None) -> str | None:
+    """Why ``record`` must not be served given that its memory's seal says it was erased up to
+    ``erased_through`` (None: the memory has no seal to say, a database from before seals):
+    content back in an erased record (put back from a backup: it matches the commitment, only
+    the seal can tell), or a record emptied past it (emptied by hand: the chain hash covers
+    the commitment, not the content, so only the seal can tell that no erasure did it)."""
+    if erased_through is None or record.kind in RECEIPT_KINDS:
+        return None
+    if record.seq <= erased_through:
+        if record.salt or record.stored_payload:
+            return (
+                f"content is back in a record its erasure (up to seq {erased_through}) "
+                "emptied: put back from a backup?"
+            )
+    elif record.format != 1 and not record.salt and not record.stored_payload:
         return (
-            f"content is back in a record its erasure (up to seq {erased_through}) emptied: "
-            "put back from a backup?"
+            "its content is gone, but no erasure reached it (the memory's seal says erased "
+            f"up to seq {erased_through}): emptied by hand, not by erase()"
         )
     return None
+
+
+def erased_bound(seal: HeadSeal | None) -> int | None:
+    """The seq ``seal`` says its memory is erased through, for :func:`restored`: None when the
+    database has no seals (:data:`NO_SEALS`), 0 when the memory has none (it is then refused
+    for that)."""
+    if seal is NO_SEALS:
+        return None
+    return 0 if seal is None else seal.erased_through
 
 
 def vouch(
@@ -151,7 +168,7 @@ def vouch(
         return
     known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
     _check_range(key, [r.seq for r in ordered], first.seq, known, gt, lte, limit, desc)
-    _check_records(store, key, ordered, 0 if seal is None else seal.erased_through)
+    _check_records(store, key, ordered, erased_bound(seal))
     if store._key is not None and any(r.format != 3 for r in ordered):
         _vouch_legacy(store, key, last)
 
@@ -183,7 +200,8 @@ def vouch_rows(
         return not rows
     known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
     _check_range(key, [row[0] for row in rows], first.seq, known, gt, lte, None, False)
-    erased_through = 0 if seal is None else seal.erased_through
+    # Without seals (None), 0: the loop leaves emptied rows to the full path either way.
+    erased_through = erased_bound(seal) or 0
     return verified_run(key, rows, store._key, erased_through) == len(rows)
 
 
@@ -258,7 +276,9 @@ def _check_first(store: EventStore, key: str, first: Record) -> None:
         raise _refuse(key, first.seq, problem)
 
 
-def _check_records(store: EventStore, key: str, ordered: list[Record], erased_through: int) -> None:
+def _check_records(
+    store: EventStore, key: str, ordered: list[Record], erased_through: int | None
+) -> None:
     """Each record on its own, its link to the one before, and no content after its erasure."""
     check = store.check
     previous: Record | None = None

@@ -24,8 +24,9 @@ from eventlog.import_checks import (
     WindowCheck,
 )
 from eventlog.models import Record, format_time, parse_time
-from eventlog.store import EventStore
+from eventlog.store import EventStore, erasure_step
 from eventlog.validation import Checked
+from eventlog.vouch import erased_bound
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ImportReport", "export_jsonl", "import_jsonl"]
 
@@ -346,6 +347,26 @@ def _check_start(
     return 0 if head is None else head.seq
 
 
+def _erased_through(store: EventStore, key: str) -> int:
+    """The seq the target's memory is erased through, as its head seal says (0: none)."""
+    return erased_bound(store._head_seal(key)) or 0
+
+
+def _check_emptied(key: str, at: int, record: Record, number: int, source: str) -> int:
+    """The seq the memory is erased through after ``record``, refusing an emptied record that
+    does not follow the erased prefix (what emptying a row by hand leaves, not an erasure)."""
+    content = bool(record.salt or record.payload or record.format == 1)
+    step = erasure_step(at, record.seq, record.kind, content=content)
+    if step is None:
+        raise _refuse(
+            source,
+            f"{key!r}#{record.seq} (line {number}) is emptied (no salt, no payload) but follows "
+            f"records that hold content: an erasure empties a memory from its first record on, "
+            "so this is not what erase() leaves; export the memory again from its ledger",
+        )
+    return step
+
+
 @dataclasses.dataclass(slots=True)
 class _Plan:
     """What the checking pass learned about one memory: where the target's head is (None:
@@ -354,6 +375,7 @@ class _Plan:
     head: int | None
     last: Record
     records: int = 0
+    erased: int = 0  # the seq the memory is erased through after ``last`` (erasure_step)
 
 
 def _validate(
@@ -375,9 +397,12 @@ def _validate(
             plan = plans[key] = _Plan(_check_start(store, key, record, source, skip_purged), record)
             if plan.head is not None:
                 gate.start(store, key, plan.head, record.seq)
+                plan.erased = _erased_through(store, key) if plan.head else 0
         else:
             _check_link(key, plan.last, record, number, source)
             plan.last = record
+        if plan.head is not None:
+            plan.erased = _check_emptied(key, plan.erased, record, number, source)
         _check_hash(store, key, record, source)
         if plan.head is not None:
             gate.window(record, number)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from eventlog import ConcurrencyError
+from eventlog import ChainIntegrityError, ConcurrencyError
 from eventlog.hashing import CONTENT_MISMATCH, GENESIS, commit, record_hash
 from eventlog.ids import StreamKey
 from eventlog.testing.chain import _delete, _forge
 from eventlog.testing.records import added, batch, texts, user_payload
+
+EMPTIED_BY_HAND = "its content is gone, but no erasure reached it"
 
 
 class FormatContract:
@@ -65,18 +67,27 @@ class FormatContract:
         backend.tamper(store, "u1", 2, "commitment", commit(bytes.fromhex(records[1].salt), forged))
         assert backend.open().verify("u1").failures == {"u1": (2, CONTENT_MISMATCH)}
 
-    def test_erased_payload_and_salt_still_verify_but_a_lone_salt_deletion_does_not(
+    def test_content_emptied_by_hand_is_refused_and_so_is_a_lone_salt_deletion(
         self, backend, store
     ):
         store.append("u1", batch("a", "secret", "c"))
-        # Check erasure (payload and salt gone, commitment kept) leaves a verifiable chain.
+        store.append("u2", batch("a", "b"))
+        # Check a record emptied by hand (payload and salt gone, commitment kept: what erase()
+        # leaves, and what anyone can do without a key) is refused: no erasure sealed it.
         backend.tamper(store, "u1", 2, "payload", "")
         backend.tamper(store, "u1", 2, "salt", "")
-        assert backend.open().verify().ok
+        reopened = backend.open()
+        (seq, reason) = reopened.verify("u1").failures["u1"]
+        assert seq == 2
+        assert reason.startswith(EMPTIED_BY_HAND)
+        with pytest.raises(ChainIntegrityError, match=EMPTIED_BY_HAND):
+            reopened.read_verified("u1")
+        with pytest.raises(ChainIntegrityError, match=EMPTIED_BY_HAND):
+            reopened.read_verified_rows("u1")
         # Check a payload kept without its salt cannot be checked, so it is reported.
-        backend.tamper(store, "u1", 3, "salt", "")
+        backend.tamper(store, "u2", 2, "salt", "")
         reason = "salt missing: the payload is kept but its salt was deleted"
-        assert backend.open().verify("u1").failures == {"u1": (3, reason)}
+        assert backend.open().verify("u2").failures == {"u2": (2, reason)}
 
     def test_check_reports_a_record_s_own_problems(self, store):
         (record,) = store.append("u1", batch("a"))
@@ -166,10 +177,56 @@ class FormatContract:
         imported = store.append(
             "u2",
             [
-                added("a")._replace(format=2, salt=copy.salt),
                 added("")._replace(payload="", salt="", commitment=original.commitment),
+                added("a")._replace(format=2, salt=copy.salt),
             ],
         )
-        assert imported[0].commitment == original.commitment
-        assert (imported[1].payload, imported[1].salt) == ("", "")
-        assert backend.open().verify().ok
+        assert imported[1].commitment == original.commitment
+        assert (imported[0].payload, imported[0].salt) == ("", "")
+        reopened = backend.open()
+        assert reopened.verify().ok
+        assert [r.seq for r in reopened.read_verified("u2")] == [1, 2]
+
+    def test_an_emptied_record_after_content_is_refused_and_nothing_is_written(self, store):
+        (original,) = store.append("u1", batch("a"))
+        emptied = added("")._replace(payload="", salt="", commitment=original.commitment)
+        # Check an import cannot leave the shape a hand edit leaves: an erasure empties a
+        # memory from its first record on, so emptied content after kept content is refused,
+        # in one batch or after records already stored.
+        for memory, items in (("u2", [added("a"), emptied]), ("u1", [emptied])):
+            with pytest.raises(ValueError, match="follows records that hold content"):
+                store.append(memory, items)
+        assert store.read("u2") == []
+        assert [r.seq for r in store.read("u1")] == [1]
+
+    def test_an_erased_memory_imported_a_record_at_a_time_verifies(self, backend, store):
+        before = store.append("u1", batch("a", "b"))
+        receipt = store.erase("u1", reason="r")
+        store.append("u1", batch("c"))
+        # Check an erased memory copied as an import writes it (a record per append, the
+        # batches split anywhere) verifies and reads: the receipt closes the emptied prefix
+        # as erase() sealed it, and the content after it is served.
+        for record in store.read("u1"):
+            item = added("")._replace(
+                kind=record.kind,
+                payload=record.payload,
+                meta=record.meta,
+                format=record.format,
+                salt=record.salt,
+                commitment=record.commitment,
+            )
+            store.append("u2", [item])
+        reopened = backend.open()
+        assert reopened.verify().ok
+        records = reopened.read_verified("u2")
+        assert [r.erased for r in records] == [True, True, False, False]
+        assert records[2].kind == receipt.record.kind
+        # Check content put back into the imported erased prefix (from a backup: it matches
+        # the commitment) is refused there too.
+        backend.tamper(store, "u2", 1, "payload", before[0].payload)
+        backend.tamper(store, "u2", 1, "salt", before[0].salt)
+        (seq, reason) = backend.open().verify("u2").failures["u2"]
+        assert (seq, reason.split(":")[0]) == (
+            1,
+            "content is back in a record its erasure (up to seq 3) emptied",
+        )

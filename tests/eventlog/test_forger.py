@@ -407,6 +407,15 @@ def _restore_erased(db: Db, *, rehash: bool) -> None:
         db.run("UPDATE {heads} SET erased_through = 0, erased_mac = '' WHERE stream_id = ?", "conv")
 
 
+def _empty_content(db: Db, *, rehash: bool) -> None:
+    # What erase() leaves (payload and salt gone, commitment kept) needs no key to leave: the
+    # chain hash covers the commitment, so only the seal's erased_through can tell. A forger
+    # who rehashes also claims the erasure in the seal row (whose MAC needs the key).
+    db.run("UPDATE {events} SET payload = '', salt = '' WHERE stream_id = ? AND seq <= 5", "conv")
+    if rehash:
+        db.run("UPDATE {heads} SET erased_through = 5 WHERE stream_id = ?", "conv")
+
+
 def _change_metadata(db: Db, *, rehash: bool) -> None:
     db.run("UPDATE {events} SET kind = 'messages_set' WHERE stream_id = ? AND seq = 5", "conv")
     db.run(
@@ -431,6 +440,7 @@ EDITS = {
     "forged record inserted": (_insert_forged, 3),
     "record copied from another memory": (_copy_from_other, 5),
     "erased content restored": (_restore_erased, 3),
+    "content emptied by hand": (_empty_content, 5),
     "metadata changed": (_change_metadata, 5),
 }
 

@@ -85,6 +85,23 @@ def test_an_acknowledged_record_is_left_out_and_the_session_works_again(backend,
     assert store.quarantine("conv", 5, reason="again") == ack
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_a_record_emptied_by_hand_can_be_acknowledged(backend, keyed) -> None:
+    db = _damaged(backend, keyed=keyed, seqs=())
+    db.run("UPDATE {events} SET payload = '', salt = '' WHERE stream_id = ? AND seq = 4", "conv")
+    store = backend.open(key=KEY if keyed else None)
+    # Check the emptied record (what erase() leaves, without an erasure) is refused, counts as
+    # damage, and once acknowledged the session serves every other item.
+    with pytest.raises(ChainIntegrityError, match="no erasure reached it") as caught:
+        _items(store)
+    assert caught.value.seq == 4
+    ack = decode_event(store.quarantine("conv", 4, reason="emptied by hand, ticket 7"))
+    assert isinstance(ack, RecordQuarantined)
+    assert ack.found.startswith("its content is gone, but no erasure reached it")
+    assert _items(store) == ITEMS[:3] + ITEMS[4:]
+    assert store.verify("conv").failures["conv"][0] == 4
+
+
 def test_only_a_damaged_record_can_be_acknowledged_and_only_it_is_left_out(backend) -> None:
     _damaged(backend, keyed=False, seqs=(3, 5))
     store = backend.open()
