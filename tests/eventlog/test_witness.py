@@ -16,6 +16,7 @@ from eventlog.merkle import MerkleTree
 from eventlog.testing.records import batch
 from eventlog.witness import FileWitness, TreeState
 from tests.conftest import PG_DSN
+from tests.eventlog.test_forger import Db
 
 pytestmark = pytest.mark.skip_backend("memory")  # nothing of a memory store survives it
 
@@ -421,3 +422,34 @@ def test_a_postgres_witness_that_is_unreachable_or_edited_is_refused(backend, pg
         conn.execute(sql.SQL("UPDATE {} SET state = '{{}}'").format(sql.Identifier(schema, table)))
     with pytest.raises(PersistenceError, match="delete its row to start a new witness"):
         backend.open(witness=witness)
+
+
+def test_one_memory_put_back_from_a_backup_needs_the_tree_check_or_a_digest(backend, tmp_path):
+    key = b"the application's chain key, 32b"
+    path = tmp_path / "w"
+    store = backend.open(key=key, witness=path)
+    store.append("x", batch("1", "2", "3"))
+    store.append("y", batch("a"))
+    store.close()
+    db = Db(backend)
+    old_seal = db.run("SELECT * FROM {heads} WHERE stream_id = ?", "x")
+    store = backend.open(key=key, witness=path)
+    store.append("x", batch("4", "5"))
+    store.append("y", batch("b"))
+    digest = store.digest()
+    store.close()
+    # One memory's newest records deleted and its older seal row put back from a backup: every
+    # record and seal left is genuine and keyed, so neither the read path nor verify() can
+    # tell (the README says so), and the default anchor check reads only the last record ...
+    db.run("DELETE FROM {events} WHERE stream_id = ? AND seq > 3", "x")
+    db.run("DELETE FROM {heads} WHERE stream_id = ?", "x")
+    db.run("INSERT INTO {heads} VALUES (?, ?, ?, ?, ?)", *old_seal[0])
+    rolled = backend.open(key=key, witness=path)
+    assert [r.seq for r in rolled.read_verified("x")] == [1, 2, 3]
+    assert rolled.verify().ok
+    # ... while a digest taken before the rollback, and the witness's tree check, refuse it.
+    assert not rolled.verify(digest=digest).ok
+    rolled.close()
+    with pytest.raises(RollbackError) as caught:
+        backend.open(key=key, witness=FileWitness(path, check="tree"))
+    assert caught.value.behind is True
