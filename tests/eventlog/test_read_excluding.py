@@ -58,6 +58,10 @@ def test_a_missing_seq_is_refused_unless_it_is_excluded(backend) -> None:
     assert _refused(store, {5})[0] == 4
     assert _seqs(store, {4, 5}) == [1, 2, 3, 6, 7, 8]
     assert _seqs(store, {4, 5}, desc=True) == [8, 7, 6, 3, 2, 1]
+    # Check a gap just before the newest record read is seen too.
+    _delete(db, 7)
+    assert _refused(store, {4, 5})[0] == 7
+    assert _seqs(store, {4, 5, 7}) == [1, 2, 3, 6, 8]
 
 
 def test_links_are_checked_between_neighbours_but_not_across_an_excluded_record(backend) -> None:
@@ -85,6 +89,7 @@ def test_the_first_record_may_be_excluded_but_nothing_before_it_may_be_missing(b
     seq, reason = _refused(store, {1})
     assert seq == 1
     assert "records before seq 3 are missing" in reason
+    assert _refused(store, {2})[0] == 1  # nor does excluding only seq 2
     assert _seqs(store, {1, 2}) == [3, 4, 5, 6, 7, 8]
 
 
