@@ -30,6 +30,7 @@ from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from eventlog import postgres_sql as pgsql
+from eventlog.erasure import RECEIPT_KINDS, brings_erasure, erased_after, erasure_record, tombstone
 from eventlog.errors import (
     ConcurrencyError,
     OutcomeUnknownError,
@@ -54,7 +55,7 @@ from eventlog.models import (
 from eventlog.postgres_open import PostgresLedgerTx as _Tx
 from eventlog.postgres_sql import MIGRATIONS
 from eventlog.postgres_waits import waited_on
-from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx, brings_erasure
+from eventlog.store import EventStore, LedgerTx
 from eventlog.validation import check_at, check_range, check_tail
 
 if TYPE_CHECKING:
@@ -780,7 +781,7 @@ class PostgresEventStore(EventStore):
             if name is not None:
                 conn.execute(self._q["put_name"], name)
             erased = self._erased.get(key, 0)
-            after = self._erased_after(key, rows, erased)
+            after = erased_after(key, rows, erased)
             sent.append((rows, conn.info.backend_pid))  # from here, it may land
             cursor = conn.execute(*self._insert_query(rows, erased_through=after))
             if after != erased:
@@ -869,7 +870,7 @@ class PostgresEventStore(EventStore):
             conn.execute(self._q["tree_drop"])
             conn.execute(self._q["tree_bump"])  # a tree read before this must not be saved
             now = self._now()
-            tomb = self._tombstone(head, count, reason, now)
+            tomb = tombstone(head, count, reason, now)
             rows = self._build(key, head, [tomb], now)
             ((_, position),) = conn.execute(*self._insert_query(rows, after_purge=True)).fetchall()
         record = Record(position, *rows[0])
@@ -898,7 +899,7 @@ class PostgresEventStore(EventStore):
                     conn.execute(self._q["drop_name"], (key,))
                 pending = conn.execute(self._q["to_erase"], (key, kinds)).fetchall()
                 now = self._now()
-                built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+                built = erasure_record(key, [(r[0], r[1]) for r in pending], reason, now)
                 if built is None:
                     continue
                 item, event = built

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlite_utils
 
+from eventlog.erasure import RECEIPT_KINDS, brings_erasure, erased_after, erasure_record, tombstone
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -30,7 +31,7 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
-from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx, brings_erasure
+from eventlog.store import EventStore, LedgerTx
 from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
 
@@ -774,7 +775,7 @@ class SQLiteEventStore(EventStore):
         """The head seal for ``rows``, and the memory's new erased_through when an import
         moves it (None when it stays, the hot path: no second statement)."""
         erased = self._erased.get(key, 0)
-        after = self._erased_after(key, rows, erased) if brings_erasure(items) else erased
+        after = erased_after(key, rows, erased) if brings_erasure(items) else erased
         return self._seal_of(key, rows[-1][1], rows[-1][8], after), (
             None if after == erased else after
         )
@@ -795,7 +796,7 @@ class SQLiteEventStore(EventStore):
                 "SELECT count(*) FROM events WHERE stream_id = ?", (key,)
             ).fetchone()
             now = self._now()
-            tomb = self._tombstone(head, count, reason, now)
+            tomb = tombstone(head, count, reason, now)
             (row,) = self._build(key, head, [tomb], now)
             # Tombstone first, then delete: see the note on the position column.
             mac = self._seal_of(key, row[1], row[8], self._erased.get(key, 0))
@@ -832,7 +833,7 @@ class SQLiteEventStore(EventStore):
                     conn.execute(_DROP_NAME, (key,))
                 pending = conn.execute(_TO_ERASE, (key, *RECEIPT_KINDS)).fetchall()
                 now = self._now()
-                built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+                built = erasure_record(key, [(r[0], r[1]) for r in pending], reason, now)
                 if built is None:
                     continue
                 item, event = built

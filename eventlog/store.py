@@ -1,10 +1,10 @@
 """The ledger over a recorder: hash chains, commitments, head seals, the chain key, the
 keyring, erasable ids, verification and digests, written once for every backend. The backend
-contract itself is :class:`eventlog.recorder.Recorder`."""
+contract itself is :class:`eventlog.recorder.Recorder`. Erasure is in :mod:`eventlog.erasure`,
+which the ledger's ``erase`` methods delegate to."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import typing
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -13,8 +13,9 @@ from hashlib import sha256
 from types import TracebackType
 from typing import Any, Self, overload
 
-from eventlog import clock, validation
+from eventlog import clock, erasure, validation
 from eventlog.aio import off_loop
+from eventlog.erasure import RECEIPT_KINDS
 from eventlog.errors import ChainKeyError, ConcurrencyError, ReadOnlyError
 from eventlog.hashing import (
     FORMATS,
@@ -56,8 +57,6 @@ from eventlog.ledger import digest as _digest
 from eventlog.ledger import prove as _prove
 from eventlog.models import (
     ErasureReceipt,
-    MemoryErased,
-    MemoryPurged,
     NewRecord,
     Record,
     RecordQuarantined,
@@ -77,12 +76,11 @@ if typing.TYPE_CHECKING:
     from eventlog.note import Signer, Verifier
     from eventlog.witness import Witness
 
+# RECEIPT_KINDS is re-exported: it was defined here, and projections import it from here.
 __all__ = ["HEADS_SEALED", "KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore", "LedgerTx"]
 
 _VERIFY_PAGE = 5_000
 _OPEN = "open"
-RECEIPT_KINDS = ("memory_erased", "memory_purged")
-"""Kinds :meth:`EventStore.erase` leaves alone: receipts hold no message."""
 MIN_KEY_BYTES = 16
 """The shortest chain key accepted (HMAC-SHA256 keys shorter than this are guessable)."""
 HEADS_SEALED = "heads"
@@ -100,35 +98,6 @@ def _aad(key: str, seq: int, kind: str) -> bytes:
 def _or_key(memory_id: MemoryId | None, key: str) -> MemoryId:
     """``memory_id``, or when its id is gone (erased, or sealed beyond reach) the stream key."""
     return StreamKey(key) if memory_id is None else memory_id
-
-
-def _check_reason(operation: str, reason: object) -> None:
-    """A receipt without a reason is no receipt: an auditor must learn why content went."""
-    if not isinstance(reason, str) or not reason.strip():
-        msg = (
-            f"{operation}: reason must be a non-empty string (why the content goes), got {reason!r}"
-        )
-        raise ValueError(msg)
-
-
-def erasure_step(at: int, seq: int, kind: str, *, content: bool) -> int | None:
-    """The seq a memory is erased through after its record ``seq`` (of ``kind``, holding
-    ``content`` or emptied: no salt, no payload), ``at`` before it; None when an emptied record
-    does not follow the erased prefix. An erasure empties a memory from its first record on and
-    seals it through its receipt (:meth:`EventStore.erase`): an emptied record may only follow
-    that prefix directly, and a receipt right after it joins it. The one rule of imports,
-    shared by appends (:meth:`EventStore._erased_after`) and the import gate."""
-    if kind in RECEIPT_KINDS:
-        return seq if seq == at + 1 else at
-    if content:
-        return at
-    return seq if seq == at + 1 else None
-
-
-def brings_erasure(items: Sequence[NewRecord]) -> bool:
-    """Whether appending ``items`` may move its memory's erased_through: an import of emptied
-    records or of receipts (see :meth:`EventStore._erased_after`); never a plain append."""
-    return any(item.salt == "" or item.kind in RECEIPT_KINDS for item in items)
 
 
 def _item_problem(key: str, item: NewRecord) -> str | None:
@@ -243,31 +212,7 @@ class EventStore(Recorder):
             PersistenceError: The database failed; nothing was erased.
             StoreClosedError: The store is closed.
         """
-        key = self._stream_key(memory_id, "erase")
-        _check_reason("erase", reason)
-        self._writable("erase", type(self).__name__)
-        receipts = self._erase([key], reason, expected_seq)
-        self._name_rows_made.pop(key, None)  # the backend deleted the row with the content
-        pending = not self._clean_files("erase")
-        if self._keyring is not None:
-            # Last: while the key exists a crash leaves nothing unreadable that is not erased.
-            # The memory's own key goes (content sealed before memories had their own keys
-            # shares its subject's key with the subject's other memories: erase_subject
-            # destroys that); a plain id is its own subject, so its subject key goes too.
-            known = self._names is not None and self._names.clear_key(key) is not None
-            subject = self._subject(key) if known else subject_of(memory_id)
-            self._keyring.destroy_memory(subject, key)
-            if not isinstance(memory_id, tuple):
-                self._keyring.destroy(subject)
-        if not receipts:
-            msg = (
-                f"erase of {key}: nothing to erase (no records, or their content was erased "
-                "already and nothing was added since)"
-            )
-            raise ValueError(msg)
-        clear = None if self._names is None else self._names.clear_key(key)
-        named = receipts[0].memory_id if clear is None else memory_id_from_key(clear)
-        return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
+        return erasure.erase(self, memory_id, reason=reason, expected_seq=expected_seq)
 
     def erase_subject(
         self, prefix: tuple[object, ...], *, reason: str, batch: int = 500
@@ -292,40 +237,7 @@ class EventStore(Recorder):
                 memory holds format 1 records (memories of earlier batches stay erased).
             TypeError: ``prefix`` is not a tuple.
         """
-        if not isinstance(prefix, tuple):
-            msg = f"erase_subject: prefix must be a tuple, not {type(prefix).__name__}"
-            raise TypeError(msg)
-        if not prefix:
-            msg = "erase_subject: the prefix is empty and would erase every memory; name a subject"
-            raise ValueError(msg)
-        _check_reason("erase_subject", reason)
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            msg = f"erase_subject: batch must be an int >= 1, got {batch!r}"
-            raise ValueError(msg)
-        self._writable("erase", type(self).__name__)
-        keys = []
-        named = self._named(row[0] for row in self._stream_rows())
-        for key, mid in sorted(named.items()):
-            if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
-                keys.append(key)
-        receipts: list[ErasureReceipt] = []
-        for start in range(0, len(keys), batch):
-            receipts.extend(self._erase(keys[start : start + batch], reason, None))
-        for key in keys:
-            self._name_rows_made.pop(key, None)  # the backend deleted the rows
-        # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup
-        # and destroys the key if a crash came between the rows and the key.
-        pending = not self._clean_files("erase")
-        if self._keyring is not None and len(prefix) == 1:
-            # Last: while the key exists a crash leaves nothing unreadable that is not erased.
-            # The subject (keyring.subject_of) of every id under a one-element prefix.
-            self._keyring.destroy(memory_key(prefix))
-        return [
-            dataclasses.replace(
-                r, memory_id=named[r.record.stream_id] or r.memory_id, cleanup_pending=pending
-            )
-            for r in receipts
-        ]
+        return erasure.erase_subject(self, prefix, reason=reason, batch=batch)
 
     # ---------------------------------------------------------------- encryption at rest
 
@@ -1057,31 +969,6 @@ class EventStore(Recorder):
             prev, floor = digest, when
         return rows
 
-    @staticmethod
-    def _erased_after(key: str, rows: Sequence[tuple[Any, ...]], erased_through: int) -> int:
-        """The seq the memory is erased through once ``rows`` (from :meth:`_build`) are stored,
-        ``erased_through`` before them (see :func:`erasure_step`): an import may bring records
-        an erasure emptied, and the head seal must then say so - reads and :meth:`verify`
-        refuse an emptied record past it, since emptying a row by hand needs no key.
-
-        Raises:
-            ValueError: An emptied record follows one that holds content; nothing is written.
-        """
-        at = erased_through
-        for row in rows:
-            seq, kind, payload, salt, fmt = row[1], row[3], row[5], row[9], row[11]
-            step = erasure_step(at, seq, kind, content=bool(salt or payload or fmt == 1))
-            if step is None:
-                msg = (
-                    f"append to {key} at seq {seq}: an emptied record (no salt, no payload) "
-                    f"follows records that hold content (after seq {at}); an erasure empties "
-                    "a memory from its first record on, so only a memory exported as it was "
-                    "can be imported; nothing was written"
-                )
-                raise ValueError(msg)
-            at = step
-        return at
-
     def _imported(
         self, key: str, seq: int, item: NewRecord, own_format: int
     ) -> tuple[int, str, str]:
@@ -1306,52 +1193,6 @@ class EventStore(Recorder):
             return None
         seq = 0 if head is None else head.seq
         return ConcurrencyError(key, seq, seq, expected_hash=expected_hash, actual_hash=actual)
-
-    @staticmethod
-    def _erasure(
-        key: str, pending: Sequence[tuple[int, int]], reason: str, now: datetime
-    ) -> tuple[NewRecord, MemoryErased] | None:
-        """The receipt for erasing ``pending`` ``(seq, format)`` records (those with content,
-        receipts excluded), or None when there are none.
-
-        Raises:
-            ValueError: A pending record is format 1 (its hash covers the payload).
-        """
-        from eventlog.serialization import encode_event
-
-        if not pending:
-            return None
-        legacy = [seq for seq, fmt in pending if fmt == 1]
-        if legacy:
-            shown = ", ".join(map(str, legacy[:5])) + (", ..." if len(legacy) > 5 else "")
-            msg = (
-                f"erase of {key}: {len(legacy)} record(s) (seq {shown}) are format 1, whose "
-                "hash covers the payload itself, so erasing them would break the chain; nothing "
-                "was erased - use purge() to delete this memory's records with a tombstone"
-            )
-            raise ValueError(msg)
-        seqs = [seq for seq, _ in pending]
-        event = MemoryErased(
-            first_seq=min(seqs),
-            last_seq=max(seqs),
-            record_count=len(seqs),
-            erased_at=now,
-            reason=reason,
-        )
-        return encode_event(event), event
-
-    @staticmethod
-    def _tombstone(head: StreamHead, count: int, reason: str, now: datetime) -> NewRecord:
-        from eventlog.serialization import encode_event
-
-        event = MemoryPurged(
-            last_seq=head.seq,
-            last_hash=head.hash,
-            event_count=count,
-            purged_at=now,
-            reason=reason,
-        )
-        return encode_event(event)
 
     # ---------------------------------------------------------------- checkpoints
     # Thin delegations to eventlog.consistency and eventlog.checkpoint, kept last in the class.
