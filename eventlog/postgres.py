@@ -40,6 +40,7 @@ from eventlog.errors import (
 )
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key
+from eventlog.keycheck import settle_keys
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -382,7 +383,7 @@ class PostgresEventStore(EventStore):
             raise SchemaVersionError(what, newest, len(MIGRATIONS) - 1)
 
     def _load_key_check(self, witness: str | os.PathLike[str] | Witness | None) -> None:
-        """Settle the chain key and head seals (see ``EventStore._settle_keys``), then check
+        """Settle the chain key and head seals (see ``eventlog.keycheck.settle_keys``), then check
         the witness (see ``EventStore._attach_witness``)."""
         where = f"schema {self._schema!r} at {self._where}"
 
@@ -395,7 +396,7 @@ class PostgresEventStore(EventStore):
             with self._write("open", whole_log=True) as conn:
                 return fn(_Tx(conn, self._q))
 
-        self._settle_keys(where, read, write)
+        settle_keys(self, where, read, write)
         self._settle_ids(where, read, write)
         self._attach_witness(witness, where)
 

@@ -35,7 +35,7 @@ __all__ = ["LedgerTx", "Recorder"]
 
 class LedgerTx(Protocol):
     """What the ledger asks of a backend inside one transaction to settle its chain key and
-    head seals at open (see :meth:`EventStore._settle_keys`)."""
+    head seals at open (see :func:`eventlog.keycheck.settle_keys`)."""
 
     def sealable(self) -> bool:
         """Whether the database has head seals (False: a schema from before them, opened

@@ -19,6 +19,7 @@ from eventlog.erasure import RECEIPT_KINDS, brings_erasure, erased_after, erasur
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key
+from eventlog.keycheck import settle_keys
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -104,7 +105,7 @@ def m003_head_seals(db: sqlite_utils.Database) -> None:
     statement as its INSERT: the row carries the seal in ``head_mac`` and a trigger moves it
     into ``heads`` and blanks it, so no record keeps a seal an attacker could put back after
     deleting the records after it. Existing memories get blank seals, which the next writable
-    open fills in (``EventStore._settle_keys``)."""
+    open fills in (``eventlog.keycheck.settle_keys``)."""
     have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
     if "head_mac" not in have:
         db.execute("ALTER TABLE events ADD COLUMN head_mac TEXT NOT NULL DEFAULT ''")
@@ -527,7 +528,7 @@ class SQLiteEventStore(EventStore):
             raise
 
     def _load_key_check(self) -> None:
-        """Settle the chain key and head seals (see ``EventStore._settle_keys``)."""
+        """Settle the chain key and head seals (see ``eventlog.keycheck.settle_keys``)."""
 
         def read(fn: Callable[[LedgerTx], bool]) -> bool:
             return self._read("open", lambda conn: fn(_Tx(conn)))
@@ -535,7 +536,7 @@ class SQLiteEventStore(EventStore):
         def write(fn: Callable[[LedgerTx], bool]) -> bool:
             return self._write("open", lambda conn: fn(_Tx(conn)))
 
-        self._settle_keys(self._where, read, write)
+        settle_keys(self, self._where, read, write)
         self._settle_ids(self._where, read, write)
 
     @property

@@ -1,7 +1,7 @@
 """The ledger over a recorder: hash chains, commitments, head seals, the chain key, the
 keyring, erasable ids, verification and digests, written once for every backend. The backend
 contract itself is :class:`eventlog.recorder.Recorder`. Erasure is in :mod:`eventlog.erasure`,
-which the ledger's ``erase`` methods delegate to."""
+and settling the chain key and head seals at open in :mod:`eventlog.keycheck`."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from eventlog.ids import (
     memory_id_from_key,
     memory_key,
 )
-from eventlog.keycheck import KEY_CHECK, legacy_seal, parse, v2_value
+from eventlog.keycheck import HEADS_SEALED, KEY_CHECK, MIN_KEY_BYTES, legacy_seal, valid_key
 from eventlog.keyring import (
     Keyring,
     KeyUnavailableError,
@@ -76,16 +76,11 @@ if typing.TYPE_CHECKING:
     from eventlog.note import Signer, Verifier
     from eventlog.witness import Witness
 
-# RECEIPT_KINDS is re-exported: it was defined here, and projections import it from here.
+# The constants are re-exported: they were defined here, and projections import
+# RECEIPT_KINDS from here.
 __all__ = ["HEADS_SEALED", "KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore", "LedgerTx"]
 
 _VERIFY_PAGE = 5_000
-_OPEN = "open"
-MIN_KEY_BYTES = 16
-"""The shortest chain key accepted (HMAC-SHA256 keys shorter than this are guessable)."""
-HEADS_SEALED = "heads"
-"""Setting saying every memory's head has been sealed once (value ``sealed``): from then on a
-missing or blank seal is an edit, never something to seal afresh."""
 _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
 _BELOW_EVERY_SEQ = -(1 << 63)  # the smallest 64-bit integer: "seq > it" bounds nothing
 
@@ -158,7 +153,7 @@ class EventStore(Recorder):
     to append and reports keyed records as unverifiable.
     """
 
-    # Set by backends in __init__ (see _settle_keys); class defaults mean "unkeyed, writable".
+    # Set at open (eventlog.keycheck.settle_keys); class defaults mean "unkeyed, writable".
     _key: bytes | None = None
     _keyed_since = 0  # records at positions after this must be format 3 (keyed stores)
     _keyed_db = False  # the database has a key check: appends need the key
@@ -166,6 +161,7 @@ class EventStore(Recorder):
     _read_only = False  # opened with read_only=True: nothing is ever written
     _adopt_key = False  # adopt_key=True: key an unkeyed ledger that holds records
     _seals_required = False  # every head has been sealed: a missing seal is an edit
+    _adopting = False  # settle_keys' read pass found records a key is about to vouch for
 
     # ---------------------------------------------------------------- writing
 
@@ -255,7 +251,7 @@ class EventStore(Recorder):
         """Backends call this first in ``__init__`` with their ``key=``, ``keyring=``,
         ``read_only=``, ``adopt_key=`` and ``erasable_ids=`` arguments (validated here, once
         for all)."""
-        self._key = self._valid_key(key)
+        self._key = valid_key(key)
         self._use_keyring(keyring)
         self._read_only = bool(read_only)
         self._adopt_key = bool(adopt_key)
@@ -346,7 +342,8 @@ class EventStore(Recorder):
         write: Callable[[Callable[[LedgerTx], bool]], bool],
     ) -> None:
         """Install the ledger's id key (erasable ids), or choose one for a new ledger created
-        with ``erasable_ids=True``. Backends call it after :meth:`_settle_keys`."""
+        with ``erasable_ids=True``. Backends call it after
+        :func:`~eventlog.keycheck.settle_keys`."""
         settings: dict[str, str | None] = {}
 
         def look(tx: LedgerTx) -> bool:
@@ -1011,161 +1008,8 @@ class EventStore(Recorder):
         return fmt, salt, item.commitment if item.commitment is not None else commitment
 
     # ---------------------------------------------------------------- keys
-
-    @staticmethod
-    def _valid_key(key: bytes | None) -> bytes | None:
-        """Validate a ``key=`` argument (backends call this first in __init__)."""
-        if key is None:
-            return None
-        if not isinstance(key, bytes):
-            msg = f"key must be bytes, not {type(key).__name__}; e.g. key=os.urandom(32)"
-            raise TypeError(msg)
-        if len(key) < MIN_KEY_BYTES:
-            msg = (
-                f"key is {len(key)} bytes, shorter than {MIN_KEY_BYTES}; use a random key of "
-                "32 bytes (os.urandom(32)) kept outside the database"
-            )
-            raise ValueError(msg)
-        return key
-
-    def _settle_keys(
-        self,
-        where: str,
-        read: Callable[[Callable[[LedgerTx], bool]], bool],
-        write: Callable[[Callable[[LedgerTx], bool]], bool],
-    ) -> None:
-        """Reconcile the store's key with the database's key check, and seal heads a migration
-        left blank. Backends call it at the end of ``__init__`` with two runners: ``read(fn)``
-        runs ``fn`` in a read, ``write(fn)`` in a write transaction that keeps appends out.
-
-        Decided in a read first, so an open that has nothing to write (almost all) writes
-        nothing; a ``read_only`` store never writes at all.
-
-        Raises:
-            ChainKeyError: A wrong key, a deleted or altered key check, a key given for an
-                unkeyed ledger holding records without ``adopt_key=True``, a key given to a
-                read-only open of an unkeyed ledger, or an adoption of a ledger that does not
-                verify.
-        """
-        self._adopting = False
-        if not read(lambda tx: self._reconcile_keys(tx, where, write=False)):
-            return
-        if self._read_only:
-            return
-        if self._adopting:
-            self._verify_before_adoption(where)
-        write(lambda tx: self._reconcile_keys(tx, where, write=True))
-
-    def _reconcile_keys(self, tx: LedgerTx, where: str, *, write: bool) -> bool:
-        """One pass of :meth:`_settle_keys`; returns whether there is something to write."""
-        stored = tx.setting(KEY_CHECK)
-        key = self._key
-        sealed = tx.setting(HEADS_SEALED) is not None
-        if stored is None:
-            self._keyed_db = False
-            if key is None:
-                self._seals_required = sealed
-                if sealed or not tx.sealable():
-                    return False
-                if write:
-                    self._seal_heads(tx, None, pending=True)
-                return True
-            return self._first_key(tx, key, where, write=write)
-        check = parse(stored)
-        self._keyed_db = True
-        # A version 2 check is written together with the seals: from then on they cannot be
-        # missing, even if a forger deletes the setting that says so.
-        self._seals_required = sealed or (check is not None and check.version == 2)
-        if check is not None:
-            self._keyed_since = check.keyed_since
-        if key is None:
-            return False  # reads only; keyed records report as not verifiable without it
-        if check is None or not check.matches(key):
-            detail = (
-                f"the key does not match the key check stored in {where} (a wrong key, or an "
-                "altered check value); open it with the key it was created with"
-            )
-            raise ChainKeyError(_OPEN, detail)
-        if check.version == 2:
-            assert check.legacy_count is not None  # noqa: S101 - version 2 has both
-            assert check.legacy_root is not None  # noqa: S101
-            self._legacy = (check.legacy_count, check.legacy_root)
-            return False
-        # Version 1 (an earlier chatledger): seal the unkeyed records below its boundary now.
-        # Whatever a forger did to them before this open cannot be undone here; from now on
-        # any change to them fails verify().
-        if not write:
-            return True
-        count, root = legacy_seal(tx.legacy_hashes(check.keyed_since))
-        tx.put_setting(KEY_CHECK, v2_value(key, check.keyed_since, count, root))
-        if not sealed:
-            self._seal_heads(tx, key, pending=True)
-            tx.put_setting(HEADS_SEALED, "sealed")
-        self._legacy = (count, root)
-        return False
-
-    def _first_key(self, tx: LedgerTx, key: bytes, where: str, *, write: bool) -> bool:
-        """A key for a database without a key check: key it, if that is safe and asked."""
-        any_records, keyed_records, last = tx.facts()
-        if keyed_records:
-            detail = (
-                f"{where} holds keyed records but no key check value (it was deleted); "
-                "restore the settings table from a backup"
-            )
-            raise ChainKeyError(_OPEN, detail)
-        remedy = (
-            f"if you trust its records as they are now, adopt the key: "
-            f"adopt_key=True (Python) or `chatledger key adopt --db {where} --key-file FILE`; "
-            "otherwise open it without a key"
-        )
-        if self._read_only:
-            detail = f"{where} is not keyed, and a read never writes a key check; {remedy}"
-            raise ChainKeyError(_OPEN, detail)
-        if any_records and not self._adopt_key:
-            detail = (
-                f"{where} holds unkeyed records and no key check: a key is never adopted "
-                f"silently, since its records stay forgeable by anyone until sealed; {remedy}"
-            )
-            raise ChainKeyError(_OPEN, detail)
-        if not write:
-            self._adopting = any_records
-            return True
-        count, root = legacy_seal(tx.legacy_hashes(None))
-        tx.put_setting(KEY_CHECK, v2_value(key, last, count, root))
-        # Every head, sealed or not, is sealed again under the key: an unkeyed seal is a plain
-        # SHA-256 anyone can recompute.
-        self._seal_heads(tx, key, pending=False)
-        tx.put_setting(HEADS_SEALED, "sealed")
-        self._keyed_db, self._seals_required = True, True
-        self._keyed_since, self._legacy = last, (count, root)
-        return False
-
-    def _seal_heads(self, tx: LedgerTx, key: bytes | None, *, pending: bool) -> None:
-        tx.put_seals(
-            [
-                (head_mac(key, stream, seq, head_hash, erased), stream)
-                for stream, seq, head_hash, erased in tx.seals(pending=pending)
-            ]
-        )
-        if key is None:
-            tx.put_setting(HEADS_SEALED, "sealed")
-            self._seals_required = True
-
-    def _verify_before_adoption(self, where: str) -> None:
-        """A key adopted vouches for the records there: refuse to vouch for a broken chain."""
-        key, self._key = self._key, None  # checked as the unkeyed chains they are
-        try:
-            report = self._verify_streams(None)
-        finally:
-            self._key = key
-        if not report.ok:
-            stream, (seq, reason) = next(iter(report.failures.items()))
-            detail = (
-                f"{where} does not verify ({stream} seq {seq}: {reason}), and adopting a key would "
-                "seal it as it is; repair or restore it first"
-            )
-            operation = "adopt key"
-            raise ChainKeyError(operation, detail)
+    # Settling the key and the seals at open is eventlog.keycheck.settle_keys; the seal of
+    # each append stays here, beside _build, as part of the append path of every backend.
 
     def _seal_of(self, key: str, seq: int, head_hash: str, erased_through: int) -> str:
         """The head seal backends store with each append (see :func:`head_mac`).
