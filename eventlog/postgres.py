@@ -53,6 +53,7 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
+from eventlog.names import settle_ids
 from eventlog.postgres_open import PostgresLedgerTx as _Tx
 from eventlog.postgres_sql import MIGRATIONS
 from eventlog.postgres_waits import waited_on
@@ -397,7 +398,7 @@ class PostgresEventStore(EventStore):
                 return fn(_Tx(conn, self._q))
 
         settle_keys(self, where, read, write)
-        self._settle_ids(where, read, write)
+        settle_ids(self, where, read, write)
         self._attach_witness(witness, where)
 
     # ------------------------------------------------------------ error choke point

@@ -32,6 +32,7 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
+from eventlog.names import settle_ids
 from eventlog.store import EventStore, LedgerTx
 from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
@@ -537,7 +538,7 @@ class SQLiteEventStore(EventStore):
             return self._write("open", lambda conn: fn(_Tx(conn)))
 
         settle_keys(self, self._where, read, write)
-        self._settle_ids(self._where, read, write)
+        settle_ids(self, self._where, read, write)
 
     @property
     def db(self) -> sqlite_utils.Database:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import typing
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from hashlib import sha256
 from types import TracebackType
@@ -65,7 +65,7 @@ from eventlog.models import (
     VerifyReport,
     format_time,
 )
-from eventlog.names import IDS_KEY_SETTING, IDS_SETTING, IdKeyring, is_pseudonym, new_mode
+from eventlog.names import IdKeyring, is_pseudonym
 from eventlog.recorder import LedgerTx, Recorder
 
 if typing.TYPE_CHECKING:
@@ -334,59 +334,6 @@ class EventStore(Recorder):
             else:
                 out[key] = memory_id_from_key(key)
         return out
-
-    def _settle_ids(
-        self,
-        where: str,
-        read: Callable[[Callable[[LedgerTx], bool]], bool],
-        write: Callable[[Callable[[LedgerTx], bool]], bool],
-    ) -> None:
-        """Install the ledger's id key (erasable ids), or choose one for a new ledger created
-        with ``erasable_ids=True``. Backends call it after
-        :func:`~eventlog.keycheck.settle_keys`."""
-        settings: dict[str, str | None] = {}
-
-        def look(tx: LedgerTx) -> bool:
-            settings["mode"] = tx.setting(IDS_SETTING)
-            settings["key"] = tx.setting(IDS_KEY_SETTING)
-            return settings["mode"] is None and self._want_erasable_ids
-
-        if read(look):
-            if self._read_only:
-                msg = (
-                    f"open of {where} with erasable_ids=True: the ledger has no erasable ids "
-                    "and a read-only store cannot set them up; open it writable once"
-                )
-                raise ValueError(msg)
-
-            def choose(tx: LedgerTx) -> bool:
-                if look(tx):
-                    if tx.facts()[0]:
-                        msg = (
-                            f"open of {where} with erasable_ids=True: the ledger already holds "
-                            "records whose stream keys are the ids in clear, and those keys are "
-                            "hashed into the chain; erasable ids are chosen when a ledger is "
-                            "created - start a new ledger (chatledger export + import keeps "
-                            "the history verifiable in the old one)"
-                        )
-                        raise ValueError(msg)
-                    mode, stored = new_mode(keyring=self._keyring, chain_key=self._key)
-                    tx.put_setting(IDS_SETTING, mode)
-                    if stored is not None:
-                        tx.put_setting(IDS_KEY_SETTING, stored)
-                    settings["mode"], settings["key"] = mode, stored
-                return True
-
-            write(choose)
-        mode = settings["mode"]
-        if mode is not None:
-            self._names = IdKeyring(
-                mode,
-                stored_key=settings["key"],
-                keyring=self._keyring,
-                chain_key=self._key,
-                where=where,
-            )
 
     def _use_keyring(self, keyring: object) -> None:
         """Backends call this from ``__init__`` with their ``keyring=`` argument."""
