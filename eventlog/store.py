@@ -95,49 +95,6 @@ def _or_key(memory_id: MemoryId | None, key: str) -> MemoryId:
     return StreamKey(key) if memory_id is None else memory_id
 
 
-def _item_problem(key: str, item: NewRecord) -> str | None:
-    """What makes ``item`` invalid (see :mod:`eventlog.validation`), or None. A
-    :class:`~eventlog.validation.Checked` item (typed events, checked imports) skips the
-    payload decode, which is most of the cost."""
-    if type(item) is not validation.Checked:
-        problem = validation.kind_problem(item.kind) or validation.version_problem(
-            item.schema_version
-        )
-        if problem is not None:
-            return problem
-        if not isinstance(item.payload, str) or not isinstance(item.meta, str):
-            return "has a payload or meta that is not a str"
-        if item.format is None or not is_sealed(item.payload):
-            # Only an import keeps a sealed payload as is (its gate opened and checked it);
-            # any other sealed text is refused, as its decode needs the key.
-            record = Record(
-                0,
-                key,
-                1,
-                "",
-                item.kind,
-                item.schema_version,
-                item.payload,
-                item.meta,
-                "",
-                "",
-                "x" if item.salt is None else item.salt,  # None: a fresh salt is drawn
-                "x" if item.commitment is None else item.commitment,
-                2 if item.format is None else item.format,
-            )
-            problem = validation.payload_problem(record)
-            if problem is not None:
-                return f"payload {validation.shown(item.payload)} {problem}"
-    else:
-        problem = validation.text_problem(item.payload)
-        if problem is not None:
-            return f"payload {validation.shown(item.payload)} {problem}"
-    problem = validation.meta_problem(item.meta)
-    if problem is not None:
-        return f"meta {validation.shown(item.meta)} {problem}"
-    return None
-
-
 class EventStore(Recorder):
     """An append-only log of records, one stream per memory id, hash-chained per stream.
 
@@ -821,7 +778,7 @@ class EventStore(Recorder):
                     "build records with eventlog.serialization (nothing was written)"
                 )
                 raise TypeError(msg)
-            problem = _item_problem(key, item)
+            problem = validation.item_problem(key, item)
             if problem is not None:
                 msg = (
                     f"append to {validation.shown(key)}: item {i} ({validation.shown(item.kind)}) "
