@@ -49,12 +49,15 @@ def check_reason(operation: str, reason: object) -> None:
 
 def erasure_step(at: int, seq: int, kind: str, *, content: bool) -> int | None:
     """The seq a memory is erased through after its record ``seq`` (of ``kind``, holding
-    ``content`` or emptied: no salt, no payload), ``at`` before it; None when an emptied record
-    does not follow the erased prefix. An erasure empties a memory from its first record on and
-    seals it through its receipt (:meth:`EventStore.erase`): an emptied record may only follow
-    that prefix directly, and a receipt right after it joins it. The one rule of imports,
-    shared by appends (:func:`erased_after`) and the import gate."""
+    ``content`` or emptied: no salt, no payload), ``at`` before it; None when an emptied
+    record does not follow the erased prefix, or a receipt is emptied. An erasure empties a
+    memory from its first record on, never a receipt, and seals it through its receipt
+    (:meth:`EventStore.erase`): an emptied record may only follow that prefix directly, and a
+    receipt right after it joins it. The one rule of imports, shared by appends
+    (:func:`erased_after`) and the import gate (which also wants the receipt)."""
     if kind in RECEIPT_KINDS:
+        if not content:
+            return None  # a receipt holds no message, so no erasure empties one
         return seq if seq == at + 1 else at
     if content:
         return at
@@ -84,9 +87,9 @@ def erased_after(key: str, rows: Sequence[tuple[Any, ...]], erased_through: int)
         if step is None:
             msg = (
                 f"append to {key} at seq {seq}: an emptied record (no salt, no payload) "
-                f"follows records that hold content (after seq {at}); an erasure empties "
-                "a memory from its first record on, so only a memory exported as it was "
-                "can be imported; nothing was written"
+                f"follows records that hold content (after seq {at}), or is a receipt; an "
+                "erasure empties a memory from its first record on and never its receipts, "
+                "so only a memory exported as it was can be imported; nothing was written"
             )
             raise ValueError(msg)
         at = step

@@ -179,7 +179,7 @@ class InMemoryEventStore(EventStore):
             record = Record(self._position, *row)
             self._streams[key].append(record)
             self._all.append(record)
-            self._seal(key, record)
+            self._seal(key, record, erased_through=record.seq)  # purged records: never back
             return record
 
     def _erase(

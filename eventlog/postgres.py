@@ -874,8 +874,13 @@ class PostgresEventStore(EventStore):
             now = self._now()
             tomb = tombstone(head, count, reason, now)
             rows = self._build(key, head, [tomb], now)
-            ((_, position),) = conn.execute(*self._insert_query(rows, after_purge=True)).fetchall()
+            # Sealed as erased through the tombstone: purged records put back from a backup
+            # are refused although each is genuine.
+            query = self._insert_query(rows, after_purge=True, erased_through=rows[0][1])
+            ((_, position),) = conn.execute(*query).fetchall()
+            conn.execute(self._q["seal_erasure"], (rows[0][1], key))
         record = Record(position, *rows[0])
+        self._erased[key] = record.seq
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         self._wrote(record.position)
         self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum

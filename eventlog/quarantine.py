@@ -182,7 +182,7 @@ def read_excluding(
     if store._key is not None and any(r.format != 3 for r in kept):
         from eventlog.vouch import _vouch_legacy
 
-        _vouch_legacy(store, key, last)
+        _vouch_legacy(store, key, last, kept)
     return list(reversed(kept)) if desc else kept
 
 

@@ -800,10 +800,13 @@ class SQLiteEventStore(EventStore):
             now = self._now()
             tomb = tombstone(head, count, reason, now)
             (row,) = self._build(key, head, [tomb], now)
-            # Tombstone first, then delete: see the note on the position column.
-            mac = self._seal_of(key, row[1], row[8], self._erased.get(key, 0))
+            # Tombstone first, then delete: see the note on the position column. Sealed as
+            # erased through the tombstone, so purged records put back from a backup are
+            # refused although each is genuine.
+            mac = self._seal_of(key, row[1], row[8], row[1])
             cursor = conn.execute(_INSERT, (*row, mac))
             record = Record(cursor.lastrowid or 0, *row)
+            conn.execute(_SEAL_ERASURE, (record.seq, key))
             conn.execute("DELETE FROM events WHERE stream_id = ? AND seq < ?", (key, record.seq))
             conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
             if self._tree_table:
@@ -813,6 +816,7 @@ class SQLiteEventStore(EventStore):
 
         record = self._write("purge", work)
         self._heads[key] = StreamHead(record.seq, record.hash, record.recorded_at_text)
+        self._erased[key] = record.seq
         self._ends_cache.pop(key, None)
         # secure_delete zeroed the freed pages, but the WAL still holds copies of them until
         # it is checkpointed and truncated - which readers in other connections can delay

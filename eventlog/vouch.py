@@ -23,7 +23,7 @@ does not start there) the first record - independent of the history's length.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import ChainIntegrityError
@@ -100,6 +100,9 @@ def head_problem(
     if problem is not None:
         return last.seq, problem
     if (last.seq, last.hash) != (seal.seq, seal.hash):
+        if type(last.seq) is not int:
+            # A row no store writes (a seq stored as text, say): damage, never a TypeError.
+            return seal.seq, f"its newest row holds seq {last.seq!r}, not an integer"
         if last.seq < seal.seq:
             return last.seq + 1, (
                 f"records after seq {last.seq} are missing: the sealed head is seq {seal.seq} "
@@ -113,17 +116,27 @@ def restored(record: Record, erased_through: int | None) -> str | None:
     """Why ``record`` must not be served given that its memory's seal says it was erased up to
     ``erased_through`` (None: the memory has no seal to say, a database from before seals):
     content back in an erased record (put back from a backup: it matches the commitment, only
-    the seal can tell), or a record emptied past it (emptied by hand: the chain hash covers
-    the commitment, not the content, so only the seal can tell that no erasure did it)."""
-    if erased_through is None or record.kind in RECEIPT_KINDS:
+    the seal can tell), a record emptied past it (emptied by hand: the chain hash covers the
+    commitment, not the content, so only the seal can tell that no erasure did it), or an
+    emptied receipt (never erased, so emptied by hand)."""
+    emptied = record.format != 1 and not record.salt and not record.stored_payload
+    if record.kind in RECEIPT_KINDS:
+        # A receipt holds no message, so no erasure ever empties it: emptied, it was emptied
+        # by hand (what was erased, when and why gone), whatever the seal says.
+        return (
+            "an erasure's receipt or tombstone emptied by hand (receipts are never erased)"
+            if emptied
+            else None
+        )
+    if erased_through is None:
         return None
     if record.seq <= erased_through:
         if record.salt or record.stored_payload:
             return (
-                f"content is back in a record its erasure (up to seq {erased_through}) "
-                "emptied: put back from a backup?"
+                f"content is back in a record its erasure or purge (up to seq {erased_through}) "
+                "removed: put back from a backup?"
             )
-    elif record.format != 1 and not record.salt and not record.stored_payload:
+    elif emptied:
         return (
             "its content is gone, but no erasure reached it (the memory's seal says erased "
             f"up to seq {erased_through}): emptied by hand, not by erase()"
@@ -170,7 +183,7 @@ def vouch(
     _check_range(key, [r.seq for r in ordered], first.seq, known, gt, lte, limit, desc)
     _check_records(store, key, ordered, erased_bound(seal))
     if store._key is not None and any(r.format != 3 for r in ordered):
-        _vouch_legacy(store, key, last)
+        _vouch_legacy(store, key, last, ordered)
 
 
 def vouch_rows(
@@ -294,15 +307,53 @@ def _check_records(
         previous = record
 
 
-def _vouch_legacy(store: EventStore, key: str, last: Record) -> None:
+_LEGACY_CACHE_BYTES = 64 << 20  # the walked hashes kept per store, all memories together
+_PREFIX = 8  # bytes of each walked hash kept: a forger would need a 64-bit collision
+
+
+def _vouch_legacy(store: EventStore, key: str, last: Record, served: Sequence[Record]) -> None:
     """Unkeyed records in a keyed ledger are bound only through the keyed records after them
-    (or the keyed head seal): walk the memory once to its head, then trust it at that head."""
-    cache: dict[str, str] = store.__dict__.setdefault("_legacy_vouched", {})
-    if cache.get(key) == last.hash:
+    (or the keyed head seal): walk the memory once to its head, keeping each record's hash,
+    then trust it at that head for exactly those hashes. A read of a range that stops before
+    the next link (``as_of``, one record) is not bound by its own links: an unkeyed record
+    rewritten since the walk (a forger recomputes its SHA-256) must still be refused, so each
+    unkeyed record ``served`` is compared with the hash the walk saw at its seq."""
+    cache: dict[str, tuple[str, int, bytes]] = store.__dict__.setdefault("_legacy_vouched", {})
+    walked = cache.get(key)
+    if walked is not None and walked[0] == last.hash and _as_walked(walked, served):
         return
-    failure, _ = check_stream(store._pages(key), store.check)
+    first = 0
+    hashes = bytearray()
+
+    def kept(records: Iterator[Record]) -> Iterator[Record]:
+        nonlocal first
+        for record in records:
+            if not hashes:
+                first = record.seq
+            hashes.extend(str(record.hash).encode()[:_PREFIX].ljust(_PREFIX, b"\0"))
+            yield record
+
+    failure, _ = check_stream(kept(store._pages(key)), store.check)
     if failure is not None:
         raise _refuse(key, *failure)
-    if len(cache) > 10_000:
+    fresh = (last.hash, first, bytes(hashes))
+    if not _as_walked(fresh, served):  # changed between the read and the walk: refuse, re-read
+        changed = next(r.seq for r in served if not _as_walked(fresh, [r]))
+        raise _refuse(key, changed, "an unkeyed record changed while it was read")
+    total = sum(len(entry[2]) for entry in cache.values())
+    if len(cache) > 10_000 or total + len(hashes) > _LEGACY_CACHE_BYTES:
         cache.clear()
-    cache[key] = last.hash
+    cache[key] = fresh
+
+
+def _as_walked(walked: tuple[str, int, bytes], served: Sequence[Record]) -> bool:
+    """Whether every unkeyed record of ``served`` has the hash the walk saw at its seq."""
+    _, first, hashes = walked
+    for record in served:
+        if record.format == 3:
+            continue
+        at = (record.seq - first) * _PREFIX
+        want = hashes[at : at + _PREFIX] if 0 <= at < len(hashes) else b""
+        if record.hash.encode()[:_PREFIX].ljust(_PREFIX, b"\0") != want:
+            return False
+    return True

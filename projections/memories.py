@@ -26,6 +26,7 @@ from eventlog.serialization import (
     set_record,
 )
 from eventlog.store import EventStore
+from eventlog.vouch import REMEDY
 from projections.base import ChatMemory
 from projections.meta import WindowMeta
 from projections.replay import (
@@ -215,6 +216,10 @@ class _WindowChatMemory(ChatMemory):
                 self._changed_under_us("it has no events now")
             self._settle([], 0, "")
             self._observe(None)
+        elif type(head.seq) is not int:
+            # A row no store writes (a seq stored as text by hand): damage, not a TypeError.
+            msg = f"its newest row holds seq {head.seq!r}, not an integer; {REMEDY}"
+            raise ChainIntegrityError(self._key, 0, msg)
         elif head.seq != self._seq or head.hash != self._hash:
             self._load(head.seq)
 

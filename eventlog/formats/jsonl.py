@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import IO
 
-from eventlog.erasure import erasure_step
+from eventlog.erasure import RECEIPT_KINDS, erasure_step
 from eventlog.hashing import CONTENT_MISMATCH, FORMATS, GENESIS
 from eventlog.ids import PSEUDONYM_PREFIX, SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key
 from eventlog.import_checks import (
@@ -348,24 +348,42 @@ def _check_start(
     return 0 if head is None else head.seq
 
 
-def _erased_through(store: EventStore, key: str) -> int:
-    """The seq the target's memory is erased through, as its head seal says (0: none)."""
-    return erased_bound(store._head_seal(key)) or 0
+def _erased_state(store: EventStore, key: str) -> tuple[int, bool]:
+    """The seq the target's memory is erased through, as its head seal says (0: none), and
+    whether its newest record is emptied with no receipt after it yet (a run still open)."""
+    newest = store.read(StreamKey(key), desc=True, limit=1)
+    open_run = bool(newest) and newest[0].erased and newest[0].kind not in RECEIPT_KINDS
+    return erased_bound(store._head_seal(key)) or 0, open_run
 
 
-def _check_emptied(key: str, at: int, record: Record, number: int, source: str) -> int:
-    """The seq the memory is erased through after ``record``, refusing an emptied record that
-    does not follow the erased prefix (what emptying a row by hand leaves, not an erasure)."""
+def _check_emptied(plan: _Plan, key: str, record: Record, number: int, source: str) -> None:
+    """Move ``plan``'s erased prefix past ``record``, refusing what no erasure leaves: an
+    emptied record that does not follow the erased prefix, an emptied receipt, or content
+    right after emptied records (an erasure appends its receipt after what it emptied, in the
+    same transaction, so a run of emptied records without one was emptied by hand - and
+    importing it would seal it as an erasure)."""
     content = bool(record.salt or record.payload or record.format == 1)
-    step = erasure_step(at, record.seq, record.kind, content=content)
+    step = erasure_step(plan.erased, record.seq, record.kind, content=content)
     if step is None:
         raise _refuse(
             source,
             f"{key!r}#{record.seq} (line {number}) is emptied (no salt, no payload) but follows "
-            f"records that hold content: an erasure empties a memory from its first record on, "
-            "so this is not what erase() leaves; export the memory again from its ledger",
+            "records that hold content, or is a receipt: an erasure empties a memory from its "
+            "first record on and never its receipts, so this is not what erase() leaves; "
+            "export the memory again from its ledger",
         )
-    return step
+    if content and plan.open_run and record.kind not in RECEIPT_KINDS:
+        raise _refuse(source, _unreceipted(key, record.seq - 1, number))
+    plan.open_run = not content or (plan.open_run and record.kind not in RECEIPT_KINDS)
+    plan.erased = step
+
+
+def _unreceipted(key: str, seq: int, number: int) -> str:
+    return (
+        f"{key!r}#{seq} (before line {number}) is emptied (no salt, no payload), but no "
+        "erasure's receipt follows it: erase() appends one after what it empties, so these "
+        "records were emptied by hand; export the memory again from its ledger"
+    )
 
 
 @dataclasses.dataclass(slots=True)
@@ -377,6 +395,7 @@ class _Plan:
     last: Record
     records: int = 0
     erased: int = 0  # the seq the memory is erased through after ``last`` (erasure_step)
+    open_run: bool = False  # ``last`` is emptied and no receipt has followed it yet
 
 
 def _validate(
@@ -398,16 +417,20 @@ def _validate(
             plan = plans[key] = _Plan(_check_start(store, key, record, source, skip_purged), record)
             if plan.head is not None:
                 gate.start(store, key, plan.head, record.seq)
-                plan.erased = _erased_through(store, key) if plan.head else 0
+                if plan.head:
+                    plan.erased, plan.open_run = _erased_state(store, key)
         else:
             _check_link(key, plan.last, record, number, source)
             plan.last = record
         if plan.head is not None:
-            plan.erased = _check_emptied(key, plan.erased, record, number, source)
+            _check_emptied(plan, key, record, number, source)
         _check_hash(store, key, record, source)
         if plan.head is not None:
             gate.window(record, number)
         plan.records += 1
+    for key, plan in plans.items():
+        if plan.open_run:
+            raise _refuse(source, _unreceipted(key, plan.last.seq, number + 1))
     return plans
 
 

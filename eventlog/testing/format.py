@@ -228,5 +228,5 @@ class FormatContract:
         (seq, reason) = backend.open().verify("u2").failures["u2"]
         assert (seq, reason.split(":")[0]) == (
             1,
-            "content is back in a record its erasure (up to seq 3) emptied",
+            "content is back in a record its erasure or purge (up to seq 3) removed",
         )

@@ -67,18 +67,56 @@ def test_an_emptied_record_after_content_is_refused_whole_file(tmp_path: Path) -
     assert target.streams() == []
 
 
-def test_a_continuation_starting_inside_an_erased_prefix_imports(tmp_path: Path) -> None:
+def test_a_continuation_of_an_erased_memory_imports(tmp_path: Path) -> None:
     source = SQLiteEventStore(tmp_path / "a.db")
     _say(source, "conv", "s1", "s2")
     source.erase("conv", reason="r")
     _say(source, "conv", "later")
     lines = _export(source)
     target = SQLiteEventStore(tmp_path / "b.db")
-    import_jsonl(target, lines[:2])  # the header and seq 1 (emptied) alone
-    assert [r.seq for r in target.read("conv")] == [1]
-    # Check a file that continues from the target's head (export after=1) goes on from the
-    # erased prefix the target's seal holds: seq 2 is emptied too, then the receipt, then
-    # content; the result verifies and reads as the source does.
-    import_jsonl(target, _export(source, memory_id="conv", after=1))
+    import_jsonl(target, lines[:4])  # the header, seqs 1-2 (emptied) and the receipt
+    assert [r.seq for r in target.read("conv")] == [1, 2, 3]
+    # Check a file that continues from the target's head (export after=3) imports onto the
+    # erased prefix the target's seal holds; the result verifies and reads as the source does.
+    import_jsonl(target, _export(source, memory_id="conv", after=3))
     assert target.verify().ok
     assert [r.erased for r in target.read_verified("conv")] == [True, True, False, False]
+
+
+@pytest.mark.parametrize("then", ["content", "nothing"])
+def test_emptied_records_without_their_receipt_are_refused_whole_file(tmp_path, then) -> None:
+    key = b"the application's chain key, 32b"
+    source = SQLiteEventStore(tmp_path / "a.db", key=key)
+    _say(source, "conv", "m1", "m2", *(["m3"] if then == "content" else []))
+    _say(source, "other", "o1")
+    lines = _export(source)
+    # Empty seqs 1-2 the way erase() would, without its receipt (a forger without the key can;
+    # the source ledger refuses them): importing must not turn them into a sealed erasure, with
+    # or without content after them.
+    edited = []
+    for line in lines:
+        row = json.loads(line)
+        if row.get("memory") == "conv" and row.get("seq") in (1, 2):
+            row["payload"], row["salt"] = "", ""
+        edited.append(json.dumps(row) + "\n")
+    target = SQLiteEventStore(tmp_path / "b.db", key=key)
+    with pytest.raises(ValueError, match=r"'conv'#2 \(before line \d+\) is emptied") as caught:
+        import_jsonl(target, edited)
+    assert "no erasure's receipt follows it" in str(caught.value)
+    assert target.streams() == []
+
+
+def test_an_emptied_receipt_is_refused(tmp_path: Path) -> None:
+    source = SQLiteEventStore(tmp_path / "a.db")
+    _say(source, "conv", "m1")
+    source.erase("conv", reason="r")
+    edited = []
+    for line in _export(source):
+        row = json.loads(line)
+        if row.get("kind") == "memory_erased":
+            row["payload"], row["salt"] = "", ""
+        edited.append(json.dumps(row) + "\n")
+    target = SQLiteEventStore(tmp_path / "b.db")
+    with pytest.raises(ValueError, match="or is a receipt"):
+        import_jsonl(target, edited)
+    assert target.streams() == []
