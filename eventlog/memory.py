@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from eventlog.erasure import RECEIPT_KINDS, erased_after, erasure_record, tombstone
 from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keycheck import legacy_seal
@@ -23,7 +24,7 @@ from eventlog.models import (
     format_time,
 )
 from eventlog.names import IdKeyring, new_mode
-from eventlog.store import RECEIPT_KINDS, EventStore
+from eventlog.store import EventStore
 from eventlog.validation import check_at, check_range, check_tail
 
 __all__ = ["InMemoryEventStore"]
@@ -98,7 +99,7 @@ class InMemoryEventStore(EventStore):
             rows = self._build(key, head, items, self._now())  # validates before any write
             old = self._seals.get(key)
             erased = 0 if old is None else old.erased_through
-            erased = self._erased_after(key, rows, erased)
+            erased = erased_after(key, rows, erased)
             records = []
             for row in rows:
                 self._position += 1
@@ -165,7 +166,7 @@ class InMemoryEventStore(EventStore):
             if head.seq != expected_seq:
                 raise ConcurrencyError(key, expected_seq, head.seq)
             now = self._now()
-            tomb = self._tombstone(head, len(stream), reason, now)
+            tomb = tombstone(head, len(stream), reason, now)
             erased = {id(r) for r in stream}
             self._all = [r for r in self._all if id(r) not in erased]
             for snap_key in [k for k in self._snapshots if k[0] == key]:
@@ -200,7 +201,7 @@ class InMemoryEventStore(EventStore):
                     if r.kind not in RECEIPT_KINDS and (r.format == 1 or not r.erased)
                 ]
                 now = self._now()
-                built = self._erasure(key, [(r.seq, r.format) for r in pending], reason, now)
+                built = erasure_record(key, [(r.seq, r.format) for r in pending], reason, now)
                 if built is None:
                     continue
                 item, event = built

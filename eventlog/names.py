@@ -17,6 +17,9 @@ Where the id key lives (chosen when the ledger is created, kept in the ``ids`` s
 - ``stored``: a random key in the ``ids_key`` setting, for ledgers with neither. Whoever holds
   the database file can then confirm a *guessed* id of an erased memory (recompute its
   pseudonym) but not read one: use a keyring or a chain key to rule that out too.
+
+The SQLite and PostgreSQL stores read (or, for a new ledger, choose) the mode at open with
+:func:`settle_ids`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
 
 from eventlog.errors import ChainKeyError
 from eventlog.ids import (
@@ -43,6 +47,10 @@ from eventlog.keyring import (
     subject_of,
 )
 
+if TYPE_CHECKING:
+    from eventlog.recorder import LedgerTx
+    from eventlog.store import EventStore
+
 __all__ = [
     "IDS_KEY_SETTING",
     "IDS_SETTING",
@@ -50,6 +58,7 @@ __all__ = [
     "IdKeyring",
     "is_pseudonym",
     "new_mode",
+    "settle_ids",
 ]
 
 IDS_SETTING: Final = "ids"
@@ -205,3 +214,57 @@ class IdKeyring:
         if expected != pseudonym:
             return None
         return memory_id
+
+
+def settle_ids(
+    store: EventStore,
+    where: str,
+    read: Callable[[Callable[[LedgerTx], bool]], bool],
+    write: Callable[[Callable[[LedgerTx], bool]], bool],
+) -> None:
+    """Install the ledger's id key (erasable ids), or choose one for a new ledger created
+    with ``erasable_ids=True``. Backends call it from ``__init__`` after
+    :func:`~eventlog.keycheck.settle_keys`."""
+    settings: dict[str, str | None] = {}
+
+    def look(tx: LedgerTx) -> bool:
+        settings["mode"] = tx.setting(IDS_SETTING)
+        settings["key"] = tx.setting(IDS_KEY_SETTING)
+        return settings["mode"] is None and store._want_erasable_ids
+
+    if read(look):
+        if store._read_only:
+            msg = (
+                f"open of {where} with erasable_ids=True: the ledger has no erasable ids "
+                "and a read-only store cannot set them up; open it writable once"
+            )
+            raise ValueError(msg)
+
+        def choose(tx: LedgerTx) -> bool:
+            if look(tx):
+                if tx.facts()[0]:
+                    msg = (
+                        f"open of {where} with erasable_ids=True: the ledger already holds "
+                        "records whose stream keys are the ids in clear, and those keys are "
+                        "hashed into the chain; erasable ids are chosen when a ledger is "
+                        "created - start a new ledger (chatledger export + import keeps "
+                        "the history verifiable in the old one)"
+                    )
+                    raise ValueError(msg)
+                mode, stored = new_mode(keyring=store._keyring, chain_key=store._key)
+                tx.put_setting(IDS_SETTING, mode)
+                if stored is not None:
+                    tx.put_setting(IDS_KEY_SETTING, stored)
+                settings["mode"], settings["key"] = mode, stored
+            return True
+
+        write(choose)
+    mode = settings["mode"]
+    if mode is not None:
+        store._names = IdKeyring(
+            mode,
+            stored_key=settings["key"],
+            keyring=store._keyring,
+            chain_key=store._key,
+            where=where,
+        )

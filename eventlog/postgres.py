@@ -30,6 +30,7 @@ from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from eventlog import postgres_sql as pgsql
+from eventlog.erasure import RECEIPT_KINDS, brings_erasure, erased_after, erasure_record, tombstone
 from eventlog.errors import (
     ConcurrencyError,
     OutcomeUnknownError,
@@ -39,6 +40,7 @@ from eventlog.errors import (
 )
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key
+from eventlog.keycheck import settle_keys
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -51,10 +53,11 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
+from eventlog.names import settle_ids
 from eventlog.postgres_open import PostgresLedgerTx as _Tx
 from eventlog.postgres_sql import MIGRATIONS
 from eventlog.postgres_waits import waited_on
-from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx, brings_erasure
+from eventlog.store import EventStore, LedgerTx
 from eventlog.validation import check_at, check_range, check_tail
 
 if TYPE_CHECKING:
@@ -381,7 +384,7 @@ class PostgresEventStore(EventStore):
             raise SchemaVersionError(what, newest, len(MIGRATIONS) - 1)
 
     def _load_key_check(self, witness: str | os.PathLike[str] | Witness | None) -> None:
-        """Settle the chain key and head seals (see ``EventStore._settle_keys``), then check
+        """Settle the chain key and head seals (see ``eventlog.keycheck.settle_keys``), then check
         the witness (see ``EventStore._attach_witness``)."""
         where = f"schema {self._schema!r} at {self._where}"
 
@@ -394,8 +397,8 @@ class PostgresEventStore(EventStore):
             with self._write("open", whole_log=True) as conn:
                 return fn(_Tx(conn, self._q))
 
-        self._settle_keys(where, read, write)
-        self._settle_ids(where, read, write)
+        settle_keys(self, where, read, write)
+        settle_ids(self, where, read, write)
         self._attach_witness(witness, where)
 
     # ------------------------------------------------------------ error choke point
@@ -780,7 +783,7 @@ class PostgresEventStore(EventStore):
             if name is not None:
                 conn.execute(self._q["put_name"], name)
             erased = self._erased.get(key, 0)
-            after = self._erased_after(key, rows, erased)
+            after = erased_after(key, rows, erased)
             sent.append((rows, conn.info.backend_pid))  # from here, it may land
             cursor = conn.execute(*self._insert_query(rows, erased_through=after))
             if after != erased:
@@ -869,7 +872,7 @@ class PostgresEventStore(EventStore):
             conn.execute(self._q["tree_drop"])
             conn.execute(self._q["tree_bump"])  # a tree read before this must not be saved
             now = self._now()
-            tomb = self._tombstone(head, count, reason, now)
+            tomb = tombstone(head, count, reason, now)
             rows = self._build(key, head, [tomb], now)
             # Sealed as erased through the tombstone: purged records put back from a backup
             # are refused although each is genuine.
@@ -903,7 +906,7 @@ class PostgresEventStore(EventStore):
                     conn.execute(self._q["drop_name"], (key,))
                 pending = conn.execute(self._q["to_erase"], (key, kinds)).fetchall()
                 now = self._now()
-                built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+                built = erasure_record(key, [(r[0], r[1]) for r in pending], reason, now)
                 if built is None:
                     continue
                 item, event = built

@@ -91,11 +91,11 @@ def quarantined(store: EventStore, memory_id: MemoryId) -> dict[int, RecordQuara
 
 def quarantine(store: EventStore, memory_id: MemoryId, seq: int, *, reason: str) -> Record:
     """See :meth:`EventStore.quarantine`."""
+    from eventlog.erasure import check_reason
     from eventlog.serialization import encode_event
-    from eventlog.store import _check_reason
 
     operation = f"quarantine of {memory_id!r} seq {seq!r}"
-    _check_reason("quarantine", reason)
+    check_reason("quarantine", reason)
     store._writable("quarantine", type(store).__name__)
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
         msg = f"{operation}: seq must be an int >= 1 (as `chatledger verify` names it)"

@@ -35,7 +35,7 @@ __all__ = ["LedgerTx", "Recorder"]
 
 class LedgerTx(Protocol):
     """What the ledger asks of a backend inside one transaction to settle its chain key and
-    head seals at open (see :meth:`EventStore._settle_keys`)."""
+    head seals at open (see :func:`eventlog.keycheck.settle_keys`)."""
 
     def sealable(self) -> bool:
         """Whether the database has head seals (False: a schema from before them, opened
@@ -134,8 +134,9 @@ class Recorder(ABC):
     ) -> list[ErasureReceipt]:
         """Backend hook of :meth:`erase`, all ``keys`` in one write transaction: for each,
         read the head (``expected_seq`` checked against it when given), fetch the records to
-        erase, :meth:`_erasure` them, blank payload and salt, delete snapshots and append the
-        receipt. Keys with nothing to erase are skipped (no receipt)."""
+        erase, build their receipt (:func:`eventlog.erasure.erasure_record`), blank payload
+        and salt, delete snapshots and append the receipt. Keys with nothing to erase are
+        skipped (no receipt)."""
 
     def _name_rows(self) -> dict[str, str]:
         """Backend hook: every ``names`` row, pseudonym -> stored name (empty when the ledger

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlite_utils
 
+from eventlog.erasure import RECEIPT_KINDS, brings_erasure, erased_after, erasure_record, tombstone
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId, memory_id_from_key
+from eventlog.keycheck import settle_keys
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -30,7 +32,8 @@ from eventlog.models import (
     format_time,
     parse_time,
 )
-from eventlog.store import RECEIPT_KINDS, EventStore, LedgerTx, brings_erasure
+from eventlog.names import settle_ids
+from eventlog.store import EventStore, LedgerTx
 from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
 
@@ -103,7 +106,7 @@ def m003_head_seals(db: sqlite_utils.Database) -> None:
     statement as its INSERT: the row carries the seal in ``head_mac`` and a trigger moves it
     into ``heads`` and blanks it, so no record keeps a seal an attacker could put back after
     deleting the records after it. Existing memories get blank seals, which the next writable
-    open fills in (``EventStore._settle_keys``)."""
+    open fills in (``eventlog.keycheck.settle_keys``)."""
     have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
     if "head_mac" not in have:
         db.execute("ALTER TABLE events ADD COLUMN head_mac TEXT NOT NULL DEFAULT ''")
@@ -526,7 +529,7 @@ class SQLiteEventStore(EventStore):
             raise
 
     def _load_key_check(self) -> None:
-        """Settle the chain key and head seals (see ``EventStore._settle_keys``)."""
+        """Settle the chain key and head seals (see ``eventlog.keycheck.settle_keys``)."""
 
         def read(fn: Callable[[LedgerTx], bool]) -> bool:
             return self._read("open", lambda conn: fn(_Tx(conn)))
@@ -534,8 +537,8 @@ class SQLiteEventStore(EventStore):
         def write(fn: Callable[[LedgerTx], bool]) -> bool:
             return self._write("open", lambda conn: fn(_Tx(conn)))
 
-        self._settle_keys(self._where, read, write)
-        self._settle_ids(self._where, read, write)
+        settle_keys(self, self._where, read, write)
+        settle_ids(self, self._where, read, write)
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -774,7 +777,7 @@ class SQLiteEventStore(EventStore):
         """The head seal for ``rows``, and the memory's new erased_through when an import
         moves it (None when it stays, the hot path: no second statement)."""
         erased = self._erased.get(key, 0)
-        after = self._erased_after(key, rows, erased) if brings_erasure(items) else erased
+        after = erased_after(key, rows, erased) if brings_erasure(items) else erased
         return self._seal_of(key, rows[-1][1], rows[-1][8], after), (
             None if after == erased else after
         )
@@ -795,7 +798,7 @@ class SQLiteEventStore(EventStore):
                 "SELECT count(*) FROM events WHERE stream_id = ?", (key,)
             ).fetchone()
             now = self._now()
-            tomb = self._tombstone(head, count, reason, now)
+            tomb = tombstone(head, count, reason, now)
             (row,) = self._build(key, head, [tomb], now)
             # Tombstone first, then delete: see the note on the position column. Sealed as
             # erased through the tombstone, so purged records put back from a backup are
@@ -836,7 +839,7 @@ class SQLiteEventStore(EventStore):
                     conn.execute(_DROP_NAME, (key,))
                 pending = conn.execute(_TO_ERASE, (key, *RECEIPT_KINDS)).fetchall()
                 now = self._now()
-                built = self._erasure(key, [(r[0], r[1]) for r in pending], reason, now)
+                built = erasure_record(key, [(r[0], r[1]) for r in pending], reason, now)
                 if built is None:
                     continue
                 item, event = built

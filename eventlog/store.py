@@ -1,20 +1,21 @@
 """The ledger over a recorder: hash chains, commitments, head seals, the chain key, the
 keyring, erasable ids, verification and digests, written once for every backend. The backend
-contract itself is :class:`eventlog.recorder.Recorder`."""
+contract itself is :class:`eventlog.recorder.Recorder`. Erasure is in :mod:`eventlog.erasure`,
+and settling the chain key and head seals at open in :mod:`eventlog.keycheck`."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import typing
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from hashlib import sha256
 from types import TracebackType
 from typing import Any, Self, overload
 
-from eventlog import clock, validation
+from eventlog import clock, erasure, validation
 from eventlog.aio import off_loop
+from eventlog.erasure import RECEIPT_KINDS
 from eventlog.errors import ChainKeyError, ConcurrencyError, ReadOnlyError
 from eventlog.hashing import (
     FORMATS,
@@ -36,7 +37,7 @@ from eventlog.ids import (
     memory_id_from_key,
     memory_key,
 )
-from eventlog.keycheck import KEY_CHECK, legacy_seal, parse, v2_value
+from eventlog.keycheck import HEADS_SEALED, KEY_CHECK, MIN_KEY_BYTES, legacy_seal, valid_key
 from eventlog.keyring import (
     Keyring,
     KeyUnavailableError,
@@ -56,8 +57,6 @@ from eventlog.ledger import digest as _digest
 from eventlog.ledger import prove as _prove
 from eventlog.models import (
     ErasureReceipt,
-    MemoryErased,
-    MemoryPurged,
     NewRecord,
     Record,
     RecordQuarantined,
@@ -66,7 +65,7 @@ from eventlog.models import (
     VerifyReport,
     format_time,
 )
-from eventlog.names import IDS_KEY_SETTING, IDS_SETTING, IdKeyring, is_pseudonym, new_mode
+from eventlog.names import IdKeyring, is_pseudonym
 from eventlog.recorder import LedgerTx, Recorder
 
 if typing.TYPE_CHECKING:
@@ -77,17 +76,11 @@ if typing.TYPE_CHECKING:
     from eventlog.note import Signer, Verifier
     from eventlog.witness import Witness
 
+# The constants are re-exported: they were defined here, and projections import
+# RECEIPT_KINDS from here.
 __all__ = ["HEADS_SEALED", "KEY_CHECK", "MIN_KEY_BYTES", "RECEIPT_KINDS", "EventStore", "LedgerTx"]
 
 _VERIFY_PAGE = 5_000
-_OPEN = "open"
-RECEIPT_KINDS = ("memory_erased", "memory_purged")
-"""Kinds :meth:`EventStore.erase` leaves alone: receipts hold no message."""
-MIN_KEY_BYTES = 16
-"""The shortest chain key accepted (HMAC-SHA256 keys shorter than this are guessable)."""
-HEADS_SEALED = "heads"
-"""Setting saying every memory's head has been sealed once (value ``sealed``): from then on a
-missing or blank seal is an edit, never something to seal afresh."""
 _Row = tuple[str, int, str, str, int, str, str, str, str, str, str, int]
 _BELOW_EVERY_SEQ = -(1 << 63)  # the smallest 64-bit integer: "seq > it" bounds nothing
 
@@ -100,81 +93,6 @@ def _aad(key: str, seq: int, kind: str) -> bytes:
 def _or_key(memory_id: MemoryId | None, key: str) -> MemoryId:
     """``memory_id``, or when its id is gone (erased, or sealed beyond reach) the stream key."""
     return StreamKey(key) if memory_id is None else memory_id
-
-
-def _check_reason(operation: str, reason: object) -> None:
-    """A receipt without a reason is no receipt: an auditor must learn why content went."""
-    if not isinstance(reason, str) or not reason.strip():
-        msg = (
-            f"{operation}: reason must be a non-empty string (why the content goes), got {reason!r}"
-        )
-        raise ValueError(msg)
-
-
-def erasure_step(at: int, seq: int, kind: str, *, content: bool) -> int | None:
-    """The seq a memory is erased through after its record ``seq`` (of ``kind``, holding
-    ``content`` or emptied: no salt, no payload), ``at`` before it; None when an emptied
-    record does not follow the erased prefix, or a receipt is emptied. An erasure empties a
-    memory from its first record on, never a receipt, and seals it through its receipt
-    (:meth:`EventStore.erase`): an emptied record may only follow that prefix directly, and a
-    receipt right after it joins it. The one rule of imports, shared by appends
-    (:meth:`EventStore._erased_after`) and the import gate (which also wants the receipt)."""
-    if kind in RECEIPT_KINDS:
-        if not content:
-            return None  # a receipt holds no message, so no erasure empties one
-        return seq if seq == at + 1 else at
-    if content:
-        return at
-    return seq if seq == at + 1 else None
-
-
-def brings_erasure(items: Sequence[NewRecord]) -> bool:
-    """Whether appending ``items`` may move its memory's erased_through: an import of emptied
-    records or of receipts (see :meth:`EventStore._erased_after`); never a plain append."""
-    return any(item.salt == "" or item.kind in RECEIPT_KINDS for item in items)
-
-
-def _item_problem(key: str, item: NewRecord) -> str | None:
-    """What makes ``item`` invalid (see :mod:`eventlog.validation`), or None. A
-    :class:`~eventlog.validation.Checked` item (typed events, checked imports) skips the
-    payload decode, which is most of the cost."""
-    if type(item) is not validation.Checked:
-        problem = validation.kind_problem(item.kind) or validation.version_problem(
-            item.schema_version
-        )
-        if problem is not None:
-            return problem
-        if not isinstance(item.payload, str) or not isinstance(item.meta, str):
-            return "has a payload or meta that is not a str"
-        if item.format is None or not is_sealed(item.payload):
-            # Only an import keeps a sealed payload as is (its gate opened and checked it);
-            # any other sealed text is refused, as its decode needs the key.
-            record = Record(
-                0,
-                key,
-                1,
-                "",
-                item.kind,
-                item.schema_version,
-                item.payload,
-                item.meta,
-                "",
-                "",
-                "x" if item.salt is None else item.salt,  # None: a fresh salt is drawn
-                "x" if item.commitment is None else item.commitment,
-                2 if item.format is None else item.format,
-            )
-            problem = validation.payload_problem(record)
-            if problem is not None:
-                return f"payload {validation.shown(item.payload)} {problem}"
-    else:
-        problem = validation.text_problem(item.payload)
-        if problem is not None:
-            return f"payload {validation.shown(item.payload)} {problem}"
-    problem = validation.meta_problem(item.meta)
-    if problem is not None:
-        return f"meta {validation.shown(item.meta)} {problem}"
-    return None
 
 
 class EventStore(Recorder):
@@ -192,7 +110,7 @@ class EventStore(Recorder):
     to append and reports keyed records as unverifiable.
     """
 
-    # Set by backends in __init__ (see _settle_keys); class defaults mean "unkeyed, writable".
+    # Set at open (eventlog.keycheck.settle_keys); class defaults mean "unkeyed, writable".
     _key: bytes | None = None
     _keyed_since = 0  # records at positions after this must be format 3 (keyed stores)
     _keyed_db = False  # the database has a key check: appends need the key
@@ -200,6 +118,7 @@ class EventStore(Recorder):
     _read_only = False  # opened with read_only=True: nothing is ever written
     _adopt_key = False  # adopt_key=True: key an unkeyed ledger that holds records
     _seals_required = False  # every head has been sealed: a missing seal is an edit
+    _adopting = False  # settle_keys' read pass found records a key is about to vouch for
 
     # ---------------------------------------------------------------- writing
 
@@ -246,31 +165,7 @@ class EventStore(Recorder):
             PersistenceError: The database failed; nothing was erased.
             StoreClosedError: The store is closed.
         """
-        key = self._stream_key(memory_id, "erase")
-        _check_reason("erase", reason)
-        self._writable("erase", type(self).__name__)
-        receipts = self._erase([key], reason, expected_seq)
-        self._name_rows_made.pop(key, None)  # the backend deleted the row with the content
-        pending = not self._clean_files("erase")
-        if self._keyring is not None:
-            # Last: while the key exists a crash leaves nothing unreadable that is not erased.
-            # The memory's own key goes (content sealed before memories had their own keys
-            # shares its subject's key with the subject's other memories: erase_subject
-            # destroys that); a plain id is its own subject, so its subject key goes too.
-            known = self._names is not None and self._names.clear_key(key) is not None
-            subject = self._subject(key) if known else subject_of(memory_id)
-            self._keyring.destroy_memory(subject, key)
-            if not isinstance(memory_id, tuple):
-                self._keyring.destroy(subject)
-        if not receipts:
-            msg = (
-                f"erase of {key}: nothing to erase (no records, or their content was erased "
-                "already and nothing was added since)"
-            )
-            raise ValueError(msg)
-        clear = None if self._names is None else self._names.clear_key(key)
-        named = receipts[0].memory_id if clear is None else memory_id_from_key(clear)
-        return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
+        return erasure.erase(self, memory_id, reason=reason, expected_seq=expected_seq)
 
     def erase_subject(
         self, prefix: tuple[object, ...], *, reason: str, batch: int = 500
@@ -295,40 +190,7 @@ class EventStore(Recorder):
                 memory holds format 1 records (memories of earlier batches stay erased).
             TypeError: ``prefix`` is not a tuple.
         """
-        if not isinstance(prefix, tuple):
-            msg = f"erase_subject: prefix must be a tuple, not {type(prefix).__name__}"
-            raise TypeError(msg)
-        if not prefix:
-            msg = "erase_subject: the prefix is empty and would erase every memory; name a subject"
-            raise ValueError(msg)
-        _check_reason("erase_subject", reason)
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            msg = f"erase_subject: batch must be an int >= 1, got {batch!r}"
-            raise ValueError(msg)
-        self._writable("erase", type(self).__name__)
-        keys = []
-        named = self._named(row[0] for row in self._stream_rows())
-        for key, mid in sorted(named.items()):
-            if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
-                keys.append(key)
-        receipts: list[ErasureReceipt] = []
-        for start in range(0, len(keys), batch):
-            receipts.extend(self._erase(keys[start : start + batch], reason, None))
-        for key in keys:
-            self._name_rows_made.pop(key, None)  # the backend deleted the rows
-        # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup
-        # and destroys the key if a crash came between the rows and the key.
-        pending = not self._clean_files("erase")
-        if self._keyring is not None and len(prefix) == 1:
-            # Last: while the key exists a crash leaves nothing unreadable that is not erased.
-            # The subject (keyring.subject_of) of every id under a one-element prefix.
-            self._keyring.destroy(memory_key(prefix))
-        return [
-            dataclasses.replace(
-                r, memory_id=named[r.record.stream_id] or r.memory_id, cleanup_pending=pending
-            )
-            for r in receipts
-        ]
+        return erasure.erase_subject(self, prefix, reason=reason, batch=batch)
 
     # ---------------------------------------------------------------- encryption at rest
 
@@ -346,7 +208,7 @@ class EventStore(Recorder):
         """Backends call this first in ``__init__`` with their ``key=``, ``keyring=``,
         ``read_only=``, ``adopt_key=`` and ``erasable_ids=`` arguments (validated here, once
         for all)."""
-        self._key = self._valid_key(key)
+        self._key = valid_key(key)
         self._use_keyring(keyring)
         self._read_only = bool(read_only)
         self._adopt_key = bool(adopt_key)
@@ -429,58 +291,6 @@ class EventStore(Recorder):
             else:
                 out[key] = memory_id_from_key(key)
         return out
-
-    def _settle_ids(
-        self,
-        where: str,
-        read: Callable[[Callable[[LedgerTx], bool]], bool],
-        write: Callable[[Callable[[LedgerTx], bool]], bool],
-    ) -> None:
-        """Install the ledger's id key (erasable ids), or choose one for a new ledger created
-        with ``erasable_ids=True``. Backends call it after :meth:`_settle_keys`."""
-        settings: dict[str, str | None] = {}
-
-        def look(tx: LedgerTx) -> bool:
-            settings["mode"] = tx.setting(IDS_SETTING)
-            settings["key"] = tx.setting(IDS_KEY_SETTING)
-            return settings["mode"] is None and self._want_erasable_ids
-
-        if read(look):
-            if self._read_only:
-                msg = (
-                    f"open of {where} with erasable_ids=True: the ledger has no erasable ids "
-                    "and a read-only store cannot set them up; open it writable once"
-                )
-                raise ValueError(msg)
-
-            def choose(tx: LedgerTx) -> bool:
-                if look(tx):
-                    if tx.facts()[0]:
-                        msg = (
-                            f"open of {where} with erasable_ids=True: the ledger already holds "
-                            "records whose stream keys are the ids in clear, and those keys are "
-                            "hashed into the chain; erasable ids are chosen when a ledger is "
-                            "created - start a new ledger (chatledger export + import keeps "
-                            "the history verifiable in the old one)"
-                        )
-                        raise ValueError(msg)
-                    mode, stored = new_mode(keyring=self._keyring, chain_key=self._key)
-                    tx.put_setting(IDS_SETTING, mode)
-                    if stored is not None:
-                        tx.put_setting(IDS_KEY_SETTING, stored)
-                    settings["mode"], settings["key"] = mode, stored
-                return True
-
-            write(choose)
-        mode = settings["mode"]
-        if mode is not None:
-            self._names = IdKeyring(
-                mode,
-                stored_key=settings["key"],
-                keyring=self._keyring,
-                chain_key=self._key,
-                where=where,
-            )
 
     def _use_keyring(self, keyring: object) -> None:
         """Backends call this from ``__init__`` with their ``keyring=`` argument."""
@@ -968,7 +778,7 @@ class EventStore(Recorder):
                     "build records with eventlog.serialization (nothing was written)"
                 )
                 raise TypeError(msg)
-            problem = _item_problem(key, item)
+            problem = validation.item_problem(key, item)
             if problem is not None:
                 msg = (
                     f"append to {validation.shown(key)}: item {i} ({validation.shown(item.kind)}) "
@@ -1060,31 +870,6 @@ class EventStore(Recorder):
             prev, floor = digest, when
         return rows
 
-    @staticmethod
-    def _erased_after(key: str, rows: Sequence[tuple[Any, ...]], erased_through: int) -> int:
-        """The seq the memory is erased through once ``rows`` (from :meth:`_build`) are stored,
-        ``erased_through`` before them (see :func:`erasure_step`): an import may bring records
-        an erasure emptied, and the head seal must then say so - reads and :meth:`verify`
-        refuse an emptied record past it, since emptying a row by hand needs no key.
-
-        Raises:
-            ValueError: An emptied record follows one that holds content; nothing is written.
-        """
-        at = erased_through
-        for row in rows:
-            seq, kind, payload, salt, fmt = row[1], row[3], row[5], row[9], row[11]
-            step = erasure_step(at, seq, kind, content=bool(salt or payload or fmt == 1))
-            if step is None:
-                msg = (
-                    f"append to {key} at seq {seq}: an emptied record (no salt, no payload) "
-                    f"follows records that hold content (after seq {at}), or is a receipt; an "
-                    "erasure empties a memory from its first record on and never its receipts, "
-                    "so only a memory exported as it was can be imported; nothing was written"
-                )
-                raise ValueError(msg)
-            at = step
-        return at
-
     def _imported(
         self, key: str, seq: int, item: NewRecord, own_format: int
     ) -> tuple[int, str, str]:
@@ -1127,161 +912,8 @@ class EventStore(Recorder):
         return fmt, salt, item.commitment if item.commitment is not None else commitment
 
     # ---------------------------------------------------------------- keys
-
-    @staticmethod
-    def _valid_key(key: bytes | None) -> bytes | None:
-        """Validate a ``key=`` argument (backends call this first in __init__)."""
-        if key is None:
-            return None
-        if not isinstance(key, bytes):
-            msg = f"key must be bytes, not {type(key).__name__}; e.g. key=os.urandom(32)"
-            raise TypeError(msg)
-        if len(key) < MIN_KEY_BYTES:
-            msg = (
-                f"key is {len(key)} bytes, shorter than {MIN_KEY_BYTES}; use a random key of "
-                "32 bytes (os.urandom(32)) kept outside the database"
-            )
-            raise ValueError(msg)
-        return key
-
-    def _settle_keys(
-        self,
-        where: str,
-        read: Callable[[Callable[[LedgerTx], bool]], bool],
-        write: Callable[[Callable[[LedgerTx], bool]], bool],
-    ) -> None:
-        """Reconcile the store's key with the database's key check, and seal heads a migration
-        left blank. Backends call it at the end of ``__init__`` with two runners: ``read(fn)``
-        runs ``fn`` in a read, ``write(fn)`` in a write transaction that keeps appends out.
-
-        Decided in a read first, so an open that has nothing to write (almost all) writes
-        nothing; a ``read_only`` store never writes at all.
-
-        Raises:
-            ChainKeyError: A wrong key, a deleted or altered key check, a key given for an
-                unkeyed ledger holding records without ``adopt_key=True``, a key given to a
-                read-only open of an unkeyed ledger, or an adoption of a ledger that does not
-                verify.
-        """
-        self._adopting = False
-        if not read(lambda tx: self._reconcile_keys(tx, where, write=False)):
-            return
-        if self._read_only:
-            return
-        if self._adopting:
-            self._verify_before_adoption(where)
-        write(lambda tx: self._reconcile_keys(tx, where, write=True))
-
-    def _reconcile_keys(self, tx: LedgerTx, where: str, *, write: bool) -> bool:
-        """One pass of :meth:`_settle_keys`; returns whether there is something to write."""
-        stored = tx.setting(KEY_CHECK)
-        key = self._key
-        sealed = tx.setting(HEADS_SEALED) is not None
-        if stored is None:
-            self._keyed_db = False
-            if key is None:
-                self._seals_required = sealed
-                if sealed or not tx.sealable():
-                    return False
-                if write:
-                    self._seal_heads(tx, None, pending=True)
-                return True
-            return self._first_key(tx, key, where, write=write)
-        check = parse(stored)
-        self._keyed_db = True
-        # A version 2 check is written together with the seals: from then on they cannot be
-        # missing, even if a forger deletes the setting that says so.
-        self._seals_required = sealed or (check is not None and check.version == 2)
-        if check is not None:
-            self._keyed_since = check.keyed_since
-        if key is None:
-            return False  # reads only; keyed records report as not verifiable without it
-        if check is None or not check.matches(key):
-            detail = (
-                f"the key does not match the key check stored in {where} (a wrong key, or an "
-                "altered check value); open it with the key it was created with"
-            )
-            raise ChainKeyError(_OPEN, detail)
-        if check.version == 2:
-            assert check.legacy_count is not None  # noqa: S101 - version 2 has both
-            assert check.legacy_root is not None  # noqa: S101
-            self._legacy = (check.legacy_count, check.legacy_root)
-            return False
-        # Version 1 (an earlier chatledger): seal the unkeyed records below its boundary now.
-        # Whatever a forger did to them before this open cannot be undone here; from now on
-        # any change to them fails verify().
-        if not write:
-            return True
-        count, root = legacy_seal(tx.legacy_hashes(check.keyed_since))
-        tx.put_setting(KEY_CHECK, v2_value(key, check.keyed_since, count, root))
-        if not sealed:
-            self._seal_heads(tx, key, pending=True)
-            tx.put_setting(HEADS_SEALED, "sealed")
-        self._legacy = (count, root)
-        return False
-
-    def _first_key(self, tx: LedgerTx, key: bytes, where: str, *, write: bool) -> bool:
-        """A key for a database without a key check: key it, if that is safe and asked."""
-        any_records, keyed_records, last = tx.facts()
-        if keyed_records:
-            detail = (
-                f"{where} holds keyed records but no key check value (it was deleted); "
-                "restore the settings table from a backup"
-            )
-            raise ChainKeyError(_OPEN, detail)
-        remedy = (
-            f"if you trust its records as they are now, adopt the key: "
-            f"adopt_key=True (Python) or `chatledger key adopt --db {where} --key-file FILE`; "
-            "otherwise open it without a key"
-        )
-        if self._read_only:
-            detail = f"{where} is not keyed, and a read never writes a key check; {remedy}"
-            raise ChainKeyError(_OPEN, detail)
-        if any_records and not self._adopt_key:
-            detail = (
-                f"{where} holds unkeyed records and no key check: a key is never adopted "
-                f"silently, since its records stay forgeable by anyone until sealed; {remedy}"
-            )
-            raise ChainKeyError(_OPEN, detail)
-        if not write:
-            self._adopting = any_records
-            return True
-        count, root = legacy_seal(tx.legacy_hashes(None))
-        tx.put_setting(KEY_CHECK, v2_value(key, last, count, root))
-        # Every head, sealed or not, is sealed again under the key: an unkeyed seal is a plain
-        # SHA-256 anyone can recompute.
-        self._seal_heads(tx, key, pending=False)
-        tx.put_setting(HEADS_SEALED, "sealed")
-        self._keyed_db, self._seals_required = True, True
-        self._keyed_since, self._legacy = last, (count, root)
-        return False
-
-    def _seal_heads(self, tx: LedgerTx, key: bytes | None, *, pending: bool) -> None:
-        tx.put_seals(
-            [
-                (head_mac(key, stream, seq, head_hash, erased), stream)
-                for stream, seq, head_hash, erased in tx.seals(pending=pending)
-            ]
-        )
-        if key is None:
-            tx.put_setting(HEADS_SEALED, "sealed")
-            self._seals_required = True
-
-    def _verify_before_adoption(self, where: str) -> None:
-        """A key adopted vouches for the records there: refuse to vouch for a broken chain."""
-        key, self._key = self._key, None  # checked as the unkeyed chains they are
-        try:
-            report = self._verify_streams(None)
-        finally:
-            self._key = key
-        if not report.ok:
-            stream, (seq, reason) = next(iter(report.failures.items()))
-            detail = (
-                f"{where} does not verify ({stream} seq {seq}: {reason}), and adopting a key would "
-                "seal it as it is; repair or restore it first"
-            )
-            operation = "adopt key"
-            raise ChainKeyError(operation, detail)
+    # Settling the key and the seals at open is eventlog.keycheck.settle_keys; the seal of
+    # each append stays here, beside _build, as part of the append path of every backend.
 
     def _seal_of(self, key: str, seq: int, head_hash: str, erased_through: int) -> str:
         """The head seal backends store with each append (see :func:`head_mac`).
@@ -1309,52 +941,6 @@ class EventStore(Recorder):
             return None
         seq = 0 if head is None else head.seq
         return ConcurrencyError(key, seq, seq, expected_hash=expected_hash, actual_hash=actual)
-
-    @staticmethod
-    def _erasure(
-        key: str, pending: Sequence[tuple[int, int]], reason: str, now: datetime
-    ) -> tuple[NewRecord, MemoryErased] | None:
-        """The receipt for erasing ``pending`` ``(seq, format)`` records (those with content,
-        receipts excluded), or None when there are none.
-
-        Raises:
-            ValueError: A pending record is format 1 (its hash covers the payload).
-        """
-        from eventlog.serialization import encode_event
-
-        if not pending:
-            return None
-        legacy = [seq for seq, fmt in pending if fmt == 1]
-        if legacy:
-            shown = ", ".join(map(str, legacy[:5])) + (", ..." if len(legacy) > 5 else "")
-            msg = (
-                f"erase of {key}: {len(legacy)} record(s) (seq {shown}) are format 1, whose "
-                "hash covers the payload itself, so erasing them would break the chain; nothing "
-                "was erased - use purge() to delete this memory's records with a tombstone"
-            )
-            raise ValueError(msg)
-        seqs = [seq for seq, _ in pending]
-        event = MemoryErased(
-            first_seq=min(seqs),
-            last_seq=max(seqs),
-            record_count=len(seqs),
-            erased_at=now,
-            reason=reason,
-        )
-        return encode_event(event), event
-
-    @staticmethod
-    def _tombstone(head: StreamHead, count: int, reason: str, now: datetime) -> NewRecord:
-        from eventlog.serialization import encode_event
-
-        event = MemoryPurged(
-            last_seq=head.seq,
-            last_hash=head.hash,
-            event_count=count,
-            purged_at=now,
-            reason=reason,
-        )
-        return encode_event(event)
 
     # ---------------------------------------------------------------- checkpoints
     # Thin delegations to eventlog.consistency and eventlog.checkpoint, kept last in the class.

@@ -28,6 +28,7 @@ from datetime import datetime
 from itertools import accumulate
 
 from eventlog.attributes import MAX_ATTRIBUTE_DEPTH
+from eventlog.keyring import is_sealed
 from eventlog.models import CURRENT_SCHEMA_VERSION, Event, NewRecord, Record
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "check_range",
     "check_tail",
     "decoded_payload",
+    "item_problem",
     "key_problem",
     "kind_problem",
     "meta_problem",
@@ -264,6 +266,47 @@ def payload_problem(record: Record, max_depth: int = MAX_DEPTH) -> str | None:
 
 
 # ------------------------------------------------------------------------------ ranges
+
+
+def item_problem(key: str, item: NewRecord) -> str | None:
+    """What makes ``item`` invalid as an append to ``key`` (the rules above), or None. A
+    :class:`Checked` item (typed events, checked imports) skips the payload decode, which is
+    most of the cost."""
+    if type(item) is not Checked:
+        problem = kind_problem(item.kind) or version_problem(item.schema_version)
+        if problem is not None:
+            return problem
+        if not isinstance(item.payload, str) or not isinstance(item.meta, str):
+            return "has a payload or meta that is not a str"
+        if item.format is None or not is_sealed(item.payload):
+            # Only an import keeps a sealed payload as is (its gate opened and checked it);
+            # any other sealed text is refused, as its decode needs the key.
+            record = Record(
+                0,
+                key,
+                1,
+                "",
+                item.kind,
+                item.schema_version,
+                item.payload,
+                item.meta,
+                "",
+                "",
+                "x" if item.salt is None else item.salt,  # None: a fresh salt is drawn
+                "x" if item.commitment is None else item.commitment,
+                2 if item.format is None else item.format,
+            )
+            problem = payload_problem(record)
+            if problem is not None:
+                return f"payload {shown(item.payload)} {problem}"
+    else:
+        problem = text_problem(item.payload)
+        if problem is not None:
+            return f"payload {shown(item.payload)} {problem}"
+    problem = meta_problem(item.meta)
+    if problem is not None:
+        return f"meta {shown(item.meta)} {problem}"
+    return None
 
 
 def _bad_int(operation: str, name: str, value: object, what: str) -> TypeError:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import IO
 
+from eventlog.erasure import RECEIPT_KINDS, erasure_step
 from eventlog.hashing import CONTENT_MISMATCH, FORMATS, GENESIS
 from eventlog.ids import PSEUDONYM_PREFIX, SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key
 from eventlog.import_checks import (
@@ -24,7 +25,7 @@ from eventlog.import_checks import (
     WindowCheck,
 )
 from eventlog.models import Record, format_time, parse_time
-from eventlog.store import RECEIPT_KINDS, EventStore, erasure_step
+from eventlog.store import EventStore
 from eventlog.validation import Checked
 from eventlog.vouch import erased_bound
 

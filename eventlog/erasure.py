@@ -1,0 +1,215 @@
+"""Erasure: emptying a memory's content while its chain keeps verifying, and the receipts
+that say so.
+
+:meth:`EventStore.erase` and :meth:`EventStore.erase_subject` delegate here; each backend's
+``_erase`` empties the rows in one transaction with the receipt :func:`erasure_record` builds,
+and ``purge`` appends the :func:`tombstone`. An import may bring records an erasure emptied:
+:func:`erasure_step` is the one rule of where such records may stand, shared by appends
+(:func:`erased_after`) and the import gate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.keyring import subject_of
+from eventlog.models import ErasureReceipt, MemoryErased, MemoryPurged, NewRecord, StreamHead
+
+if TYPE_CHECKING:
+    from eventlog.store import EventStore
+
+__all__ = [
+    "RECEIPT_KINDS",
+    "brings_erasure",
+    "check_reason",
+    "erase",
+    "erase_subject",
+    "erased_after",
+    "erasure_record",
+    "erasure_step",
+    "tombstone",
+]
+
+RECEIPT_KINDS = ("memory_erased", "memory_purged")
+"""Kinds :meth:`EventStore.erase` leaves alone: receipts hold no message."""
+
+
+def check_reason(operation: str, reason: object) -> None:
+    """A receipt without a reason is no receipt: an auditor must learn why content went."""
+    if not isinstance(reason, str) or not reason.strip():
+        msg = (
+            f"{operation}: reason must be a non-empty string (why the content goes), got {reason!r}"
+        )
+        raise ValueError(msg)
+
+
+def erasure_step(at: int, seq: int, kind: str, *, content: bool) -> int | None:
+    """The seq a memory is erased through after its record ``seq`` (of ``kind``, holding
+    ``content`` or emptied: no salt, no payload), ``at`` before it; None when an emptied
+    record does not follow the erased prefix, or a receipt is emptied. An erasure empties a
+    memory from its first record on, never a receipt, and seals it through its receipt
+    (:meth:`EventStore.erase`): an emptied record may only follow that prefix directly, and a
+    receipt right after it joins it. The one rule of imports, shared by appends
+    (:func:`erased_after`) and the import gate (which also wants the receipt)."""
+    if kind in RECEIPT_KINDS:
+        if not content:
+            return None  # a receipt holds no message, so no erasure empties one
+        return seq if seq == at + 1 else at
+    if content:
+        return at
+    return seq if seq == at + 1 else None
+
+
+def brings_erasure(items: Sequence[NewRecord]) -> bool:
+    """Whether appending ``items`` may move its memory's erased_through: an import of emptied
+    records or of receipts (see :func:`erased_after`); never a plain append."""
+    return any(item.salt == "" or item.kind in RECEIPT_KINDS for item in items)
+
+
+def erased_after(key: str, rows: Sequence[tuple[Any, ...]], erased_through: int) -> int:
+    """The seq the memory is erased through once ``rows`` (from ``EventStore._build``) are
+    stored, ``erased_through`` before them (see :func:`erasure_step`): an import may bring
+    records an erasure emptied, and the head seal must then say so - reads and
+    :meth:`EventStore.verify` refuse an emptied record past it, since emptying a row by hand
+    needs no key.
+
+    Raises:
+        ValueError: An emptied record follows one that holds content; nothing is written.
+    """
+    at = erased_through
+    for row in rows:
+        seq, kind, payload, salt, fmt = row[1], row[3], row[5], row[9], row[11]
+        step = erasure_step(at, seq, kind, content=bool(salt or payload or fmt == 1))
+        if step is None:
+            msg = (
+                f"append to {key} at seq {seq}: an emptied record (no salt, no payload) "
+                f"follows records that hold content (after seq {at}), or is a receipt; an "
+                "erasure empties a memory from its first record on and never its receipts, "
+                "so only a memory exported as it was can be imported; nothing was written"
+            )
+            raise ValueError(msg)
+        at = step
+    return at
+
+
+def erasure_record(
+    key: str, pending: Sequence[tuple[int, int]], reason: str, now: datetime
+) -> tuple[NewRecord, MemoryErased] | None:
+    """The receipt for erasing ``pending`` ``(seq, format)`` records (those with content,
+    receipts excluded), or None when there are none.
+
+    Raises:
+        ValueError: A pending record is format 1 (its hash covers the payload).
+    """
+    from eventlog.serialization import encode_event
+
+    if not pending:
+        return None
+    legacy = [seq for seq, fmt in pending if fmt == 1]
+    if legacy:
+        shown = ", ".join(map(str, legacy[:5])) + (", ..." if len(legacy) > 5 else "")
+        msg = (
+            f"erase of {key}: {len(legacy)} record(s) (seq {shown}) are format 1, whose "
+            "hash covers the payload itself, so erasing them would break the chain; nothing "
+            "was erased - use purge() to delete this memory's records with a tombstone"
+        )
+        raise ValueError(msg)
+    seqs = [seq for seq, _ in pending]
+    event = MemoryErased(
+        first_seq=min(seqs),
+        last_seq=max(seqs),
+        record_count=len(seqs),
+        erased_at=now,
+        reason=reason,
+    )
+    return encode_event(event), event
+
+
+def tombstone(head: StreamHead, count: int, reason: str, now: datetime) -> NewRecord:
+    """The ``memory_purged`` record ``purge`` appends before deleting ``count`` records up to
+    ``head``: the chain of what is left starts from it."""
+    from eventlog.serialization import encode_event
+
+    event = MemoryPurged(
+        last_seq=head.seq,
+        last_hash=head.hash,
+        event_count=count,
+        purged_at=now,
+        reason=reason,
+    )
+    return encode_event(event)
+
+
+def erase(
+    store: EventStore, memory_id: MemoryId, *, reason: str, expected_seq: int | None
+) -> ErasureReceipt:
+    """See :meth:`EventStore.erase`."""
+    key = store._stream_key(memory_id, "erase")
+    check_reason("erase", reason)
+    store._writable("erase", type(store).__name__)
+    receipts = store._erase([key], reason, expected_seq)
+    store._name_rows_made.pop(key, None)  # the backend deleted the row with the content
+    pending = not store._clean_files("erase")
+    if store._keyring is not None:
+        # Last: while the key exists a crash leaves nothing unreadable that is not erased.
+        # The memory's own key goes (content sealed before memories had their own keys
+        # shares its subject's key with the subject's other memories: erase_subject
+        # destroys that); a plain id is its own subject, so its subject key goes too.
+        known = store._names is not None and store._names.clear_key(key) is not None
+        subject = store._subject(key) if known else subject_of(memory_id)
+        store._keyring.destroy_memory(subject, key)
+        if not isinstance(memory_id, tuple):
+            store._keyring.destroy(subject)
+    if not receipts:
+        msg = (
+            f"erase of {key}: nothing to erase (no records, or their content was erased "
+            "already and nothing was added since)"
+        )
+        raise ValueError(msg)
+    clear = None if store._names is None else store._names.clear_key(key)
+    named = receipts[0].memory_id if clear is None else memory_id_from_key(clear)
+    return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
+
+
+def erase_subject(
+    store: EventStore, prefix: tuple[object, ...], *, reason: str, batch: int
+) -> list[ErasureReceipt]:
+    """See :meth:`EventStore.erase_subject`."""
+    if not isinstance(prefix, tuple):
+        msg = f"erase_subject: prefix must be a tuple, not {type(prefix).__name__}"
+        raise TypeError(msg)
+    if not prefix:
+        msg = "erase_subject: the prefix is empty and would erase every memory; name a subject"
+        raise ValueError(msg)
+    check_reason("erase_subject", reason)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        msg = f"erase_subject: batch must be an int >= 1, got {batch!r}"
+        raise ValueError(msg)
+    store._writable("erase", type(store).__name__)
+    keys = []
+    named = store._named(row[0] for row in store._stream_rows())
+    for key, mid in sorted(named.items()):
+        if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
+            keys.append(key)
+    receipts: list[ErasureReceipt] = []
+    for start in range(0, len(keys), batch):
+        receipts.extend(store._erase(keys[start : start + batch], reason, None))
+    for key in keys:
+        store._name_rows_made.pop(key, None)  # the backend deleted the rows
+    # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup
+    # and destroys the key if a crash came between the rows and the key.
+    pending = not store._clean_files("erase")
+    if store._keyring is not None and len(prefix) == 1:
+        # Last: while the key exists a crash leaves nothing unreadable that is not erased.
+        # The subject (keyring.subject_of) of every id under a one-element prefix.
+        store._keyring.destroy(memory_key(prefix))
+    return [
+        dataclasses.replace(
+            r, memory_id=named[r.record.stream_id] or r.memory_id, cleanup_pending=pending
+        )
+        for r in receipts
+    ]
