@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import subject_of
 from eventlog.models import ErasureReceipt, MemoryErased, MemoryPurged, NewRecord, StreamHead
@@ -34,7 +35,6 @@ __all__ = [
     "tombstone",
 ]
 
-RECEIPT_KINDS = ("memory_erased", "memory_purged")
 """Kinds :meth:`EventStore.erase` leaves alone: receipts hold no message."""
 
 

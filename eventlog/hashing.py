@@ -42,6 +42,7 @@ __all__ = [
     "FORMATS",
     "GENESIS",
     "KEYED_CHAIN",
+    "RECEIPT_KINDS",
     "chain_hash",
     "chain_hash_v2",
     "check_stream",
@@ -75,7 +76,9 @@ _SHA256_BLOCK = 64
 _hex64 = re.compile("[0-9a-f]{64}").fullmatch
 _hex32 = re.compile("[0-9a-f]{32}").fullmatch
 _sha256 = hashlib.sha256
-_RECEIPT_KINDS = ("memory_erased", "memory_purged")  # keep no content, so never "put back"
+RECEIPT_KINDS = ("memory_erased", "memory_purged")
+"""The kinds of an erasure's receipt and a purge's tombstone: they hold no message, so no
+erasure ever empties them (nor can content be "put back" into them)."""
 
 
 # The preimage joins the fields with a unit separator (\x1f) and gives every free-text
@@ -388,7 +391,7 @@ def verified_run(
             return done  # format 1, or an unkeyed record of a keyed ledger: the full path
         if not (type(salt) is type(prev) is type(payload) is str and salt) or position <= 0:
             return done
-        if seq <= erased_through and kind not in _RECEIPT_KINDS:
+        if seq <= erased_through and kind not in RECEIPT_KINDS:
             return done  # content back after an erasure, or an erased record: the full path
         try:
             salt_bytes = fromhex(salt)

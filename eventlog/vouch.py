@@ -27,7 +27,14 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import ChainIntegrityError
-from eventlog.hashing import GENESIS, KEYED_CHAIN, check_stream, head_mac, verified_run
+from eventlog.hashing import (
+    GENESIS,
+    KEYED_CHAIN,
+    RECEIPT_KINDS,
+    check_stream,
+    head_mac,
+    verified_run,
+)
 from eventlog.models import HeadSeal, Record
 
 if TYPE_CHECKING:
@@ -49,7 +56,6 @@ REMEDY = (
     "not served; run `chatledger verify` to list every break, then restore the database from a "
     "backup (or from an export taken before the damage)"
 )
-RECEIPT_KINDS = ("memory_erased", "memory_purged")
 _PURGED = "memory_purged"
 _MOVING_HEAD_TRIES = 20  # looks at ends another writer keeps moving, before giving up
 Ends = tuple[HeadSeal | None, Record | None, Record | None]
