@@ -124,9 +124,12 @@ def _texts(record: Record) -> list[tuple[str, str]]:
 def _hit(store: EventStore, record: Record, role: str, text: str, *, at: int, size: int) -> Hit:
     key = StreamKey(record.stream_id)
     try:
-        verified = bool(read_checked(store, key, gt=record.seq - 1, lte=record.seq))
+        checked = read_checked(store, key, gt=record.seq - 1, lte=record.seq)
     except ChainIntegrityError:
-        verified = False
+        checked = []
+    # The text shown is the scan's, read before this check: shown only if the checked record is
+    # that same row (an edit between the two reads must not slip its text through).
+    verified = bool(checked) and _same(checked[0], record)
     if not verified:
         return Hit(key, record.seq, role, "", "", "", verified=False)
     start = max(0, at - SNIPPET)
@@ -134,6 +137,15 @@ def _hit(store: EventStore, record: Record, role: str, text: str, *, at: int, si
     before = ("…" if start else "") + text[start:at]
     after = text[end : end + SNIPPET] + ("…" if end + SNIPPET < len(text) else "")
     return Hit(key, record.seq, role, before, text[at:end], after, verified=True)
+
+
+def _same(checked: Record, scanned: Record) -> bool:
+    """Whether the verified read returned the row the scan read (its hash, text and salt)."""
+    return (checked.hash, checked.payload, checked.salt) == (
+        scanned.hash,
+        scanned.payload,
+        scanned.salt,
+    )
 
 
 def jump_seq(store: EventStore, key: str, to: str) -> int:

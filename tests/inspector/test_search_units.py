@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from eventlog import InMemoryEventStore, SystemMessage, UserMessage
+from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory
 from projections.compaction import compact
-from projections.inspector.search import search
+from projections.inspector.search import _hit, search
 
 
 def test_search_finds_text_in_a_set_event_and_skips_erased_and_system_streams():
@@ -24,3 +25,17 @@ def test_search_finds_text_in_a_set_event_and_skips_erased_and_system_streams():
     assert (page.hits[0].before, page.hits[0].after) == ("the ", " is here")
     assert any(info.stream_id.startswith("~sys:") for info in store.streams(include_system=True))
     assert page.next_after is None
+
+
+def test_a_hit_shows_text_only_when_the_checked_row_is_the_row_the_scan_read():
+    store = InMemoryEventStore()
+    MessageWindowChatMemory("conv", max_messages=5, store=store).add(UserMessage("the needle"))
+    (scanned,) = store.read("conv")
+    # The row as the scan read it verifies and is shown ...
+    shown = _hit(store, scanned, "user", "the needle", at=4, size=6)
+    assert (shown.verified, shown.match) == (True, "needle")
+    # ... but text the scan read from a row edited before the check (the check reads the
+    # stored row, which differs) is not: a forger's edit between the two reads shows nothing.
+    forged = scanned._replace(payload=user_payload("the needle, forged"))
+    hidden = _hit(store, forged, "user", "the needle, forged", at=4, size=6)
+    assert (hidden.verified, hidden.match, hidden.before, hidden.after) == (False, "", "", "")
