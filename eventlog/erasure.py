@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from eventlog.store import EventStore
 
 __all__ = [
-    "RECEIPT_KINDS",
     "brings_erasure",
     "check_reason",
     "erase",
@@ -34,8 +33,6 @@ __all__ = [
     "erasure_step",
     "tombstone",
 ]
-
-"""Kinds :meth:`EventStore.erase` leaves alone: receipts hold no message."""
 
 
 def check_reason(operation: str, reason: object) -> None:

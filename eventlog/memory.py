@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from eventlog.erasure import RECEIPT_KINDS, erased_after, erasure_record, tombstone
+from eventlog.erasure import brings_erasure, erased_after, erasure_record, tombstone
 from eventlog.errors import ConcurrencyError, StoreClosedError
+from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keycheck import legacy_seal
 from eventlog.keyring import Keyring
@@ -99,7 +100,8 @@ class InMemoryEventStore(EventStore):
             rows = self._build(key, head, items, self._now())  # validates before any write
             old = self._seals.get(key)
             erased = 0 if old is None else old.erased_through
-            erased = erased_after(key, rows, erased)
+            if brings_erasure(items):  # an import may move it (see eventlog.erasure)
+                erased = erased_after(key, rows, erased)
             records = []
             for row in rows:
                 self._position += 1

@@ -30,7 +30,7 @@ from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from eventlog import postgres_sql as pgsql
-from eventlog.erasure import RECEIPT_KINDS, brings_erasure, erased_after, erasure_record, tombstone
+from eventlog.erasure import brings_erasure, erased_after, erasure_record, tombstone
 from eventlog.errors import (
     ConcurrencyError,
     OutcomeUnknownError,
@@ -38,7 +38,7 @@ from eventlog.errors import (
     SchemaVersionError,
     StoreClosedError,
 )
-from eventlog.hashing import GENESIS
+from eventlog.hashing import GENESIS, RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keycheck import settle_keys
 from eventlog.keyring import Keyring
@@ -783,7 +783,7 @@ class PostgresEventStore(EventStore):
             if name is not None:
                 conn.execute(self._q["put_name"], name)
             erased = self._erased.get(key, 0)
-            after = erased_after(key, rows, erased)
+            after = erased_after(key, rows, erased) if brings_erasure(items) else erased
             sent.append((rows, conn.info.backend_pid))  # from here, it may land
             cursor = conn.execute(*self._insert_query(rows, erased_through=after))
             if after != erased:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlite_utils
 
-from eventlog.erasure import RECEIPT_KINDS, brings_erasure, erased_after, erasure_record, tombstone
+from eventlog.erasure import brings_erasure, erased_after, erasure_record, tombstone
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
-from eventlog.hashing import GENESIS
+from eventlog.hashing import GENESIS, RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keycheck import settle_keys
 from eventlog.keyring import Keyring
@@ -691,12 +691,14 @@ class SQLiteEventStore(EventStore):
         self._writable("append", self._where)
         name = self._name_row(key)
 
+        imports = brings_erasure(items)  # rare: an import may move erased_through
+
         def work(conn: sqlite3.Connection) -> list[Record]:
             head = self._expected_head(conn, key, expected_seq, expected_hash)
             actual = 0 if head is None else head.seq
             records: list[Record] = []
             rows = self._build(key, head, items, self._now())
-            seal, moved = self._sealing(key, rows, items)
+            seal, moved = self._sealing(key, rows, imports=imports)
             if name is not None:
                 conn.execute(_PUT_NAME, name)
             try:
@@ -724,9 +726,7 @@ class SQLiteEventStore(EventStore):
             return records
 
         try:
-            records = self._write(
-                "append", work, one_insert=len(items) == 1 and not brings_erasure(items)
-            )
+            records = self._write("append", work, one_insert=len(items) == 1 and not imports)
         except ConcurrencyError as e:
             # With no expectation, a stale cached head is ours to fix: once more, reading the
             # head inside a BEGIN IMMEDIATE transaction, where no other writer can move it.
@@ -735,7 +735,7 @@ class SQLiteEventStore(EventStore):
                 raise
             records = self._write("append", work)
         last = records[-1]
-        if brings_erasure(items):
+        if imports:
             self._heads.pop(key, None)  # erased_through may have moved: read both again
         else:
             self._heads[key] = StreamHead(last.seq, last.hash, last.recorded_at_text)
@@ -772,12 +772,13 @@ class SQLiteEventStore(EventStore):
         return head
 
     def _sealing(
-        self, key: str, rows: list[tuple[Any, ...]], items: Sequence[NewRecord]
+        self, key: str, rows: list[tuple[Any, ...]], *, imports: bool
     ) -> tuple[str, int | None]:
         """The head seal for ``rows``, and the memory's new erased_through when an import
-        moves it (None when it stays, the hot path: no second statement)."""
+        (``imports``: see :func:`eventlog.erasure.brings_erasure`) moves it (None when it
+        stays, the hot path: no second statement)."""
         erased = self._erased.get(key, 0)
-        after = erased_after(key, rows, erased) if brings_erasure(items) else erased
+        after = erased_after(key, rows, erased) if imports else erased
         return self._seal_of(key, rows[-1][1], rows[-1][8], after), (
             None if after == erased else after
         )

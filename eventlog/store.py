@@ -15,11 +15,11 @@ from typing import Any, Self, overload
 
 from eventlog import clock, erasure, validation
 from eventlog.aio import off_loop
-from eventlog.erasure import RECEIPT_KINDS
 from eventlog.errors import ChainKeyError, ConcurrencyError, ReadOnlyError
 from eventlog.hashing import (
     FORMATS,
     GENESIS,
+    RECEIPT_KINDS,
     chain_hash,
     chain_hash_v2,
     check_stream,

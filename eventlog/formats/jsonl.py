@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import IO
 
-from eventlog.erasure import RECEIPT_KINDS, erasure_step
-from eventlog.hashing import CONTENT_MISMATCH, FORMATS, GENESIS
+from eventlog.erasure import erasure_step
+from eventlog.hashing import CONTENT_MISMATCH, FORMATS, GENESIS, RECEIPT_KINDS
 from eventlog.ids import PSEUDONYM_PREFIX, SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key
 from eventlog.import_checks import (
     DEFAULT_MAX_DEPTH,
@@ -362,7 +362,7 @@ def _check_emptied(plan: _Plan, key: str, record: Record, number: int, source: s
     right after emptied records (an erasure appends its receipt after what it emptied, in the
     same transaction, so a run of emptied records without one was emptied by hand - and
     importing it would seal it as an erasure)."""
-    content = bool(record.salt or record.payload or record.format == 1)
+    content = not record.erased
     step = erasure_step(plan.erased, record.seq, record.kind, content=content)
     if step is None:
         raise _refuse(
@@ -374,7 +374,7 @@ def _check_emptied(plan: _Plan, key: str, record: Record, number: int, source: s
         )
     if content and plan.open_run and record.kind not in RECEIPT_KINDS:
         raise _refuse(source, _unreceipted(key, record.seq - 1, number))
-    plan.open_run = not content or (plan.open_run and record.kind not in RECEIPT_KINDS)
+    plan.open_run = not content  # content (a receipt, or refused above) closes a run
     plan.erased = step
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,18 @@ def _export(store: SQLiteEventStore, **options: object) -> list[str]:
     out = io.StringIO()
     export_jsonl(store, out, **options)  # type: ignore[arg-type]
     return out.getvalue().splitlines(keepends=True)
+
+
+def _emptied(lines: list[str], pick: Callable[[dict[str, Any]], bool]) -> list[str]:
+    """``lines`` with the records ``pick`` chooses emptied as erase() empties them (payload and
+    salt gone; commitment and hash kept, so the hash chain cannot tell)."""
+    edited = []
+    for line in lines:
+        row = json.loads(line)
+        if pick(row):
+            row["payload"], row["salt"] = "", ""
+        edited.append(json.dumps(row) + "\n")
+    return edited
 
 
 def _say(store: SQLiteEventStore, memory: str, *texts: str) -> None:
@@ -52,12 +66,7 @@ def test_an_emptied_record_after_content_is_refused_whole_file(tmp_path: Path) -
     lines = _export(source)
     # Empty seq 2 the way erase() would (payload and salt gone, commitment and hash kept: the
     # hash chain cannot tell), with seq 1 keeping its content: no erasure leaves that.
-    edited = []
-    for line in lines:
-        row = json.loads(line)
-        if row.get("memory") == "conv" and row.get("seq") == 2:
-            row["payload"], row["salt"] = "", ""
-        edited.append(json.dumps(row) + "\n")
+    edited = _emptied(lines, lambda row: row.get("memory") == "conv" and row.get("seq") == 2)
     assert edited != lines
     target_path = tmp_path / "b.db"
     target = SQLiteEventStore(target_path)
@@ -93,12 +102,7 @@ def test_emptied_records_without_their_receipt_are_refused_whole_file(tmp_path, 
     # Empty seqs 1-2 the way erase() would, without its receipt (a forger without the key can;
     # the source ledger refuses them): importing must not turn them into a sealed erasure, with
     # or without content after them.
-    edited = []
-    for line in lines:
-        row = json.loads(line)
-        if row.get("memory") == "conv" and row.get("seq") in (1, 2):
-            row["payload"], row["salt"] = "", ""
-        edited.append(json.dumps(row) + "\n")
+    edited = _emptied(lines, lambda row: row.get("memory") == "conv" and row.get("seq") in (1, 2))
     target = SQLiteEventStore(tmp_path / "b.db", key=key)
     with pytest.raises(ValueError, match=r"'conv'#2 \(before line \d+\) is emptied") as caught:
         import_jsonl(target, edited)
@@ -110,12 +114,7 @@ def test_an_emptied_receipt_is_refused(tmp_path: Path) -> None:
     source = SQLiteEventStore(tmp_path / "a.db")
     _say(source, "conv", "m1")
     source.erase("conv", reason="r")
-    edited = []
-    for line in _export(source):
-        row = json.loads(line)
-        if row.get("kind") == "memory_erased":
-            row["payload"], row["salt"] = "", ""
-        edited.append(json.dumps(row) + "\n")
+    edited = _emptied(_export(source), lambda row: row.get("kind") == "memory_erased")
     target = SQLiteEventStore(tmp_path / "b.db")
     with pytest.raises(ValueError, match="or is a receipt"):
         import_jsonl(target, edited)
