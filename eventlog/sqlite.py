@@ -1,29 +1,32 @@
-"""SQLiteEventStore: the embedded default, one row per event in a WAL-mode SQLite file."""
+"""SQLiteEventStore: the embedded default, one row per event in a WAL-mode SQLite file.
+
+The store's parts live beside this module, one owner each: the schema and its migrations in
+:mod:`eventlog.sqlite_schema`, the SQL in :mod:`eventlog.sqlite_sql`, transactions and the
+sqlite3 error choke point in :mod:`eventlog.sqlite_base`, purge, erase and the WAL checkpoint
+in :mod:`eventlog.sqlite_erase`, and what the ledger reads at open in :mod:`eventlog.sqlite_open`.
+Import the store, and the names below, from here.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
-import random
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlite_utils
 
-from eventlog.erasure import brings_erasure, erased_after, erasure_record, tombstone
-from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
-from eventlog.hashing import GENESIS, RECEIPT_KINDS
-from eventlog.ids import MemoryId, memory_id_from_key
+from eventlog.erasure import brings_erasure, erased_after
+from eventlog.errors import ConcurrencyError, PersistenceError
+from eventlog.hashing import GENESIS
+from eventlog.ids import MemoryId
 from eventlog.keycheck import settle_keys
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
-    ErasureReceipt,
     HeadSeal,
     NewRecord,
     Record,
@@ -33,361 +36,59 @@ from eventlog.models import (
     parse_time,
 )
 from eventlog.names import settle_ids
-from eventlog.store import EventStore, LedgerTx
+from eventlog.sqlite_erase import CLEANUP_WAIT, SQLiteErasure
+from eventlog.sqlite_open import SQLiteLedgerTx as _Tx
+from eventlog.sqlite_schema import APPLICATION_ID, MIGRATIONS, is_ledger_file
+from eventlog.sqlite_sql import (
+    COLUMNS,
+    ENDS_RECORDS,
+    ENDS_SEAL,
+    EVENT_EXISTS,
+    EVENTS_EXIST,
+    HEAD_SEAL,
+    HEADS_EXIST,
+    INSERT,
+    INSERT_IF_HEAD,
+    LOAD_SNAPSHOT,
+    NAMES,
+    PRUNE_SNAPSHOTS,
+    PUT_NAME,
+    RANGE_ROWS,
+    READ,
+    READ_ALL,
+    SAVE_SNAPSHOT,
+    SCAN_ROWS,
+    SEAL_ERASURE,
+    SEQ_AT,
+    STREAMS,
+    TREE_COUNT,
+    TREE_DROP,
+    TREE_EXISTS,
+    TREE_GEN,
+    TREE_INSERT,
+    TREE_READ,
+)
+from eventlog.store import LedgerTx
 from eventlog.validation import check_at, check_range, check_tail
 from eventlog.vouch import NO_SEALS, Ends
 
 if TYPE_CHECKING:
     from eventlog.witness import Witness
 
-__all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteEventStore", "is_ledger_file"]
+__all__ = [
+    "APPLICATION_ID",
+    "CLEANUP_WAIT",
+    "MIGRATIONS",
+    "SCAN_ROWS",
+    "SQLiteEventStore",
+    "is_ledger_file",
+]
 
-MIGRATIONS = sqlite_utils.Migrations("eventlog")
-
-
-@MIGRATIONS()
-def m001_events(db: sqlite_utils.Database) -> None:
-    """Events, one row each, plus derived snapshots. IF NOT EXISTS makes a concurrent first
-    open by two processes harmless."""
-    db.executescript(
-        """
-        CREATE TABLE IF NOT EXISTS events (
-            -- No AUTOINCREMENT (it costs a third of an append): positions are never reused
-            -- because purge() inserts its tombstone before deleting, so the largest
-            -- position always survives and new rows keep counting up from it.
-            position INTEGER PRIMARY KEY,
-            stream_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            recorded_at TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            schema_version INTEGER NOT NULL,
-            payload TEXT NOT NULL,
-            meta TEXT NOT NULL,
-            prev_hash TEXT NOT NULL,
-            hash TEXT NOT NULL,
-            UNIQUE (stream_id, seq)
-        );
-        CREATE TABLE IF NOT EXISTS snapshots (
-            stream_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            state TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            PRIMARY KEY (stream_id, name, seq)
-        ) WITHOUT ROWID;
-        """
-    )
-
-
-@MIGRATIONS()
-def m002_record_format(db: sqlite_utils.Database) -> None:
-    """Record format 2/3: salted payload commitments and the format of each record. Rows
-    written before keep the defaults, which say what they are: format 1, no salt or commitment.
-    Plus the settings table, which holds a keyed store's key check value."""
-    # ALTER TABLE has no IF NOT EXISTS; checking first keeps a re-run harmless, as m001 is.
-    have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
-    for name, ddl in (
-        ("salt", "salt TEXT NOT NULL DEFAULT ''"),
-        ("commitment", "commitment TEXT NOT NULL DEFAULT ''"),
-        ("format", "format INTEGER NOT NULL DEFAULT 1"),
-    ):
-        if name not in have:
-            db.execute(f"ALTER TABLE events ADD COLUMN {ddl}")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) "
-        "WITHOUT ROWID"
-    )
-
-
-@MIGRATIONS()
-def m003_head_seals(db: sqlite_utils.Database) -> None:
-    """Head seals: one row per memory saying which record is its newest (see
-    eventlog.hashing.head_mac), so reads refuse a truncated tail. An append sets it in the same
-    statement as its INSERT: the row carries the seal in ``head_mac`` and a trigger moves it
-    into ``heads`` and blanks it, so no record keeps a seal an attacker could put back after
-    deleting the records after it. Existing memories get blank seals, which the next writable
-    open fills in (``eventlog.keycheck.settle_keys``)."""
-    have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
-    if "head_mac" not in have:
-        db.execute("ALTER TABLE events ADD COLUMN head_mac TEXT NOT NULL DEFAULT ''")
-    db.executescript(
-        """
-        CREATE TABLE IF NOT EXISTS heads (
-            stream_id TEXT PRIMARY KEY,
-            seq INTEGER NOT NULL,
-            hash TEXT NOT NULL,
-            mac TEXT NOT NULL,
-            erased_through INTEGER NOT NULL DEFAULT 0
-        ) WITHOUT ROWID;
-        INSERT OR IGNORE INTO heads (stream_id, seq, hash, mac, erased_through)
-            SELECT e.stream_id, e.seq, e.hash, '',
-                coalesce((SELECT max(r.seq) FROM events r WHERE r.stream_id = e.stream_id
-                          AND r.kind = 'memory_erased'), 0)
-            FROM events e
-            WHERE e.seq = (SELECT max(seq) FROM events m WHERE m.stream_id = e.stream_id);
-        CREATE TRIGGER IF NOT EXISTS events_seal_head AFTER INSERT ON events
-        WHEN NEW.head_mac != ''
-        BEGIN
-            INSERT INTO heads (stream_id, seq, hash, mac)
-                VALUES (NEW.stream_id, NEW.seq, NEW.hash, NEW.head_mac)
-                ON CONFLICT (stream_id) DO UPDATE
-                SET seq = excluded.seq, hash = excluded.hash, mac = excluded.mac;
-            UPDATE events SET head_mac = '' WHERE position = NEW.position;
-        END;
-        """
-    )
-
-
-# "CHLG": the SQLite header's application_id (offset 68), set when chatledger creates or
-# migrates a ledger, so a file is recognised as ours by its header - never by a table name -
-# without SQLite opening it (opening a WAL file read-only creates -wal/-shm files beside it).
-APPLICATION_ID = 0x43484C47
-_HEADER = b"SQLite format 3\x00"
-# How long an erase or purge waits for readers to let its WAL checkpoint run, in seconds.
-CLEANUP_WAIT = 0.5
-
-
-@MIGRATIONS()
-def m004_marker(db: sqlite_utils.Database) -> None:
-    """Mark the file as a chatledger ledger in its header (see APPLICATION_ID)."""
-    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-
-
-@MIGRATIONS()
-def m005_ledger_tree(db: sqlite_utils.Database) -> None:
-    """The ledger tree's stored blocks (see eventlog.ledger_tree): derived data, so the first
-    digest of a process reads a few thousand rows instead of every record."""
-    db.execute(
-        """
-        CREATE TABLE IF NOT EXISTS ledger_blocks (
-            block INTEGER PRIMARY KEY,
-            first_position INTEGER NOT NULL,
-            last_position INTEGER NOT NULL,
-            node BLOB NOT NULL,
-            mac BLOB NOT NULL
-        )
-        """
-    )
-
-
-@MIGRATIONS()
-def m006_names(db: sqlite_utils.Database) -> None:
-    """Erasable ids (see eventlog.names): the id of each pseudonymous stream, in a row an
-    erasure deletes. Empty on ledgers created without erasable ids."""
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS names (stream_id TEXT PRIMARY KEY, name TEXT NOT NULL) "
-        "WITHOUT ROWID"
-    )
-
-
-def is_ledger_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a SQLite file chatledger created or migrated, read from its header
-    alone (100 bytes; the file is not opened as a database, so nothing beside it is created)."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except OSError:
-        return False
-    if len(header) < 100 or not header.startswith(_HEADER):
-        return False
-    # Until a checkpoint copies it into the file, the newest first page (with the header) of a
-    # database in WAL mode is in the WAL: a ledger created moments ago by a running writer.
-    page = _newest_first_page(f"{os.fspath(path)}-wal") or header
-    return int.from_bytes(page[68:72], "big") == APPLICATION_ID
-
-
-def _newest_first_page(wal_path: str) -> bytes | None:
-    """The newest copy of page 1 in a WAL file (format: sqlite.org/fileformat2.html#walformat),
-    or None: frames of the current WAL generation only (their salts match the header's)."""
-    try:
-        with open(wal_path, "rb") as f:
-            head = f.read(32)
-            if len(head) < 32 or int.from_bytes(head[:4], "big") not in (0x377F0682, 0x377F0683):
-                return None
-            size = int.from_bytes(head[8:12], "big")
-            salts = head[16:24]
-            newest = None
-            while True:
-                frame = f.read(24 + size)
-                if len(frame) < 24 + size:
-                    return newest
-                if frame[8:16] == salts and int.from_bytes(frame[:4], "big") == 1:
-                    newest = frame[24:124]
-    except OSError:
-        return None
-
-
-_COLUMNS = (
-    "position, stream_id, seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash, "
-    "salt, commitment, format"
-)
-_INSERT_COLUMNS = (
-    "INSERT INTO events (stream_id, seq, recorded_at, kind, schema_version, payload, meta, "
-    "prev_hash, hash, salt, commitment, format, head_mac) "
-)
-_INSERT = _INSERT_COLUMNS + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-# With expected_hash: inserts nothing unless the STORED head is the record the row chains to
-# (the cached head may predate a head replaced at the same seq, which the unique key cannot see).
-_INSERT_IF_HEAD = (
-    _INSERT_COLUMNS + "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE coalesce((SELECT hash "
-    "FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1), ?) = ?"
-)
-_SETTINGS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settings'"
-_HEADS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heads'"
-_TREE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_blocks'"
-_TREE_READ = (
-    "SELECT block, first_position, last_position, node, mac FROM ledger_blocks ORDER BY block"
-)
-_TREE_GEN = "SELECT value FROM settings WHERE name = 'ledger_tree_generation'"
-_TREE_BUMP = (
-    "INSERT INTO settings (name, value) VALUES ('ledger_tree_generation', '1') "
-    "ON CONFLICT (name) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
-)
-_TREE_COUNT = "SELECT count(*) FROM ledger_blocks"
-_TREE_DROP = "DELETE FROM ledger_blocks"
-_TREE_INSERT = (
-    "INSERT OR IGNORE INTO ledger_blocks (block, first_position, last_position, node, mac) "
-    "VALUES (?, ?, ?, ?, ?)"
-)
-_GET_SETTING = "SELECT value FROM settings WHERE name = ?"
-_PUT_SETTING = "INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)"
-_KEYED_RECORDS = "SELECT 1 FROM events WHERE format = 3 LIMIT 1"
-_ANY_RECORDS = "SELECT 1 FROM events LIMIT 1"
-_LAST_POSITION = "SELECT coalesce(max(position), 0) FROM events"
-_LEGACY_HASHES = "SELECT hash FROM events WHERE format != 3 AND position <= ? ORDER BY position"
-_SEALS = "SELECT stream_id, seq, hash, erased_through FROM heads"
-_PUT_SEAL = "UPDATE heads SET mac = ? WHERE stream_id = ?"
-_HEAD_SEAL = "SELECT seq, hash, mac, erased_through FROM heads WHERE stream_id = ?"
-# The read path's ends of a memory (first record, newest record, seal) in one statement, so one
-# snapshot: tagged rows, the seal padded to a record's width.
-_ENDS_RECORDS = (
-    "SELECT 'f', * FROM (SELECT {cols} FROM events WHERE stream_id = ? ORDER BY seq LIMIT 1) "
-    "UNION ALL SELECT 'l', * FROM (SELECT {cols} FROM events WHERE stream_id = ? "
-    "ORDER BY seq DESC LIMIT 1)"
-)
-_ENDS_SEAL = (
-    " UNION ALL SELECT 's', seq, hash, mac, erased_through, NULL, NULL, NULL, NULL, NULL, NULL, "
-    "NULL, NULL, NULL FROM heads WHERE stream_id = ?"
-)
-_SEAL_ERASURE = "UPDATE heads SET erased_through = ? WHERE stream_id = ?"
-# The head and what its seal covers besides (erased_through), for appends to seal the next.
-_HEAD_SEALED = (
-    "SELECT e.seq, e.hash, e.recorded_at, coalesce(h.erased_through, 0) FROM events e "
-    "LEFT JOIN heads h ON h.stream_id = e.stream_id WHERE e.stream_id = ? "
-    "ORDER BY e.seq DESC LIMIT 1"
-)
-_HEAD = "SELECT seq, hash, recorded_at FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1"
-_PUT_NAME = "INSERT OR IGNORE INTO names (stream_id, name) VALUES (?, ?)"
-_DROP_NAME = "DELETE FROM names WHERE stream_id = ?"
-_NAMES = "SELECT stream_id, name FROM names"
-_SEQ_AT = (
-    "SELECT seq FROM events WHERE stream_id = ? AND recorded_at <= ? ORDER BY seq DESC LIMIT 1"
-)
-_SELECT = f"SELECT {_COLUMNS} FROM events WHERE "  # noqa: S608 - constants only, no user text
-_READ_ALL = _SELECT + "position > ? ORDER BY position LIMIT ?"
-# Rows for verify(digest=)'s pass, Record-shaped (an empty `sealed` last): run by this store and
-# by that pass's worker process, on its own read-only connection (eventlog.ledger_scan).
-SCAN_ROWS = f"SELECT {_COLUMNS}, '' FROM events WHERE position > ? ORDER BY position LIMIT ?"  # noqa: S608
-# _range_rows(): RANGE_ROW_FIELDS' order; no upper bound is _NO_UPPER, past every seq.
-_RANGE_ROWS = (
-    "SELECT seq, recorded_at, kind, schema_version, payload, meta, prev_hash, hash, salt, "
-    "commitment, format, position FROM events WHERE stream_id = ? AND seq > ? AND seq <= ? "
-    "ORDER BY seq"
-)
-# read() with every combination of bounds, built once: (has gt, has lte, desc) -> SQL.
-_READ = {
-    (gt, lte, desc): _SELECT
-    + "stream_id = ?"
-    + (" AND seq > ?" if gt else "")
-    + (" AND seq <= ?" if lte else "")
-    + (" ORDER BY seq DESC LIMIT ?" if desc else " ORDER BY seq LIMIT ?")
-    for gt in (False, True)
-    for lte in (False, True)
-    for desc in (False, True)
-}
-_STREAMS = (
-    "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
-    "FROM events GROUP BY stream_id"
-)
-# Records erase() must blank: content left (format 1 always counts: it cannot be blanked).
-_TO_ERASE = (
-    "SELECT seq, format FROM events WHERE stream_id = ? AND kind NOT IN (?, ?) "
-    "AND (format = 1 OR salt != '' OR payload != '') ORDER BY seq"
-)
-_BLANK = (
-    "UPDATE events SET payload = '', salt = '' WHERE stream_id = ? AND kind NOT IN (?, ?) "
-    "AND (salt != '' OR payload != '')"
-)
-_EVENT_EXISTS = "SELECT 1 FROM events WHERE stream_id = ? AND seq = ?"
-_EVENTS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
-_PRUNE_SNAPSHOTS = "DELETE FROM snapshots WHERE stream_id = ? AND name = ? AND seq < ?"
-_SAVE_SNAPSHOT = "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?)"
-_LOAD_SNAPSHOT = (
-    "SELECT stream_id, name, seq, state, created_at FROM snapshots "
-    "WHERE stream_id = ? AND name = ? AND seq <= ? ORDER BY seq DESC LIMIT 1"
-)
-
-_T = TypeVar("_T")
-# Longest sleep between attempts to take the write lock. A commit holds it for tens of
-# microseconds, so waking more often costs little; 2 ms left two processes on one
-# conversation at 0.4-0.8x the rate of one.
-_MAX_BACKOFF = 0.0003
 _NO_LIMIT = -1  # SQLite's LIMIT -1 means "no limit"
 _NO_UPPER = 1 << 62
-_MISSING = StreamHead(-1, "", "")  # cached "this stream is empty"
 
 
-class _Tx:
-    """The ledger's view of one SQLite transaction at open (see ``LedgerTx``)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        # create_schema=False on a database migrated by an older version: no such tables.
-        self._settings = conn.execute(_SETTINGS_EXIST).fetchone() is not None
-        self._heads = conn.execute(_HEADS_EXIST).fetchone() is not None
-
-    def sealable(self) -> bool:
-        return self._heads
-
-    def setting(self, name: str) -> str | None:
-        if not self._settings:
-            return None
-        row = self._conn.execute(_GET_SETTING, (name,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def put_setting(self, name: str, value: str) -> None:
-        self._conn.execute(_PUT_SETTING, (name, value))
-
-    def facts(self) -> tuple[bool, bool, int]:
-        return (
-            self._conn.execute(_ANY_RECORDS).fetchone() is not None,
-            self._conn.execute(_KEYED_RECORDS).fetchone() is not None,
-            int(self._conn.execute(_LAST_POSITION).fetchone()[0]),
-        )
-
-    def legacy_hashes(self, upto: int | None) -> Iterator[str]:
-        bound = (1 << 62) if upto is None else upto
-        for (value,) in self._conn.execute(_LEGACY_HASHES, (bound,)):
-            yield str(value)
-
-    def seals(self, *, pending: bool) -> list[tuple[str, int, str, int]]:
-        if not self._heads:
-            return []
-        sql = _SEALS + (" WHERE mac = ''" if pending else "")
-        return [(r[0], r[1], r[2], r[3]) for r in self._conn.execute(sql)]
-
-    def put_seals(self, rows: Sequence[tuple[str, str]]) -> None:
-        self._conn.executemany(_PUT_SEAL, rows)
-
-
-def _is_busy(error: BaseException | None) -> bool:
-    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds a lock; worth waiting for."""
-    return isinstance(error, sqlite3.OperationalError) and (
-        "locked" in str(error) or "busy" in str(error)
-    )
-
-
-class SQLiteEventStore(EventStore):
+class SQLiteEventStore(SQLiteErasure):
     """Event store in a SQLite file, safe for many threads and several processes.
 
     Writes run in ``BEGIN IMMEDIATE`` transactions, so a writer takes the file's write lock
@@ -422,8 +123,6 @@ class SQLiteEventStore(EventStore):
         ValueError: ``key`` is shorter than 16 bytes.
         PersistenceError: The file cannot be opened.
     """
-
-    _cleanup_pending = False  # an erase's WAL checkpoint that readers blocked
 
     def __init__(
         self,
@@ -503,7 +202,7 @@ class SQLiteEventStore(EventStore):
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
             # Switching to WAL rewrites the file header: never do it to a file that is not
             # ours (create_schema=False on another app's database must change nothing).
-            ours = create_schema or self._conn.execute(_EVENTS_EXIST).fetchone() is not None
+            ours = create_schema or self._conn.execute(EVENTS_EXIST).fetchone() is not None
             if read_only:
                 # Belt and braces: SQLite itself refuses any write on this connection.
                 self._conn.execute("PRAGMA query_only = ON")
@@ -514,8 +213,8 @@ class SQLiteEventStore(EventStore):
             self._conn.execute("PRAGMA secure_delete = ON")
             if create_schema and not read_only and MIGRATIONS.pending(self._db):
                 MIGRATIONS.apply(self._db)
-            self._sealed_schema = self._conn.execute(_HEADS_EXIST).fetchone() is not None
-            self._tree_table = self._conn.execute(_TREE_EXISTS).fetchone() is not None
+            self._sealed_schema = self._conn.execute(HEADS_EXIST).fetchone() is not None
+            self._tree_table = self._conn.execute(TREE_EXISTS).fetchone() is not None
 
         with self._guard("open"):
             # Another process may be writing or migrating: wait as for any lock.
@@ -545,134 +244,6 @@ class SQLiteEventStore(EventStore):
         """The underlying ``sqlite_utils.Database`` (read it freely; do not write events)."""
         return self._db
 
-    # ------------------------------------------------------------ error choke point
-
-    @contextlib.contextmanager
-    def _guard(self, operation: str) -> Iterator[sqlite3.Connection]:
-        """The one place sqlite3 errors become EventLogErrors, so every operation reports a
-        driver failure the same way and no caller needs to know sqlite3."""
-        with self._lock:
-            if self._closed:
-                raise StoreClosedError(operation, f"SQLiteEventStore({self._where})")
-            try:
-                yield self._conn
-            except sqlite3.Error as e:
-                if self._conn.in_transaction:
-                    self._conn.rollback()
-                raise PersistenceError(operation, f"SQLite {self._where}: {e}") from e
-
-    def _retry_locked(self, fn: Callable[[], object], operation: str) -> None:
-        """Run ``fn`` (open, migrate), retrying while another connection holds a lock."""
-        deadline = time.monotonic() + self._busy_timeout
-        while True:
-            try:
-                fn()
-                return
-            except sqlite3.OperationalError as e:
-                if not _is_busy(e):
-                    raise
-                if self._conn.in_transaction:
-                    self._conn.rollback()
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(random.uniform(0.0005, 0.005))  # noqa: S311 - jitter, not crypto
-
-    def _read(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run a read, retrying while SQLite reports the file busy (WAL recovery, a
-        checkpoint), up to ``busy_timeout``."""
-        deadline = 0.0
-        delay = 0.00005
-        while True:
-            try:
-                with self._guard(operation) as conn:
-                    return work(conn)
-            except PersistenceError as e:
-                if not _is_busy(e.__cause__):
-                    raise
-                now = time.monotonic()
-                deadline = deadline or now + self._busy_timeout
-                if now > deadline:
-                    raise
-                time.sleep(random.uniform(0, delay))  # noqa: S311 - jitter, not crypto
-                delay = min(delay * 2, 0.002)
-
-    def _until_free(self, operation: str, statement: Callable[[], _T]) -> _T:
-        """Run one statement, retrying while another connection holds the write lock, with
-        short, growing, jittered sleeps (a commit takes tens of microseconds), for up to
-        ``busy_timeout``."""
-        deadline = 0.0
-        delay = 0.00005
-        while True:
-            try:
-                return statement()
-            except sqlite3.OperationalError as e:
-                if not _is_busy(e):
-                    raise
-                now = time.monotonic()
-                deadline = deadline or now + self._busy_timeout
-                if now > deadline:
-                    msg = (
-                        f"another connection held the write lock of {self._where} for more "
-                        f"than busy_timeout={self._busy_timeout} s; raise busy_timeout or "
-                        "find the long transaction"
-                    )
-                    raise PersistenceError(operation, msg) from e
-                time.sleep(random.uniform(0, delay))  # noqa: S311 - jitter, not crypto
-                delay = min(delay * 2, _MAX_BACKOFF)
-
-    def _write(
-        self,
-        operation: str,
-        work: Callable[[sqlite3.Connection], _T],
-        *,
-        one_insert: bool = False,
-    ) -> _T:
-        """Run ``work`` in a ``BEGIN IMMEDIATE`` transaction; commit, or roll back on any error.
-
-        With ``one_insert`` (work writes a single row) on our own autocommit connection, the
-        INSERT is its own transaction: atomic by itself, ordered by SQLite's single write lock,
-        and checked by the unique (stream_id, seq) key - one statement instead of three, which
-        is most of what an append costs beyond SQLite's own work.
-
-        Spelled out rather than built on ``_guard``: this is the append hot path, and a
-        generator-based context manager costs a noticeable share of an append.
-        """
-        with self._lock:
-            if self._closed:
-                raise StoreClosedError(operation, f"SQLiteEventStore({self._where})")
-            conn = self._conn
-            try:
-                if one_insert and conn.isolation_level is None:
-                    return self._until_free(operation, lambda: work(conn))
-                self._until_free(operation, lambda: conn.execute("BEGIN IMMEDIATE"))
-                try:
-                    result = work(conn)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.rollback()
-                    raise
-            except sqlite3.Error as e:
-                raise PersistenceError(operation, f"SQLite {self._where}: {e}") from e
-            return result
-
-    def _sync_version(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._version:
-            self._heads.clear()
-            self._erased.clear()
-            self._ends_cache.clear()
-            self._version = version
-
-    def _head_locked(self, conn: sqlite3.Connection, key: str) -> StreamHead | None:
-        head = self._heads.get(key)
-        if head is None:
-            row = conn.execute(_HEAD_SEALED if self._sealed_schema else _HEAD, (key,)).fetchone()
-            head = _MISSING if row is None else StreamHead(row[0], row[1], row[2])
-            self._heads[key] = head
-            self._erased[key] = 0 if row is None or len(row) < 4 else int(row[3])
-        return None if head is _MISSING else head
-
     # ------------------------------------------------------------ writing
 
     def append(
@@ -700,14 +271,14 @@ class SQLiteEventStore(EventStore):
             rows = self._build(key, head, items, self._now())
             seal, moved = self._sealing(key, rows, imports=imports)
             if name is not None:
-                conn.execute(_PUT_NAME, name)
+                conn.execute(PUT_NAME, name)
             try:
                 for row in rows:
                     mac = seal if row is rows[-1] else ""
                     if expected_hash is None or records:
-                        cursor = conn.execute(_INSERT, (*row, mac))
+                        cursor = conn.execute(INSERT, (*row, mac))
                     else:
-                        cursor = conn.execute(_INSERT_IF_HEAD, (*row, mac, key, GENESIS, row[7]))
+                        cursor = conn.execute(INSERT_IF_HEAD, (*row, mac, key, GENESIS, row[7]))
                         if cursor.rowcount == 0:  # the stored head is not the cached one
                             self._heads.pop(key, None)
                             raise ConcurrencyError(key, actual, None)
@@ -722,7 +293,7 @@ class SQLiteEventStore(EventStore):
                 self._heads.pop(key, None)
                 raise ConcurrencyError(key, actual, None) from e
             if moved is not None:
-                conn.execute(_SEAL_ERASURE, (moved, key))
+                conn.execute(SEAL_ERASURE, (moved, key))
             return records
 
         try:
@@ -783,146 +354,6 @@ class SQLiteEventStore(EventStore):
             None if after == erased else after
         )
 
-    def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
-        key = self._stream_key(memory_id, "purge")
-        self._writable("purge", self._where)
-
-        def work(conn: sqlite3.Connection) -> Record:
-            self._heads.pop(key, None)  # rare and destructive: decide on the stored head
-            head = self._head_locked(conn, key)
-            if head is None:
-                msg = f"purge of {key}: the stream is empty; nothing to erase"
-                raise ValueError(msg)
-            if head.seq != expected_seq:
-                raise ConcurrencyError(key, expected_seq, head.seq)
-            (count,) = conn.execute(
-                "SELECT count(*) FROM events WHERE stream_id = ?", (key,)
-            ).fetchone()
-            now = self._now()
-            tomb = tombstone(head, count, reason, now)
-            (row,) = self._build(key, head, [tomb], now)
-            # Tombstone first, then delete: see the note on the position column. Sealed as
-            # erased through the tombstone, so purged records put back from a backup are
-            # refused although each is genuine.
-            mac = self._seal_of(key, row[1], row[8], row[1])
-            cursor = conn.execute(_INSERT, (*row, mac))
-            record = Record(cursor.lastrowid or 0, *row)
-            conn.execute(_SEAL_ERASURE, (record.seq, key))
-            conn.execute("DELETE FROM events WHERE stream_id = ? AND seq < ?", (key, record.seq))
-            conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
-            if self._tree_table:
-                conn.execute(_TREE_DROP)  # their records are gone: the next digest rebuilds
-                conn.execute(_TREE_BUMP)  # and a tree read before this must not be saved
-            return record
-
-        record = self._write("purge", work)
-        self._heads[key] = StreamHead(record.seq, record.hash, record.recorded_at_text)
-        self._erased[key] = record.seq
-        self._ends_cache.pop(key, None)
-        # secure_delete zeroed the freed pages, but the WAL still holds copies of them until
-        # it is checkpointed and truncated - which readers in other connections can delay
-        # (then cleanup_pending says so, and the next erase, purge or checkpoint finishes it).
-        self._clean_files("purge")
-        return record
-
-    def _erase(
-        self, keys: Sequence[str], reason: str, expected_seq: int | None
-    ) -> list[ErasureReceipt]:
-        def work(conn: sqlite3.Connection) -> list[tuple[Record, ErasureReceipt]]:
-            done = []
-            for key in keys:
-                self._heads.pop(key, None)  # rare and destructive: decide on the stored head
-                head = self._head_locked(conn, key)
-                if expected_seq is not None and (0 if head is None else head.seq) != expected_seq:
-                    raise ConcurrencyError(key, expected_seq, 0 if head is None else head.seq)
-                if self._names is not None:
-                    # The id goes with the content (also when only the id was left: a rerun).
-                    conn.execute(_DROP_NAME, (key,))
-                pending = conn.execute(_TO_ERASE, (key, *RECEIPT_KINDS)).fetchall()
-                now = self._now()
-                built = erasure_record(key, [(r[0], r[1]) for r in pending], reason, now)
-                if built is None:
-                    continue
-                item, event = built
-                (row,) = self._build(key, head, [item], now)
-                conn.execute(_BLANK, (key, *RECEIPT_KINDS))
-                conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
-                # Everything before the receipt is now empty: sealed, so content put back into
-                # those records later (from a backup) is refused although it matches.
-                mac = self._seal_of(key, row[1], row[8], row[1])
-                cursor = conn.execute(_INSERT, (*row, mac))
-                record = Record(cursor.lastrowid or 0, *row)
-                conn.execute(_SEAL_ERASURE, (record.seq, key))
-                done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
-            return done
-
-        try:
-            done = self._write("erase", work)
-        except BaseException:
-            self._heads.clear()  # the heads read inside the rolled-back transaction
-            self._ends_cache.clear()
-            raise
-        for record, _ in done:
-            self._heads[record.stream_id] = StreamHead(
-                record.seq, record.hash, record.recorded_at_text
-            )
-            self._ends_cache.pop(record.stream_id, None)
-            self._erased[record.stream_id] = record.seq
-        return [receipt for _, receipt in done]
-
-    def _clean_files(self, operation: str) -> bool:
-        # secure_delete zeroed the old cells in the pages written by the erase, but the WAL
-        # still holds the earlier versions of those pages until it is checkpointed and
-        # truncated - which a reader holding an old snapshot (a backup) prevents. Wait for it
-        # a moment, not for busy_timeout: the erasure is committed either way, and a retention
-        # run erasing memory after memory would otherwise wait that long for each. Once
-        # readers blocked a cleanup, later ones try once without waiting until one succeeds.
-        wait = 0.0 if self._cleanup_pending else min(CLEANUP_WAIT, self._busy_timeout)
-        self._cleanup_pending = not self._checkpoint(operation, strict=False, wait=wait)
-        return not self._cleanup_pending
-
-    @property
-    def cleanup_pending(self) -> bool:
-        return self._cleanup_pending
-
-    def finish_cleanup(self) -> bool:
-        return self._clean_files("finish the cleanup") if self._cleanup_pending else True
-
-    def _checkpoint(
-        self, operation: str, *, strict: bool = True, wait: float | None = None
-    ) -> bool:
-        """``wal_checkpoint(TRUNCATE)``, retried while readers block it, for ``wait`` seconds
-        (default ``busy_timeout``; it is tried once whatever the wait). Returns whether it
-        completed; not ``strict``, False when readers blocked it throughout.
-
-        Raises:
-            PersistenceError: ``strict`` and readers kept it busy past the wait; any later
-                erase, purge or ``checkpoint()`` completes erasure.
-        """
-        wait = self._busy_timeout if wait is None else wait
-        deadline = time.monotonic() + wait
-        while True:
-            busy = self._read(
-                operation, lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            )
-            if not busy:
-                self._cleanup_pending = False
-                return True
-            if time.monotonic() > deadline:
-                if not strict:
-                    return False
-                msg = (
-                    f"WAL checkpoint of {self._where} stayed blocked by readers for "
-                    f"{wait} s; erased or purged rows may remain in the -wal file until "
-                    "checkpoint() succeeds: end the long reader (a backup?) and call it again"
-                )
-                raise PersistenceError(operation, msg)
-            time.sleep(0.001)
-
-    def checkpoint(self) -> None:
-        """Copy the WAL into the database file and truncate it (completes a purge's erasure)."""
-        self._checkpoint("checkpoint")
-
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = self._stream_key(memory_id, "save_snapshot")
         row = (key, name, seq, state, format_time(self._now()))
@@ -930,11 +361,11 @@ class SQLiteEventStore(EventStore):
         def work(conn: sqlite3.Connection) -> None:
             # In the write transaction, so a purge cannot erase the stream in between and
             # leave a snapshot of erased messages behind.
-            if conn.execute(_EVENT_EXISTS, (key, seq)).fetchone() is None:
+            if conn.execute(EVENT_EXISTS, (key, seq)).fetchone() is None:
                 msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
                 raise ValueError(msg)
-            conn.execute(_SAVE_SNAPSHOT, row)
-            conn.execute(_PRUNE_SNAPSHOTS, (key, name, seq))
+            conn.execute(SAVE_SNAPSHOT, row)
+            conn.execute(PRUNE_SNAPSHOTS, (key, name, seq))
 
         self._write("save_snapshot", work)
 
@@ -957,7 +388,7 @@ class SQLiteEventStore(EventStore):
         if lte is not None:
             params.append(lte)
         params.append(_NO_LIMIT if limit is None else max(limit, 0))
-        sql = _READ[gt is not None, lte is not None, desc]
+        sql = READ[gt is not None, lte is not None, desc]
         return self._opened(
             self._read("read", lambda conn: [Record(*row) for row in conn.execute(sql, params)])
         )
@@ -967,13 +398,13 @@ class SQLiteEventStore(EventStore):
         params = (gt, _NO_LIMIT if limit is None else max(limit, 0))
         return self._opened(
             self._read(
-                "read_all", lambda conn: [Record(*row) for row in conn.execute(_READ_ALL, params)]
+                "read_all", lambda conn: [Record(*row) for row in conn.execute(READ_ALL, params)]
             )
         )
 
     def _range_rows(self, key: str, gt: int, lte: int | None) -> list[tuple[Any, ...]]:
         params = (key, gt, _NO_UPPER if lte is None else lte)
-        return self._read("read", lambda conn: conn.execute(_RANGE_ROWS, params).fetchall())
+        return self._read("read", lambda conn: conn.execute(RANGE_ROWS, params).fetchall())
 
     def _scan_rows(self, gt: int, limit: int) -> list[tuple[Any, ...]]:
         params = (gt, limit)
@@ -992,11 +423,11 @@ class SQLiteEventStore(EventStore):
         check_at("seq_at", at)
         key = self._stream_key(memory_id, "seq_at")
         params = (key, format_time(at))
-        row = self._read("seq_at", lambda conn: conn.execute(_SEQ_AT, params).fetchone())
+        row = self._read("seq_at", lambda conn: conn.execute(SEQ_AT, params).fetchone())
         return None if row is None else int(row[0])
 
     def _ends(self, key: str) -> Ends:
-        sql = _ENDS_RECORDS.format(cols=_COLUMNS) + (_ENDS_SEAL if self._sealed_schema else "")
+        sql = ENDS_RECORDS.format(cols=COLUMNS) + (ENDS_SEAL if self._sealed_schema else "")
         params = (key, key, key) if self._sealed_schema else (key, key)
 
         def work(conn: sqlite3.Connection) -> Ends:
@@ -1052,7 +483,7 @@ class SQLiteEventStore(EventStore):
 
     @staticmethod
     def _generation_in(conn: sqlite3.Connection) -> int:
-        row = conn.execute(_TREE_GEN).fetchone()
+        row = conn.execute(TREE_GEN).fetchone()
         return int(row[0]) if row is not None else 0
 
     def _tree_generation(self) -> int:
@@ -1066,7 +497,7 @@ class SQLiteEventStore(EventStore):
 
         def work(conn: sqlite3.Connection) -> tuple[int, list[TreeBlock]]:
             generation = self._generation_in(conn)
-            return generation, [TreeBlock(*row) for row in conn.execute(_TREE_READ)]
+            return generation, [TreeBlock(*row) for row in conn.execute(TREE_READ)]
 
         return self._read("read the ledger tree", work)
 
@@ -1080,11 +511,11 @@ class SQLiteEventStore(EventStore):
             if self._generation_in(conn) != generation:
                 return False  # a purge since the rows' records were read: rebuild instead
             if replace:
-                conn.execute(_TREE_DROP)
-            (count,) = conn.execute(_TREE_COUNT).fetchone()
+                conn.execute(TREE_DROP)
+            (count,) = conn.execute(TREE_COUNT).fetchone()
             if rows and rows[0].block > count:
                 return False
-            conn.executemany(_TREE_INSERT, [row for row in rows if row.block >= count])
+            conn.executemany(TREE_INSERT, [row for row in rows if row.block >= count])
             return True
 
         return self._write("save the ledger tree", work)
@@ -1092,7 +523,7 @@ class SQLiteEventStore(EventStore):
     def _head_seal(self, key: str) -> HeadSeal | None:
         if not self._sealed_schema:
             return NO_SEALS
-        row = self._read("read", lambda conn: conn.execute(_HEAD_SEAL, (key,)).fetchone())
+        row = self._read("read", lambda conn: conn.execute(HEAD_SEAL, (key,)).fetchone())
         return None if row is None else HeadSeal(*row)
 
     def load_snapshot(
@@ -1102,7 +533,7 @@ class SQLiteEventStore(EventStore):
         key = self._stream_key(memory_id, "load_snapshot")
         bound = (1 << 62) if lte is None else lte
         params = (key, name, bound)
-        row = self._read("load_snapshot", lambda c: c.execute(_LOAD_SNAPSHOT, params).fetchone())
+        row = self._read("load_snapshot", lambda c: c.execute(LOAD_SNAPSHOT, params).fetchone())
         if row is None:
             return None
         return Snapshot(row[0], row[1], row[2], row[3], parse_time(row[4]))
@@ -1110,11 +541,11 @@ class SQLiteEventStore(EventStore):
     def _name_rows(self) -> dict[str, str]:
         if self._names is None:
             return {}
-        return self._read("names", lambda conn: dict(conn.execute(_NAMES).fetchall()))
+        return self._read("names", lambda conn: dict(conn.execute(NAMES).fetchall()))
 
     def _stream_rows(self) -> list[tuple[str, int, int, str, str]]:
         return self._read(
-            "streams", lambda conn: [(r[0], r[1], r[2], r[3], r[4]) for r in conn.execute(_STREAMS)]
+            "streams", lambda conn: [(r[0], r[1], r[2], r[3], r[4]) for r in conn.execute(STREAMS)]
         )
 
     def close(self) -> None:

@@ -1,0 +1,183 @@
+"""The connection under :class:`~eventlog.sqlite.SQLiteEventStore`: its transactions, the
+waits for another connection's lock, the one place sqlite3 errors are translated, and the
+cached stream heads every write chains to."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import sqlite_utils
+
+from eventlog.errors import PersistenceError, StoreClosedError
+from eventlog.models import StreamHead
+from eventlog.sqlite_sql import HEAD, HEAD_SEALED
+from eventlog.store import EventStore
+from eventlog.vouch import Ends
+
+__all__ = ["SQLiteBase"]
+
+_T = TypeVar("_T")
+# Longest sleep between attempts to take the write lock. A commit holds it for tens of
+# microseconds, so waking more often costs little; 2 ms left two processes on one
+# conversation at 0.4-0.8x the rate of one.
+_MAX_BACKOFF = 0.0003
+_MISSING = StreamHead(-1, "", "")  # cached "this stream is empty"
+
+
+def _is_busy(error: BaseException | None) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds a lock; worth waiting for."""
+    return isinstance(error, sqlite3.OperationalError) and (
+        "locked" in str(error) or "busy" in str(error)
+    )
+
+
+class SQLiteBase(EventStore):
+    """What every part of :class:`~eventlog.sqlite.SQLiteEventStore` runs on; the store's
+    ``__init__`` sets these attributes (see there for what each holds)."""
+
+    _lock: threading.RLock
+    _closed: bool
+    _busy_timeout: float
+    _where: str
+    _db: sqlite_utils.Database
+    _conn: sqlite3.Connection
+    _heads: dict[str, StreamHead]
+    _erased: dict[str, int]
+    _ends_cache: dict[str, Ends]
+    _version: int
+    _sealed_schema: bool
+    _tree_table: bool
+
+    # ------------------------------------------------------------ error choke point
+
+    @contextlib.contextmanager
+    def _guard(self, operation: str) -> Iterator[sqlite3.Connection]:
+        """The one place sqlite3 errors become EventLogErrors, so every operation reports a
+        driver failure the same way and no caller needs to know sqlite3."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError(operation, f"SQLiteEventStore({self._where})")
+            try:
+                yield self._conn
+            except sqlite3.Error as e:
+                if self._conn.in_transaction:
+                    self._conn.rollback()
+                raise PersistenceError(operation, f"SQLite {self._where}: {e}") from e
+
+    def _retry_locked(self, fn: Callable[[], object], operation: str) -> None:
+        """Run ``fn`` (open, migrate), retrying while another connection holds a lock."""
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                fn()
+                return
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise
+                if self._conn.in_transaction:
+                    self._conn.rollback()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.0005, 0.005))  # noqa: S311 - jitter, not crypto
+
+    def _read(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run a read, retrying while SQLite reports the file busy (WAL recovery, a
+        checkpoint), up to ``busy_timeout``."""
+        deadline = 0.0
+        delay = 0.00005
+        while True:
+            try:
+                with self._guard(operation) as conn:
+                    return work(conn)
+            except PersistenceError as e:
+                if not _is_busy(e.__cause__):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + self._busy_timeout
+                if now > deadline:
+                    raise
+                time.sleep(random.uniform(0, delay))  # noqa: S311 - jitter, not crypto
+                delay = min(delay * 2, 0.002)
+
+    def _until_free(self, operation: str, statement: Callable[[], _T]) -> _T:
+        """Run one statement, retrying while another connection holds the write lock, with
+        short, growing, jittered sleeps (a commit takes tens of microseconds), for up to
+        ``busy_timeout``."""
+        deadline = 0.0
+        delay = 0.00005
+        while True:
+            try:
+                return statement()
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + self._busy_timeout
+                if now > deadline:
+                    msg = (
+                        f"another connection held the write lock of {self._where} for more "
+                        f"than busy_timeout={self._busy_timeout} s; raise busy_timeout or "
+                        "find the long transaction"
+                    )
+                    raise PersistenceError(operation, msg) from e
+                time.sleep(random.uniform(0, delay))  # noqa: S311 - jitter, not crypto
+                delay = min(delay * 2, _MAX_BACKOFF)
+
+    def _write(
+        self,
+        operation: str,
+        work: Callable[[sqlite3.Connection], _T],
+        *,
+        one_insert: bool = False,
+    ) -> _T:
+        """Run ``work`` in a ``BEGIN IMMEDIATE`` transaction; commit, or roll back on any error.
+
+        With ``one_insert`` (work writes a single row) on our own autocommit connection, the
+        INSERT is its own transaction: atomic by itself, ordered by SQLite's single write lock,
+        and checked by the unique (stream_id, seq) key - one statement instead of three, which
+        is most of what an append costs beyond SQLite's own work.
+
+        Spelled out rather than built on ``_guard``: this is the append hot path, and a
+        generator-based context manager costs a noticeable share of an append.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError(operation, f"SQLiteEventStore({self._where})")
+            conn = self._conn
+            try:
+                if one_insert and conn.isolation_level is None:
+                    return self._until_free(operation, lambda: work(conn))
+                self._until_free(operation, lambda: conn.execute("BEGIN IMMEDIATE"))
+                try:
+                    result = work(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.rollback()
+                    raise
+            except sqlite3.Error as e:
+                raise PersistenceError(operation, f"SQLite {self._where}: {e}") from e
+            return result
+
+    def _sync_version(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version:
+            self._heads.clear()
+            self._erased.clear()
+            self._ends_cache.clear()
+            self._version = version
+
+    def _head_locked(self, conn: sqlite3.Connection, key: str) -> StreamHead | None:
+        head = self._heads.get(key)
+        if head is None:
+            row = conn.execute(HEAD_SEALED if self._sealed_schema else HEAD, (key,)).fetchone()
+            head = _MISSING if row is None else StreamHead(row[0], row[1], row[2])
+            self._heads[key] = head
+            self._erased[key] = 0 if row is None or len(row) < 4 else int(row[3])
+        return None if head is _MISSING else head

@@ -1,0 +1,183 @@
+"""The schema of a SQLite ledger: its migrations, applied on open by
+:class:`~eventlog.sqlite.SQLiteEventStore`, and the header marker that tells a chatledger file
+from any other SQLite file without opening it."""
+
+from __future__ import annotations
+
+import os
+
+import sqlite_utils
+
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "is_ledger_file"]
+
+MIGRATIONS = sqlite_utils.Migrations("eventlog")
+
+
+@MIGRATIONS()
+def m001_events(db: sqlite_utils.Database) -> None:
+    """Events, one row each, plus derived snapshots. IF NOT EXISTS makes a concurrent first
+    open by two processes harmless."""
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS events (
+            -- No AUTOINCREMENT (it costs a third of an append): positions are never reused
+            -- because purge() inserts its tombstone before deleting, so the largest
+            -- position always survives and new rows keep counting up from it.
+            position INTEGER PRIMARY KEY,
+            stream_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            recorded_at TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            schema_version INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            UNIQUE (stream_id, seq)
+        );
+        CREATE TABLE IF NOT EXISTS snapshots (
+            stream_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (stream_id, name, seq)
+        ) WITHOUT ROWID;
+        """
+    )
+
+
+@MIGRATIONS()
+def m002_record_format(db: sqlite_utils.Database) -> None:
+    """Record format 2/3: salted payload commitments and the format of each record. Rows
+    written before keep the defaults, which say what they are: format 1, no salt or commitment.
+    Plus the settings table, which holds a keyed store's key check value."""
+    # ALTER TABLE has no IF NOT EXISTS; checking first keeps a re-run harmless, as m001 is.
+    have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
+    for name, ddl in (
+        ("salt", "salt TEXT NOT NULL DEFAULT ''"),
+        ("commitment", "commitment TEXT NOT NULL DEFAULT ''"),
+        ("format", "format INTEGER NOT NULL DEFAULT 1"),
+    ):
+        if name not in have:
+            db.execute(f"ALTER TABLE events ADD COLUMN {ddl}")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) "
+        "WITHOUT ROWID"
+    )
+
+
+@MIGRATIONS()
+def m003_head_seals(db: sqlite_utils.Database) -> None:
+    """Head seals: one row per memory saying which record is its newest (see
+    eventlog.hashing.head_mac), so reads refuse a truncated tail. An append sets it in the same
+    statement as its INSERT: the row carries the seal in ``head_mac`` and a trigger moves it
+    into ``heads`` and blanks it, so no record keeps a seal an attacker could put back after
+    deleting the records after it. Existing memories get blank seals, which the next writable
+    open fills in (``eventlog.keycheck.settle_keys``)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(events)").fetchall()}
+    if "head_mac" not in have:
+        db.execute("ALTER TABLE events ADD COLUMN head_mac TEXT NOT NULL DEFAULT ''")
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS heads (
+            stream_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            mac TEXT NOT NULL,
+            erased_through INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO heads (stream_id, seq, hash, mac, erased_through)
+            SELECT e.stream_id, e.seq, e.hash, '',
+                coalesce((SELECT max(r.seq) FROM events r WHERE r.stream_id = e.stream_id
+                          AND r.kind = 'memory_erased'), 0)
+            FROM events e
+            WHERE e.seq = (SELECT max(seq) FROM events m WHERE m.stream_id = e.stream_id);
+        CREATE TRIGGER IF NOT EXISTS events_seal_head AFTER INSERT ON events
+        WHEN NEW.head_mac != ''
+        BEGIN
+            INSERT INTO heads (stream_id, seq, hash, mac)
+                VALUES (NEW.stream_id, NEW.seq, NEW.hash, NEW.head_mac)
+                ON CONFLICT (stream_id) DO UPDATE
+                SET seq = excluded.seq, hash = excluded.hash, mac = excluded.mac;
+            UPDATE events SET head_mac = '' WHERE position = NEW.position;
+        END;
+        """
+    )
+
+
+# "CHLG": the SQLite header's application_id (offset 68), set when chatledger creates or
+# migrates a ledger, so a file is recognised as ours by its header - never by a table name -
+# without SQLite opening it (opening a WAL file read-only creates -wal/-shm files beside it).
+APPLICATION_ID = 0x43484C47
+_HEADER = b"SQLite format 3\x00"
+
+
+@MIGRATIONS()
+def m004_marker(db: sqlite_utils.Database) -> None:
+    """Mark the file as a chatledger ledger in its header (see APPLICATION_ID)."""
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+@MIGRATIONS()
+def m005_ledger_tree(db: sqlite_utils.Database) -> None:
+    """The ledger tree's stored blocks (see eventlog.ledger_tree): derived data, so the first
+    digest of a process reads a few thousand rows instead of every record."""
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS ledger_blocks (
+            block INTEGER PRIMARY KEY,
+            first_position INTEGER NOT NULL,
+            last_position INTEGER NOT NULL,
+            node BLOB NOT NULL,
+            mac BLOB NOT NULL
+        )
+        """
+    )
+
+
+@MIGRATIONS()
+def m006_names(db: sqlite_utils.Database) -> None:
+    """Erasable ids (see eventlog.names): the id of each pseudonymous stream, in a row an
+    erasure deletes. Empty on ledgers created without erasable ids."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS names (stream_id TEXT PRIMARY KEY, name TEXT NOT NULL) "
+        "WITHOUT ROWID"
+    )
+
+
+def is_ledger_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a SQLite file chatledger created or migrated, read from its header
+    alone (100 bytes; the file is not opened as a database, so nothing beside it is created)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError:
+        return False
+    if len(header) < 100 or not header.startswith(_HEADER):
+        return False
+    # Until a checkpoint copies it into the file, the newest first page (with the header) of a
+    # database in WAL mode is in the WAL: a ledger created moments ago by a running writer.
+    page = _newest_first_page(f"{os.fspath(path)}-wal") or header
+    return int.from_bytes(page[68:72], "big") == APPLICATION_ID
+
+
+def _newest_first_page(wal_path: str) -> bytes | None:
+    """The newest copy of page 1 in a WAL file (format: sqlite.org/fileformat2.html#walformat),
+    or None: frames of the current WAL generation only (their salts match the header's)."""
+    try:
+        with open(wal_path, "rb") as f:
+            head = f.read(32)
+            if len(head) < 32 or int.from_bytes(head[:4], "big") not in (0x377F0682, 0x377F0683):
+                return None
+            size = int.from_bytes(head[8:12], "big")
+            salts = head[16:24]
+            newest = None
+            while True:
+                frame = f.read(24 + size)
+                if len(frame) < 24 + size:
+                    return newest
+                if frame[8:16] == salts and int.from_bytes(frame[:4], "big") == 1:
+                    newest = frame[24:124]
+    except OSError:
+        return None
