@@ -183,12 +183,13 @@ def test_opening_an_up_to_date_schema_does_not_wait_for_the_setup_lock(store, sc
 
 
 def test_setup_still_migrates_a_schema_that_is_behind(store, schema, monkeypatch):
-    import eventlog.postgres
+    import eventlog.postgres_open
     from eventlog.postgres import MIGRATIONS, PostgresEventStore
 
     store.append("u1", batch("a"))
     newer = [*MIGRATIONS, "CREATE TABLE {schema}.extra (x integer);"]
-    monkeypatch.setattr(eventlog.postgres, "MIGRATIONS", newer)
+    # Where setup() and the open's schema check read it.
+    monkeypatch.setattr(eventlog.postgres_open, "MIGRATIONS", newer)
     # Check a managed store names the missing version instead of opening.
     with pytest.raises(PersistenceError, match=rf"lacks eventlog migrations \[{len(MIGRATIONS)}\]"):
         PostgresEventStore(PG_DSN, schema=schema, create_schema=False)
@@ -611,9 +612,9 @@ def test_cached_head_whose_record_vanished_leaves_no_gap(store, schema):
 
 
 def test_cached_heads_are_bounded(store, monkeypatch):
-    import eventlog.postgres
+    import eventlog.postgres_base
 
-    monkeypatch.setattr(eventlog.postgres, "_HEADS_MAX", 2)
+    monkeypatch.setattr(eventlog.postgres_base, "_HEADS_MAX", 2)
     for key in ("u1", "u2", "u3"):
         store.append(key, batch(key))
     store.head("u4")

@@ -124,10 +124,10 @@ def test_read_all_waits_for_the_stores_own_append_behind_an_older_transaction(sc
 
 
 def test_read_all_gives_up_waiting_and_stays_exact(schema, monkeypatch):
-    from eventlog import postgres
+    from eventlog import postgres_reads
 
     # 2 s: long enough that a second wait would stand out from a slow query on a loaded machine.
-    monkeypatch.setattr(postgres, "_SETTLE_WAIT", 2.0)
+    monkeypatch.setattr(postgres_reads, "_SETTLE_WAIT", 2.0)
     with (
         PostgresEventStore(PG_DSN, schema=schema) as store,
         psycopg.connect(PG_DSN) as older,
