@@ -6,7 +6,8 @@ its migrations, live in :mod:`eventlog.postgres_sql`. The store's other parts li
 module, one owner each: the pool, transactions, the psycopg error choke point and the cached
 heads in :mod:`eventlog.postgres_base`, schema setup and what the ledger reads at open in
 :mod:`eventlog.postgres_open`, reads in :mod:`eventlog.postgres_reads`, purge, erase and vacuum
-in :mod:`eventlog.postgres_erase`; what a timed-out statement waited for in
+in :mod:`eventlog.postgres_erase`; a contended memory's lost races settled inside the append
+in :mod:`eventlog.postgres_races`; what a timed-out statement waited for in
 :mod:`eventlog.postgres_waits`. This module keeps the store's constructor and its appends.
 """
 
@@ -17,7 +18,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -47,7 +48,7 @@ from eventlog.models import NewRecord, Record, StreamHead, format_time
 from eventlog.postgres_base import EMPTY_HEAD, connection_lost, pool_params
 from eventlog.postgres_erase import PostgresErasure
 from eventlog.postgres_open import PostgresSchema
-from eventlog.postgres_reads import PostgresReads
+from eventlog.postgres_races import REBUILD_READ, PostgresRaces, check_batch
 from eventlog.postgres_sql import MIGRATIONS
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before te
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
 
 
-class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
+class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
     """Event store in a PostgreSQL schema, safe for many threads and many processes.
 
     Appends to one memory queue on that memory's transaction-scoped advisory lock; appends to
@@ -217,6 +218,30 @@ class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
         expected_seq: int | None = None,
         expected_hash: str | None = None,
     ) -> list[Record]:
+        return self._append_entry(memory_id, items, expected_seq, expected_hash, None)
+
+    def append_or_rebuild(
+        self,
+        memory_id: MemoryId,
+        items: Sequence[NewRecord],
+        *,
+        expected_seq: int,
+        expected_hash: str,
+        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None],
+    ) -> list[Record]:
+        """See :meth:`EventStore.append_or_rebuild`: here the records since ``expected_seq``
+        are read in the round trip that takes the memory's append lock, and ``rebuild`` runs
+        under that lock, so the rebuilt records cannot lose a race again."""
+        return self._append_entry(memory_id, items, expected_seq, expected_hash, rebuild)
+
+    def _append_entry(
+        self,
+        memory_id: MemoryId,
+        items: Sequence[NewRecord],
+        expected_seq: int | None,
+        expected_hash: str | None,
+        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None] | None,
+    ) -> list[Record]:
         key = self._stream_key(memory_id, "append")
         self._check_items(items, memory_id, key)
         operation = "append"
@@ -224,19 +249,13 @@ class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
             raise StoreClosedError(operation, self._name)
         if not items:
             return []
-        if len(items) > pgsql.MAX_ROWS_PER_TRANSACTION:
-            msg = (
-                f"append of {len(items):,} records to {key}: PostgreSQL appends at most "
-                f"{pgsql.MAX_ROWS_PER_TRANSACTION:,} records at once (a position numbers the "
-                "records of one transaction in 20 bits); split the batch (nothing was written)"
-            )
-            raise ValueError(msg)
+        check_batch(key, items)
         self._writable(operation, self._name)
         # Threads of this store writing one memory take turns here, so each chains to the head
         # the previous one wrote (a one-statement append) instead of racing for the same seq on
         # the server and retrying with a head read.
         with self._memory_lock(key):
-            return self._append_locked(key, items, expected_seq, expected_hash)
+            return self._append_locked(key, items, expected_seq, expected_hash, rebuild)
 
     def _memory_lock(self, key: str) -> threading.Lock:
         with self._heads_lock:
@@ -251,18 +270,24 @@ class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
         items: Sequence[NewRecord],
         expected_seq: int | None,
         expected_hash: str | None,
+        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None] | None,
     ) -> list[Record]:
         stale = lost = 0
+        built = [items]  # what was appended: items, or what rebuild returned in their place
         while True:
             sent: list[tuple[list[Row], int]] = []
             try:
                 records = self._append(
                     key,
-                    items,
+                    built,
                     expected_seq,
                     expected_hash,
-                    cached=stale == lost == 0 and self._contended.get(key, 0.0) < time.monotonic(),
+                    # A contended memory's appends read the head under the lock, unless they
+                    # can rebuild a lost race from the winners' records (_insert_racing).
+                    cached=stale == lost == 0
+                    and (rebuild is not None or self._contended.get(key, 0.0) < time.monotonic()),
                     sent=sent,
+                    rebuild=rebuild,
                 )
                 break
             except ConcurrencyError as e:
@@ -294,18 +319,21 @@ class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
         last = records[-1]
         self._remember(key, StreamHead(last.seq, last.hash, last.recorded_at_text))
         self._wrote(last.position)
-        return self._revealed(records, items)
+        return self._revealed(records, built[-1])
 
     def _append(
         self,
         key: str,
-        items: Sequence[NewRecord],
+        built: list[Sequence[NewRecord]],
         expected_seq: int | None,
         expected_hash: str | None,
         *,
         cached: bool,
         sent: list[tuple[list[Row], int]],
+        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None] | None,
     ) -> list[Record]:
+        """Append ``built[0]``; ``built`` receives what ``rebuild`` returned in its place."""
+        items = built[0]
         # A cached head is usable only with the erased_through its seal covers (see _head).
         head = self._heads.get(key) if cached and key in self._erased else None
         if head is not None and (
@@ -336,15 +364,40 @@ class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
                     and name is None
                     and not brings_erasure(items)
                 ):
-                    chained_to = rows[0][1] - 1
-                    sent.append((rows, conn.info.backend_pid))  # from here, it may land
-                    cursor = conn.execute(*self._insert_query(rows, lock=lock))
-                else:
-                    cursor = self._append_in_transaction(
-                        conn, key, items, expected_seq, expected_hash, rows, lock, sent, name
+                    racing = (
+                        rebuild is not None
+                        and expected_seq is not None
+                        and self._contended.get(key, 0.0) >= time.monotonic()
                     )
+                    if racing and rebuild is not None:
+                        found, unsent = self._insert_racing(
+                            conn, key, built, rows, lock, sent, rebuild
+                        )
+                        if unsent is not None:
+                            # A faster writer kept winning: build on the head under its lock.
+                            seq, link = unsent[0][1] - 1, unsent[0][7]
+                            found = self._append_in_transaction(
+                                conn, key, built, seq, link, None, lock, sent, None, rebuild
+                            ).fetchall()
+                    else:
+                        sent.append((rows, conn.info.backend_pid))  # from here, it may land
+                        found = conn.execute(*self._insert_query(rows, lock=lock)).fetchall()
                     chained_to = sent[-1][0][0][1] - 1
-                positions: dict[int, int] = dict(cursor.fetchall())
+                else:
+                    found = self._append_in_transaction(
+                        conn,
+                        key,
+                        built,
+                        expected_seq,
+                        expected_hash,
+                        rows,
+                        lock,
+                        sent,
+                        name,
+                        rebuild,
+                    ).fetchall()
+                    chained_to = sent[-1][0][0][1] - 1
+                positions: dict[int, int] = dict(found)
                 if not positions:
                     # The head is not the one we chained to (another writer appended, a purge,
                     # a restored database): nothing was inserted.
@@ -363,16 +416,19 @@ class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
         self,
         conn: Conn,
         key: str,
-        items: Sequence[NewRecord],
+        built: list[Sequence[NewRecord]],
         expected_seq: int | None,
         expected_hash: str | None,
         rows: list[Row] | None,
         lock: int,
         sent: list[tuple[list[Row], int]],
         name: tuple[str, str] | None = None,
+        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None] | None = None,
     ) -> Any:
         """Lock, (read the head and build the rows,) insert and commit in one transaction;
-        returns the insert's cursor. ``sent`` receives the rows once they may land."""
+        returns the insert's cursor. ``sent`` receives the rows once they may land, ``built``
+        what ``rebuild`` returned (see :meth:`append_or_rebuild`)."""
+        items = built[0]
         with self._pipeline(conn):
             # READ COMMITTED and the memory's append lock, for the reasons given in _write.
             # Held through commit, so a second writer of this memory reads the head after it
@@ -380,16 +436,31 @@ class PostgresEventStore(PostgresReads, PostgresErasure, PostgresSchema):
             conn.execute(pgsql.BEGIN if conn.autocommit else pgsql.SET_READ_COMMITTED)
             conn.execute(pgsql.LOCK, (lock,))
             if rows is None:
+                since = None
+                if rebuild is not None and expected_seq is not None:
+                    # Sent with the head read, so a lost race costs no round trip more: what
+                    # others appended since our head, and the ends that vouch for it.
+                    since = conn.execute(
+                        self._q["since"], (key, key, key, key, expected_seq, REBUILD_READ)
+                    )
                 fresh = self._head(conn, key)  # under the lock: the real head
                 actual = 0 if fresh is None else fresh.seq
                 if self._heads.get(key) != (fresh or EMPTY_HEAD):
                     self._contend(key)  # another writer appended since our last append
                 self._remember(key, fresh or EMPTY_HEAD)
                 if expected_seq is not None and expected_seq != actual:
-                    raise ConcurrencyError(key, expected_seq, actual)
-                mismatch = self._hash_conflict(key, fresh, expected_hash)
-                if mismatch is not None:
-                    raise mismatch
+                    again = None
+                    if since is not None and rebuild is not None:
+                        again = self._rebuilt(
+                            key, expected_seq, expected_hash, actual, since, rebuild
+                        )
+                    if again is None:
+                        raise ConcurrencyError(key, expected_seq, actual)
+                    items = built[0] = again[0]
+                else:
+                    mismatch = self._hash_conflict(key, fresh, expected_hash)
+                    if mismatch is not None:
+                        raise mismatch
                 rows = self._build(key, fresh, items, self._now())
             if name is not None:
                 conn.execute(self._q["put_name"], name)

@@ -99,18 +99,23 @@ class PostgresReads(PostgresBase):
         return head
 
     def _ends(self, key: str) -> tuple[HeadSeal | None, Record | None, Record | None]:
-        def run(conn: Conn) -> tuple[HeadSeal | None, Record | None, Record | None]:
-            seal = first = last = None
-            for tag, *row in conn.execute(self._q["ends"], (key, key, key)):
-                if tag == "s":
-                    seal = HeadSeal(int(row[0]), row[1], row[3], int(row[2]))
-                elif tag == "f":
-                    first = Record(*row)
-                else:
-                    last = Record(*row)
-            return seal, first, last
+        return self._read(
+            "read",
+            lambda conn: self._ends_of(conn.execute(self._q["ends"], (key, key, key)).fetchall()),
+        )
 
-        seal, first, last = self._read("read", run)
+    def _ends_of(
+        self, rows: list[tuple[Any, ...]]
+    ) -> tuple[HeadSeal | None, Record | None, Record | None]:
+        """The seal, first and newest record from the ``ends`` statement's tagged rows."""
+        seal = first = last = None
+        for tag, *row in rows:
+            if tag == "s":
+                seal = HeadSeal(int(row[0]), row[1], row[3], int(row[2]))
+            elif tag == "f":
+                first = Record(*row)
+            else:
+                last = Record(*row)
         opened = self._opened([r for r in (first, last) if r is not None])
         return seal, opened[0] if first else None, opened[-1] if last else None
 

@@ -182,6 +182,13 @@ _Q_INSERT_ONE_LOCKED = _LOCKED + _Q_INSERT_ONE.replace(
     "%s::integer WHERE COALESCE", "%s::integer FROM l WHERE COALESCE"
 )
 _Q_INSERT_LOCKED = _LOCKED + _Q_INSERT.replace("FROM unnest(", "FROM l, unnest(")
+# A seq taken meanwhile inserts nothing rather than failing: the same conflict (no rows come
+# back), but no error, so what is pipelined after it (append_or_rebuild's read of the records
+# that won) still runs.
+_Q_INSERT_ONE_LOCKED, _Q_INSERT_LOCKED = (
+    q.replace(" RETURNING", f" ON CONFLICT ON CONSTRAINT {UNIQUE_SEQ} DO NOTHING RETURNING")
+    for q in (_Q_INSERT_ONE_LOCKED, _Q_INSERT_LOCKED)
+)
 # Every insert also moves the memory's head seal, in the same statement (a data-modifying CTE:
 # one round trip still, and the seal lands if and only if the rows do). Its four parameters
 # (stream key, seq, hash, seal) come last.
@@ -304,6 +311,13 @@ _Q_ENDS = (
     "NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::integer "
     "FROM {schema}.heads WHERE stream_id = %s)"
 )
+# The ends and the records after a seq (tagged 'r'), in one statement so one snapshot: what
+# append_or_rebuild reads with its insert when other writers may have won the race.
+_Q_SINCE = _Q_ENDS + (
+    " UNION ALL (SELECT 'r'::text, position, stream_id, seq, recorded_at, kind, schema_version, "
+    "payload, meta, prev_hash, hash, salt, commitment, format FROM {schema}.events "
+    "WHERE stream_id = %s AND seq > %s ORDER BY seq LIMIT %s)"
+)
 _Q_SEAL_ERASURE = "UPDATE {schema}.heads SET erased_through = %s WHERE stream_id = %s"
 _Q_KEYED_RECORDS = "SELECT EXISTS (SELECT 1 FROM {schema}.events WHERE format = 3)"
 _Q_LAST_POSITION = "SELECT COALESCE(max(position), 0) FROM {schema}.events"
@@ -379,6 +393,7 @@ _TEMPLATES = {
     "put_seal": _Q_PUT_SEAL,
     "head_seal": _Q_HEAD_SEAL,
     "ends": _Q_ENDS,
+    "since": _Q_SINCE,
     "seal_erasure": _Q_SEAL_ERASURE,
     "keyed_records": _Q_KEYED_RECORDS,
     "last_position": _Q_LAST_POSITION,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import typing
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from hashlib import sha256
 from types import TracebackType
@@ -352,6 +352,28 @@ class EventStore(Recorder):
             else r
             for r, item in zip(records, items, strict=True)
         ]
+
+    def append_or_rebuild(
+        self,
+        memory_id: MemoryId,
+        items: Sequence[NewRecord],
+        *,
+        expected_seq: int,
+        expected_hash: str,
+        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None],
+    ) -> list[Record]:
+        """:meth:`append`, where a backend can settle a lost race inside the append: if
+        others appended since ``expected_seq``, ``rebuild`` gets their records (vouched for as
+        :meth:`read_verified` vouches, the first one chained to ``expected_hash``) and returns
+        what to append after them instead, or None to give up with the
+        :class:`~eventlog.errors.ConcurrencyError` :meth:`append` raises.
+
+        A writer of a contended memory thus folds the other writers' records and appends in
+        one transaction, under the memory's append lock, instead of losing the race, reading
+        and trying again. This default is :meth:`append` (the caller catches up itself);
+        :class:`~eventlog.postgres.PostgresEventStore` settles the race in the append.
+        """
+        return self.append(memory_id, items, expected_seq=expected_seq, expected_hash=expected_hash)
 
     # ---------------------------------------------------------------- reading
 

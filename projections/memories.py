@@ -324,20 +324,40 @@ class _WindowChatMemory(ChatMemory):
             )
         if self._seq < 0:
             self._sync()
+        rebuilt: list[Window] = []
+
+        def rebuild(newer: list[Record]) -> list[NewRecord] | None:
+            # Runs inside the store's append, under the memory's append lock, with the
+            # records others appended since our head (vouched for, chained to our hash):
+            # fold them in and build again, so a contended add costs no lost race.
+            if newer[0].prev_hash != (self._hash or GENESIS) or newer[0].seq != self._seq + 1:
+                return None
+            try:
+                self._apply_tail(newer)
+            except ChainIntegrityError as e:
+                self._broken = e
+                raise
+            again: list[NewRecord]
+            again, window = build(self._window, self._seq)
+            rebuilt.append(window)
+            return again
+
         while True:
             # No head check first: the append names the seq it expects, so a write by
             # anyone else since our last call fails it, and only then do we catch up.
             records, window = build(self._window, self._seq)
             if not records:
                 return
+            rebuilt.clear()
             try:
                 # The hash too, not only the seq: a head lost in a failover and replaced by
                 # another writer at the same seq must not be continued from our copy.
-                stored = self._store.append(
+                stored = self._store.append_or_rebuild(
                     self._key,
                     records,
                     expected_seq=self._seq,
                     expected_hash=self._hash or GENESIS,
+                    rebuild=rebuild,
                 )
             except ConcurrencyError:
                 now = time.monotonic()
@@ -350,7 +370,7 @@ class _WindowChatMemory(ChatMemory):
                     self._broken = e
                     raise
                 continue
-            self._window = window
+            self._window = rebuilt[-1] if rebuilt else window
             self._seq = stored[-1].seq
             self._hash = stored[-1].hash
             self._observe(stored[-1])

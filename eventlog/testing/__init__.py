@@ -44,6 +44,7 @@ from eventlog.testing.erase import EraseContract
 from eventlog.testing.format import FormatContract
 from eventlog.testing.keyed import KeyedContract
 from eventlog.testing.read import ReadContract
+from eventlog.testing.rebuild import RebuildContract
 from eventlog.testing.receipts import ReceiptsContract
 from eventlog.testing.validation import ValidationContract
 from eventlog.testing.verify_report import VerifyReportContract
@@ -66,6 +67,7 @@ class LedgerConformance(
     KeyedContract,
     EncryptionContract,
     FormatContract,
+    RebuildContract,
 ):
     """The ledger's contract on the backend: chains, verification, erasure, receipts, keys,
-    encryption at rest and the record format."""
+    encryption at rest, the record format and lost races settled in the append."""
