@@ -313,7 +313,7 @@ _Q_ENDS = (
 )
 # The ends and the records after a seq (tagged 'r'), in one statement so one snapshot: what
 # append_or_rebuild reads with its insert when other writers may have won the race.
-_Q_SINCE = _Q_ENDS + (
+_Q_SINCE = _Q_ENDS + (  # noqa: S608 - constants only, no user text
     " UNION ALL (SELECT 'r'::text, position, stream_id, seq, recorded_at, kind, schema_version, "
     "payload, meta, prev_hash, hash, salt, commitment, format FROM {schema}.events "
     "WHERE stream_id = %s AND seq > %s ORDER BY seq LIMIT %s)"

@@ -102,7 +102,8 @@ class RebuildContract:
     @reopens
     def test_rebuild_giving_up_is_the_conflict_append_raises(self, store, reopen):
         loser, first = _lose_a_race(store, reopen)
-        for answer in (None, []):
+        answers: tuple[list[Any] | None, ...] = (None, [])
+        for answer in answers:
             with pytest.raises(ConcurrencyError):
                 loser.append_or_rebuild(
                     "u1",
