@@ -8,6 +8,8 @@ import sys
 import textwrap
 import uuid
 
+import pytest
+
 from eventlog import SQLiteEventStore, UserMessage
 from projections import MessageWindowChatMemory
 from tests.conftest import PG_DSN, require_pg
@@ -76,7 +78,30 @@ def test_two_processes_adding_to_one_memory_lose_nothing(tmp_path):
         _check_merged(store, n)
 
 
-def test_two_processes_adding_to_one_postgres_memory_lose_nothing():
+def _check_token_windows(store, n):
+    """Every add landed once, and each recorded window is the longest run of the newest
+    messages that fits the budget (LangChain4j's eviction, oldest first)."""
+    from projections import OpenAiTokenCountEstimator, TokenWindowChatMemory
+
+    estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
+    memory = TokenWindowChatMemory(
+        id="shared", max_tokens=200, token_count_estimator=estimator, store=store
+    )
+    added = [e.message for e in memory.history()]
+    assert sorted(m.text for m in added) == sorted(f"{w}:{i}" for w in "ab" for i in range(n))
+    for seq in range(1, 2 * n + 1):
+        prefix = added[:seq]
+        fits = max(
+            k
+            for k in range(seq + 1)
+            if estimator.estimate_token_count_in_messages(prefix[seq - k :]) <= 200
+        )
+        assert memory.as_of(seq=seq) == prefix[seq - fits :]
+    assert store.verify().ok
+
+
+@pytest.mark.parametrize("kind", ["messages", "tokens"])
+def test_two_processes_adding_to_one_postgres_memory_lose_nothing(kind):
     # On PostgreSQL a contended add settles a lost race inside the append
     # (append_or_rebuild): each writer folds the other's record into its window there.
     require_pg()
@@ -85,9 +110,12 @@ def test_two_processes_adding_to_one_postgres_memory_lose_nothing():
     schema = f"t_{uuid.uuid4().hex[:12]}"
     try:
         with PostgresEventStore(PG_DSN, schema=schema) as store:
-            n = 300
-            _run_adders(f"pg:{schema}", "messages", n)
-            _check_merged(store, n)
+            if kind == "messages":
+                _run_adders(f"pg:{schema}", kind, 300)
+                _check_merged(store, 300)
+            else:
+                _run_adders(f"pg:{schema}", kind, 80)
+                _check_token_windows(store, 80)
     finally:
         import psycopg
 
