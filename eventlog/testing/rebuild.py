@@ -72,6 +72,26 @@ class RebuildContract:
         assert store.verify().ok
 
     @reopens
+    def test_a_writer_several_records_behind_gets_them_all_in_order(self, store, reopen):
+        first = store.append("u1", batch("a1"))[0]
+        loser = reopen()
+        store.append("u1", batch("a2", "a3"))
+        store.append("u1", batch("a4"))
+        rebuild = Rebuilder(batch("rebuilt"))
+        try:
+            records = loser.append_or_rebuild(
+                "u1", batch("stale"), expected_seq=1, expected_hash=first.hash, rebuild=rebuild
+            )
+        except ConcurrencyError:
+            assert rebuild.seen == []
+            assert texts(store.read("u1")) == ["a1", "a2", "a3", "a4"]
+        else:
+            # Check every winner's record came, oldest first, and the rebuilt one follows.
+            assert rebuild.seen == [[2, 3, 4]]
+            assert [(r.seq, r.prev_hash) for r in records] == [(5, store.read("u1")[3].hash)]
+            assert texts(store.read("u1")) == ["a1", "a2", "a3", "a4", "rebuilt"]
+
+    @reopens
     def test_rebuild_never_sees_a_record_the_chain_does_not_vouch_for(self, backend, store):
         loser, first = _lose_a_race(store, backend.open)
         # A forger without the key rewrites the winner's content.
