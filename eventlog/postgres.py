@@ -48,7 +48,7 @@ from eventlog.models import NewRecord, Record, StreamHead, format_time
 from eventlog.postgres_base import EMPTY_HEAD, connection_lost, pool_params
 from eventlog.postgres_erase import PostgresErasure
 from eventlog.postgres_open import PostgresSchema
-from eventlog.postgres_races import REBUILD_READ, PostgresRaces, check_batch
+from eventlog.postgres_races import RACES, LostRace, PostgresRaces, check_batch
 from eventlog.postgres_sql import MIGRATIONS
 
 if TYPE_CHECKING:
@@ -229,9 +229,13 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         expected_hash: str,
         rebuild: Callable[[list[Record]], Sequence[NewRecord] | None],
     ) -> list[Record]:
-        """See :meth:`EventStore.append_or_rebuild`: here the records since ``expected_seq``
-        are read in the round trip that takes the memory's append lock, and ``rebuild`` runs
-        under that lock, so the rebuilt records cannot lose a race again."""
+        """See :meth:`EventStore.append_or_rebuild`. On a memory other writers of it keep
+        appending to (a recent conflict), the insert is pipelined with a read of the records
+        after the head it chains to, so a lost race comes back with the winners' records in
+        the same round trip; ``rebuild`` runs with no connection and no lock held (it may read),
+        and the rebuilt records are sent at once. After ``postgres_races.RACES`` lost races in a
+        row, or on a memory not known to be contended, a lost race is the
+        :class:`~eventlog.errors.ConcurrencyError` that :meth:`append` raises."""
         return self._append_entry(memory_id, items, expected_seq, expected_hash, rebuild)
 
     def _append_entry(
@@ -272,24 +276,35 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         expected_hash: str | None,
         rebuild: Callable[[list[Record]], Sequence[NewRecord] | None] | None,
     ) -> list[Record]:
-        stale = lost = 0
-        built = [items]  # what was appended: items, or what rebuild returned in their place
+        stale = lost = races = 0
+        built = items  # what is appended: items, or what rebuild returned in their place
+        expected = (expected_seq, expected_hash)  # after a rebuild: the winners' head
         while True:
             sent: list[tuple[list[Row], int]] = []
             try:
                 records = self._append(
                     key,
                     built,
-                    expected_seq,
-                    expected_hash,
+                    *expected,
                     # A contended memory's appends read the head under the lock, unless they
-                    # can rebuild a lost race from the winners' records (_insert_racing).
+                    # can rebuild a lost race from the winners' records (LostRace).
                     cached=stale == lost == 0
                     and (rebuild is not None or self._contended.get(key, 0.0) < time.monotonic()),
                     sent=sent,
-                    rebuild=rebuild,
+                    racing=rebuild is not None and expected_seq is not None,
                 )
                 break
+            except LostRace as race:
+                # Off the connection and the lock: the fold may read (a summary, say).
+                races += 1
+                again = None
+                if rebuild is not None and races <= RACES:
+                    again = self._rebuilt(key, race.seq, race.link, race.rows, rebuild)
+                if again is None or brings_erasure(again[0]):
+                    self._forget(key)
+                    raise ConcurrencyError(key, expected_seq or 0, None) from None
+                built = again[0]
+                expected = (again[1].seq, again[1].hash)
             except ConcurrencyError as e:
                 # actual None: the insert met a writer our cached head missed. With no
                 # expectation that is ours to fix: retry, reading the head under the lock.
@@ -308,6 +323,11 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                 if landed is not None:
                     records = landed
                     break
+                if built is not items:
+                    # Rebuilt on records another writer appended: a failover may have lost
+                    # them with this connection. The caller catches up and builds again.
+                    self._forget(key)
+                    raise ConcurrencyError(key, expected_seq or 0, None) from e
                 lost += 1
                 if lost > _LOST_RETRIES or self._closed:
                     raise
@@ -319,21 +339,22 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         last = records[-1]
         self._remember(key, StreamHead(last.seq, last.hash, last.recorded_at_text))
         self._wrote(last.position)
-        return self._revealed(records, built[-1])
+        return self._revealed(records, built)
 
     def _append(
         self,
         key: str,
-        built: list[Sequence[NewRecord]],
+        items: Sequence[NewRecord],
         expected_seq: int | None,
         expected_hash: str | None,
         *,
         cached: bool,
         sent: list[tuple[list[Row], int]],
-        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None] | None,
+        racing: bool,
     ) -> list[Record]:
-        """Append ``built[0]``; ``built`` receives what ``rebuild`` returned in its place."""
-        items = built[0]
+        """Append ``items``. With ``racing``, on a contended memory: raises :class:`LostRace`
+        with the winners' records, read in the same round trip, when another writer got in
+        first."""
         # A cached head is usable only with the erased_through its seal covers (see _head).
         head = self._heads.get(key) if cached and key in self._erased else None
         if head is not None and (
@@ -364,37 +385,15 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                     and name is None
                     and not brings_erasure(items)
                 ):
-                    racing = (
-                        rebuild is not None
-                        and expected_seq is not None
-                        and self._contended.get(key, 0.0) >= time.monotonic()
-                    )
-                    if racing and rebuild is not None:
-                        found, unsent = self._insert_racing(
-                            conn, key, built, rows, lock, sent, rebuild
-                        )
-                        if unsent is not None:
-                            # A faster writer kept winning: build on the head under its lock.
-                            seq, link = unsent[0][1] - 1, unsent[0][7]
-                            found = self._append_in_transaction(
-                                conn, key, built, seq, link, None, lock, sent, None, rebuild
-                            ).fetchall()
+                    chained_to = rows[0][1] - 1
+                    sent.append((rows, conn.info.backend_pid))  # from here, it may land
+                    if racing and self._contended.get(key, 0.0) >= time.monotonic():
+                        found = self._insert_racing(conn, key, rows, lock)
                     else:
-                        sent.append((rows, conn.info.backend_pid))  # from here, it may land
                         found = conn.execute(*self._insert_query(rows, lock=lock)).fetchall()
-                    chained_to = sent[-1][0][0][1] - 1
                 else:
                     found = self._append_in_transaction(
-                        conn,
-                        key,
-                        built,
-                        expected_seq,
-                        expected_hash,
-                        rows,
-                        lock,
-                        sent,
-                        name,
-                        rebuild,
+                        conn, key, items, expected_seq, expected_hash, rows, lock, sent, name
                     ).fetchall()
                     chained_to = sent[-1][0][0][1] - 1
                 positions: dict[int, int] = dict(found)
@@ -402,6 +401,8 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                     # The head is not the one we chained to (another writer appended, a purge,
                     # a restored database): nothing was inserted.
                     raise conflict()
+        except LostRace:
+            raise  # its head is known: the rebuild remembers the winners' head
         except ConcurrencyError as e:
             if e.actual is None:
                 self._contend(key)
@@ -416,19 +417,16 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         self,
         conn: Conn,
         key: str,
-        built: list[Sequence[NewRecord]],
+        items: Sequence[NewRecord],
         expected_seq: int | None,
         expected_hash: str | None,
         rows: list[Row] | None,
         lock: int,
         sent: list[tuple[list[Row], int]],
         name: tuple[str, str] | None = None,
-        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None] | None = None,
     ) -> Any:
         """Lock, (read the head and build the rows,) insert and commit in one transaction;
-        returns the insert's cursor. ``sent`` receives the rows once they may land, ``built``
-        what ``rebuild`` returned (see :meth:`append_or_rebuild`)."""
-        items = built[0]
+        returns the insert's cursor. ``sent`` receives the rows once they may land."""
         with self._pipeline(conn):
             # READ COMMITTED and the memory's append lock, for the reasons given in _write.
             # Held through commit, so a second writer of this memory reads the head after it
@@ -436,31 +434,16 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
             conn.execute(pgsql.BEGIN if conn.autocommit else pgsql.SET_READ_COMMITTED)
             conn.execute(pgsql.LOCK, (lock,))
             if rows is None:
-                since = None
-                if rebuild is not None and expected_seq is not None:
-                    # Sent with the head read, so a lost race costs no round trip more: what
-                    # others appended since our head, and the ends that vouch for it.
-                    since = conn.execute(
-                        self._q["since"], (key, key, key, key, expected_seq, REBUILD_READ)
-                    )
                 fresh = self._head(conn, key)  # under the lock: the real head
                 actual = 0 if fresh is None else fresh.seq
                 if self._heads.get(key) != (fresh or EMPTY_HEAD):
                     self._contend(key)  # another writer appended since our last append
                 self._remember(key, fresh or EMPTY_HEAD)
                 if expected_seq is not None and expected_seq != actual:
-                    again = None
-                    if since is not None and rebuild is not None:
-                        again = self._rebuilt(
-                            key, expected_seq, expected_hash, actual, since, rebuild
-                        )
-                    if again is None:
-                        raise ConcurrencyError(key, expected_seq, actual)
-                    items = built[0] = again[0]
-                else:
-                    mismatch = self._hash_conflict(key, fresh, expected_hash)
-                    if mismatch is not None:
-                        raise mismatch
+                    raise ConcurrencyError(key, expected_seq, actual)
+                mismatch = self._hash_conflict(key, fresh, expected_hash)
+                if mismatch is not None:
+                    raise mismatch
                 rows = self._build(key, fresh, items, self._now())
             if name is not None:
                 conn.execute(self._q["put_name"], name)

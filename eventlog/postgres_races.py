@@ -9,19 +9,29 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventlog import postgres_sql as pgsql
-from eventlog.erasure import brings_erasure
 from eventlog.errors import ChainIntegrityError
-from eventlog.hashing import GENESIS
 from eventlog.models import NewRecord, Record, StreamHead
 from eventlog.postgres_reads import PostgresReads
 
 if TYPE_CHECKING:
     from eventlog.postgres_base import Conn, Row
 
-__all__ = ["REBUILD_READ", "PostgresRaces", "check_batch"]
+__all__ = ["RACES", "REBUILD_READ", "LostRace", "PostgresRaces", "check_batch"]
 
 REBUILD_READ = 64  # records since a lost race's head that append_or_rebuild folds in the append
-_RACES = 3  # lost races in a row before a contended append_or_rebuild waits for the lock
+RACES = 8  # lost races in a row one append_or_rebuild settles; then the caller catches up
+
+
+class LostRace(Exception):
+    """A contended insert lost its race: nothing was inserted. ``rows``: the ``since``
+    statement's rows, read in the same round trip; ``seq`` and ``link``: the head the insert
+    chained to."""
+
+    def __init__(self, seq: int, link: str, rows: list[tuple[Any, ...]]) -> None:
+        super().__init__(seq, link)
+        self.seq = seq
+        self.link = link
+        self.rows = rows
 
 
 def check_batch(key: str, items: Sequence[NewRecord]) -> None:
@@ -38,67 +48,44 @@ def check_batch(key: str, items: Sequence[NewRecord]) -> None:
 class PostgresRaces(PostgresReads):
     """The race-settling part of :class:`~eventlog.postgres.PostgresEventStore`."""
 
-    def _insert_racing(  # noqa: PLR0917 - private; called from _append only
-        self,
-        conn: Conn,
-        key: str,
-        built: list[Sequence[NewRecord]],
-        rows: list[Row],
-        lock: int,
-        sent: list[tuple[list[Row], int]],
-        rebuild: Callable[[list[Record]], Sequence[NewRecord] | None],
-    ) -> tuple[list[Any], list[Row] | None]:
-        """The one-statement insert of a contended memory, with what others appended since
-        the head it chains to read in the same round trip (under the append lock the insert
-        took): a lost race is rebuilt on their records and sent again at once, with no lock
-        held while ``rebuild`` runs. After ``_RACES`` lost races in a row (a faster writer
-        keeps winning), the append waits its turn for the lock instead, so it cannot starve.
-        Returns what the insert that landed returned (nothing: a conflict this cannot settle),
-        and the rebuilt rows not sent when it should wait for the lock instead (None else)."""
-        for _ in range(_RACES):
-            chained_to, link = rows[0][1] - 1, rows[0][7]
-            sent.append((rows, conn.info.backend_pid))  # from here, it may land
-            with self._pipeline(conn):
-                cursor = conn.execute(*self._insert_query(rows, lock=lock))
-                since = conn.execute(
-                    self._q["since"], (key, key, key, key, chained_to, REBUILD_READ)
-                )
-            found: list[Any] = cursor.fetchall()
-            if found:
-                break
-            self._contend(key)  # still contended: keep racing this way
-            again = self._rebuilt(key, chained_to, link, None, since, rebuild)
-            if again is None or brings_erasure(again[0]):
-                break
-            built[0] = again[0]
-            rows = self._build(key, again[1], again[0], self._now())
-        else:
-            return [], rows  # rebuilt on the newest head seen, not sent: build them under the lock
-        return found, None
+    def _insert_racing(self, conn: Conn, key: str, rows: list[Row], lock: int) -> list[Any]:
+        """The one-statement insert of a contended memory, pipelined with a read of what
+        others appended after the head it chains to (one statement, one snapshot, taken once
+        the insert has let go of the append lock). Returns what the insert returned.
 
-    def _rebuilt(  # noqa: PLR0917 - private; called from the appends only
+        Raises:
+            LostRace: Nothing was inserted; it carries the rows read, to rebuild on.
+        """
+        chained_to = rows[0][1] - 1
+        with self._pipeline(conn):
+            cursor = conn.execute(*self._insert_query(rows, lock=lock))
+            since = conn.execute(self._q["since"], (key, key, key, key, chained_to, REBUILD_READ))
+        found: list[Any] = cursor.fetchall()
+        if not found:
+            self._contend(key)  # still contended: keep racing this way
+            raise LostRace(chained_to, rows[0][7], since.fetchall())
+        return found
+
+    def _rebuilt(
         self,
         key: str,
         expected_seq: int,
-        expected_hash: str | None,
-        actual: int | None,
-        since: Any,
+        expected_hash: str,
+        found: list[tuple[Any, ...]],
         rebuild: Callable[[list[Record]], Sequence[NewRecord] | None],
     ) -> tuple[Sequence[NewRecord], StreamHead] | None:
-        """What ``rebuild`` appends in place of records that lost the race, given the records
-        appended since ``expected_seq`` (``since``: the cursor of the ``since`` statement),
-        and the head it chains to; None (a plain conflict, for the caller to
-        settle) unless they are all there (up to ``actual``, the head read under the lock, if
-        known), continue ``expected_hash`` and the chain vouches for them."""
+        """What ``rebuild`` appends in place of records that lost the race, and the head it
+        chains to, given ``found``: the ``since`` statement's rows (the memory's ends, and
+        the records after ``expected_seq``). None (a plain conflict, for the caller to
+        settle) unless they are all there, continue ``expected_hash`` and the chain vouches
+        for them. Called with no connection held: ``rebuild`` may read."""
         from eventlog.vouch import vouch
 
-        found = since.fetchall()
         newer = self._opened([Record(*r[1:]) for r in found if r[0] == "r"])
         if (
             not newer
             or len(newer) >= REBUILD_READ  # maybe more: the caller reads them itself
-            or newer[0].prev_hash != (expected_hash or GENESIS)
-            or (actual is not None and newer[-1].seq != actual)
+            or newer[0].prev_hash != expected_hash
         ):
             return None
         try:

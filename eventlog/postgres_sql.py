@@ -182,12 +182,12 @@ _Q_INSERT_ONE_LOCKED = _LOCKED + _Q_INSERT_ONE.replace(
     "%s::integer WHERE COALESCE", "%s::integer FROM l WHERE COALESCE"
 )
 _Q_INSERT_LOCKED = _LOCKED + _Q_INSERT.replace("FROM unnest(", "FROM l, unnest(")
-# A seq taken meanwhile inserts nothing rather than failing: the same conflict (no rows come
-# back), but no error, so what is pipelined after it (append_or_rebuild's read of the records
-# that won) still runs.
-_Q_INSERT_ONE_LOCKED, _Q_INSERT_LOCKED = (
-    q.replace(" RETURNING", f" ON CONFLICT ON CONSTRAINT {UNIQUE_SEQ} DO NOTHING RETURNING")
-    for q in (_Q_INSERT_ONE_LOCKED, _Q_INSERT_LOCKED)
+# One record whose seq was taken meanwhile inserts nothing rather than failing: the same
+# conflict (no rows come back), but no error, so what is pipelined after it (append_or_rebuild's
+# read of the records that won) still runs. Never for a batch: its later rows would land after a
+# gap (all or nothing is the unique key's error, which aborts the whole statement).
+_Q_INSERT_ONE_LOCKED = _Q_INSERT_ONE_LOCKED.replace(
+    " RETURNING", f" ON CONFLICT ON CONSTRAINT {UNIQUE_SEQ} DO NOTHING RETURNING"
 )
 # Every insert also moves the memory's head seal, in the same statement (a data-modifying CTE:
 # one round trip still, and the seal lands if and only if the rows do). Its four parameters

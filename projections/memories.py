@@ -231,9 +231,22 @@ class _WindowChatMemory(ChatMemory):
             self._seq,
             what,
         )
+        self._forget_cached()
+
+    def _forget_cached(self) -> None:
         self._window = Window(self._policy)  # nothing cached is trusted any more
         self._seq, self._hash = -1, ""
         self._observe(None)  # nor what a subclass kept from the old history's window record
+
+    def _move_to(self, record: Record, entries: list[Entry]) -> None:
+        self._settle(entries, record.seq, record.hash)
+        try:
+            self._observe(record)
+        except BaseException:
+            # What a subclass keeps from the head (a summary) could not be read: trust
+            # nothing cached, so the next call reloads it all rather than go on without it.
+            self._forget_cached()
+            raise
 
     def _load(self, head_seq: int) -> None:
         behind = head_seq - self._seq
@@ -258,8 +271,7 @@ class _WindowChatMemory(ChatMemory):
                 "from a backup, or read the history (iter_history) to rebuild the memory",
             )
         (record,) = found
-        self._settle(self._recorded(record, {}), head_seq, record.hash)
-        self._observe(record)
+        self._move_to(record, self._recorded(record, {}))
 
     def _still_holds(self, head_seq: int) -> bool:
         """True when the event this object last saw is still in the log, with its hash: the
@@ -284,8 +296,7 @@ class _WindowChatMemory(ChatMemory):
         known = {e.ref: e for e in self._window.entries}
         for record in tail:
             known.update(origin_entries(record, self._policy.identity))
-        self._settle(self._recorded(tail[-1], known), tail[-1].seq, tail[-1].hash)
-        self._observe(tail[-1])
+        self._move_to(tail[-1], self._recorded(tail[-1], known))
 
     def _recorded(self, record: Record, known: dict[tuple[int, int], Entry]) -> list[Entry]:
         """The window ``record`` recorded, reading only the messages not ``known``."""

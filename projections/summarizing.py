@@ -189,10 +189,11 @@ class SummarizingChatMemory(_WindowChatMemory):
             # Written by a memory that does not summarize (another process on the same id):
             # what it evicted is folded at our next eviction, the summary stays in force.
             through, summary = self._through, self._summary_seq
-        self._through = through
         if summary != self._summary_seq:
-            self._summary_seq = summary
-            self._summary = None if summary is None else self._read_summary(summary)
+            # Read before anything is set: a failed read leaves the old state whole.
+            text = None if summary is None else self._read_summary(summary)
+            self._summary_seq, self._summary = summary, text
+        self._through = through
 
     def _read_summary(self, seq: int) -> SummaryRecorded:
         (record,) = read_checked(self._store, self._key, gt=seq - 1, lte=seq)

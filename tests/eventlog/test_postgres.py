@@ -431,7 +431,8 @@ def test_a_timeout_with_no_lock_left_says_what_it_may_have_waited_for(schema):
         assert "the server's statement_timeout" in s._detail(canceled, "head", ())
 
 
-def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(schema):
+@pytest.mark.parametrize("mine", [("c",), ("c", "d")], ids=["one record", "a batch"])
+def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(schema, mine):
     import psycopg
     from psycopg.conninfo import make_conninfo
 
@@ -455,7 +456,7 @@ def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(sche
 
             def ours() -> None:
                 try:
-                    s.append("u1", batch("c"), expected_seq=2)
+                    s.append("u1", batch(*mine), expected_seq=2)
                     outcome.append(None)
                 except BaseException as e:
                     outcome.append(e)
@@ -472,7 +473,8 @@ def test_unique_violation_from_a_writer_that_skipped_the_lock_is_a_conflict(sche
                 assert time.monotonic() < deadline, "our append never waited on the key"
             rogue.commit()
             writer.join()
-        # Check it is a conflict naming the stream, and nothing of ours was written.
+        # Check it is a conflict naming the stream, and nothing of ours was written: not even
+        # a batch's later records, which the taken seq does not block (all or nothing).
         (error,) = outcome
         assert isinstance(error, ConcurrencyError)
         assert (error.stream_id, error.expected) == ("u1", 2)

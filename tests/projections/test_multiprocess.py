@@ -87,7 +87,8 @@ def _check_token_windows(store, n):
     memory = TokenWindowChatMemory(
         id="shared", max_tokens=200, token_count_estimator=estimator, store=store
     )
-    added = [e.message for e in memory.history()]
+    added = [e.message for e in memory.history() if isinstance(e.message, UserMessage)]
+    assert len(added) == 2 * n
     assert sorted(m.text for m in added) == sorted(f"{w}:{i}" for w in "ab" for i in range(n))
     for seq in range(1, 2 * n + 1):
         prefix = added[:seq]

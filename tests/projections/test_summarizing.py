@@ -453,3 +453,36 @@ def test_a_memory_whose_history_was_replaced_forgets_the_summary_of_the_old_one(
     assert fresh.summary is None
     assert mine.summary is None
     assert mine.messages() == fresh.messages() == [UserMessage(f"p{rewritten - 1}")]
+
+
+def test_a_summary_unreadable_while_catching_up_is_read_again_not_lost(store, monkeypatch):
+    from eventlog import PersistenceError
+
+    summarizer = Summarizer()
+    writer = _memory(store, summarizer)
+    stale = _memory(store, Summarizer())
+    assert stale.messages() == []
+    for i in range(5):
+        writer.add(UserMessage(f"u{i}"))
+    summarizer.fail = 1
+    writer.add(UserMessage("u5"))  # lands; its window record names the summary in force
+    assert writer.summary == "u0 u1"
+    (newest,) = [e.seq for e in writer.history() if isinstance(e.event, SummaryRecorded)][-1:]
+    real = store.read_verified
+
+    def summary_read_fails(*args: Any, **kwargs: Any) -> Any:
+        if (kwargs.get("gt"), kwargs.get("lte")) == (newest - 1, newest):
+            raise PersistenceError("read", "the connection was lost")
+        return real(*args, **kwargs)
+
+    # The stale object catches up, and the summary its new head names cannot be read.
+    monkeypatch.setattr(store, "read_verified", summary_read_fails)
+    with pytest.raises(PersistenceError):
+        stale.messages()
+    monkeypatch.setattr(store, "read_verified", real)
+    # Check nothing half-moved stayed: the next call reloads, shows the summary, and the
+    # next eviction folds it forward instead of starting a new one without it.
+    assert stale.messages() == writer.messages()
+    assert stale.summary == "u0 u1"
+    stale.add(UserMessage("u6"))
+    assert stale.summary == "u0 u1 u2 u3"
