@@ -278,7 +278,10 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
     ) -> list[Record]:
         stale = lost = races = 0
         built = items  # what is appended: items, or what rebuild returned in their place
-        expected = (expected_seq, expected_hash)  # after a rebuild: the winners' head
+        # After a rebuild: the winners' head the rebuilt records chain to. Every later attempt
+        # (a lost connection's too) is checked against it, so a failover that lost the winners
+        # is a conflict, never the rebuilt records (their window names them) on an older head.
+        expected = (expected_seq, expected_hash)
         while True:
             sent: list[tuple[list[Row], int]] = []
             try:
@@ -323,11 +326,6 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                 if landed is not None:
                     records = landed
                     break
-                if built is not items:
-                    # Rebuilt on records another writer appended: a failover may have lost
-                    # them with this connection. The caller catches up and builds again.
-                    self._forget(key)
-                    raise ConcurrencyError(key, expected_seq or 0, None) from e
                 lost += 1
                 if lost > _LOST_RETRIES or self._closed:
                     raise

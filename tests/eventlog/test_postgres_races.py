@@ -212,3 +212,45 @@ def test_an_insert_that_waited_for_the_lock_lands_whole_or_not_at_all(schema_nam
         assert texts(a.read("u1")) == ["a1", "a2", "a3", "a4", "w5"]
         assert a.read_verified("u1")[-1].seq == 5
         assert a.verify().ok
+
+
+def test_records_rebuilt_on_winners_a_failover_lost_are_never_sent_on_the_old_head(schema_name):
+    from psycopg.conninfo import make_conninfo
+
+    from eventlog.postgres import PostgresEventStore
+
+    app = f"chatledger-test-{uuid.uuid4().hex[:8]}"
+    with (
+        PostgresEventStore(PG_DSN, schema=schema_name) as a,
+        PostgresEventStore(make_conninfo(PG_DSN, application_name=app), schema=schema_name) as b,
+    ):
+        head = _contended(a, b)
+        seal = f"{schema_name}.heads"
+        _admin(f"CREATE TABLE {schema_name}.saved AS SELECT * FROM {seal} WHERE stream_id = 'u1'")
+        a.append("u1", batch("a3"))
+
+        def rebuild(newer: list[Any]) -> Any:
+            # A failover loses the winner's commit (its record and the seal it moved) and
+            # every connection b had, while b rebuilds on that record.
+            _admin(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (app,),
+            )
+            _admin(f"DELETE FROM {schema_name}.events WHERE stream_id = 'u1' AND seq = 3")
+            _admin(
+                f"UPDATE {seal} h SET seq = s.seq, hash = s.hash, mac = s.mac "
+                f"FROM {schema_name}.saved s WHERE h.stream_id = s.stream_id"
+            )
+            return batch("b")
+
+        # Check b reports the race rather than send its rebuilt record (which names the
+        # lost winner in its window) onto seq 2, and the memory stays whole and verifiable.
+        with pytest.raises(ConcurrencyError):
+            b.append_or_rebuild(
+                "u1", batch("stale"), expected_seq=2, expected_hash=head.hash, rebuild=rebuild
+            )
+        assert texts(a.read("u1")) == ["a1", "a2"]
+        assert a.verify().ok
+        (record,) = b.append("u1", batch("b again"), expected_seq=2)
+        assert (record.seq, record.prev_hash) == (3, head.hash)
