@@ -281,12 +281,15 @@ class PostgresBase(EventStore):
 
     def _head(self, conn: Conn, key: str) -> StreamHead | None:
         row = conn.execute(self._q["head"], (key,)).fetchone()
+        self._note_erased(key, 0 if row is None else int(row[3]))
+        return None if row is None else StreamHead(row[0], row[1], row[2])
+
+    def _note_erased(self, key: str, erased_through: int) -> None:
         # Cached beside the head, and as trustworthy: it changes only with an erasure, whose
         # receipt moves the head, so a stale value makes the insert's head check refuse it.
         if len(self._erased) >= 2 * _HEADS_MAX:
             self._erased.clear()  # bounded; an append without it reads the head under the lock
-        self._erased[key] = 0 if row is None else int(row[3])
-        return None if row is None else StreamHead(row[0], row[1], row[2])
+        self._erased[key] = erased_through
 
     def _insert_query(
         self,

@@ -101,7 +101,7 @@ class PostgresRaces(PostgresReads):
             return None
         self._check_items(again, key, key)
         check_batch(key, again)
-        self._erased[key] = seal.erased_through  # what the next insert's seal must carry
+        self._note_erased(key, seal.erased_through)  # what the next insert's seal must carry
         head = StreamHead(newer[-1].seq, newer[-1].hash, newer[-1].recorded_at_text)
         self._remember(key, head)
         return again, head

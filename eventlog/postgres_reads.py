@@ -99,10 +99,19 @@ class PostgresReads(PostgresBase):
         return head
 
     def _ends(self, key: str) -> tuple[HeadSeal | None, Record | None, Record | None]:
-        return self._read(
+        seal, first, last = self._read(
             "read",
             lambda conn: self._ends_of(conn.execute(self._q["ends"], (key, key, key)).fetchall()),
         )
+        if seal is not None and last is not None:
+            # What a verified read saw feeds the next append's cached head, as head() does: a
+            # writer that caught up after a lost race appends in one statement again, instead
+            # of reading the head under the lock (and, while others keep writing, losing again).
+            # The append uses it only if it is the head the caller expects, and the insert still
+            # checks it is the stored head.
+            self._note_erased(key, seal.erased_through)
+            self._remember(key, StreamHead(last.seq, last.hash, last.recorded_at_text))
+        return seal, first, last
 
     def _ends_of(
         self, rows: list[tuple[Any, ...]]
