@@ -18,7 +18,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from eventlog import ChainIntegrityError, EventStore, SQLiteEventStore
 from eventlog.ids import StreamKey
 from projections import MessageWindowChatMemory, MessageWindowPolicy
-from projections.adapters.item_list import CHUNK, ItemList, _oldest, _remove, loads, tail
+from projections.adapters.item_list import CHUNK, ItemList, loads, tail
+from projections.adapters.item_list_runs import oldest, remove
 from projections.adapters.langchain import (
     LedgerChatMessageHistory,
     from_langchain,
@@ -119,24 +120,24 @@ def test_tail_takes_the_newest_refs_across_runs() -> None:
     assert tail(runs, 99) == tail(runs, None)
     # Check the lazy oldest-first refs skip to the same newest ones, run by run.
     for skip in range(9):
-        assert list(_oldest(runs, skip)) == tail(runs, None)[skip:]
+        assert list(oldest(runs, skip)) == tail(runs, None)[skip:]
 
 
 def test_any_ref_leaves_either_kind_of_run_and_the_rest_stays_in_order() -> None:
     runs = [(1, 3), (7, 0, 2), (9, 9)]
     refs = tail(runs, None)
-    assert list(_oldest(runs)) == refs
+    assert list(oldest(runs)) == refs
     for ref in refs:
         left: list[Any] = list(runs)
-        _remove(left, ref)
-        assert list(_oldest(left)) == [r for r in refs if r != ref]
+        remove(left, ref)
+        assert list(oldest(left)) == [r for r in refs if r != ref]
         assert all(run[-2] <= run[-1] for run in left)  # no empty run left behind
     left = list(runs)
-    _remove(left, (2, 0))
-    _remove(left, (7, 1))
+    remove(left, (2, 0))
+    remove(left, (7, 1))
     assert left == [(1, 1), (3, 3), (7, 0, 0), (7, 2, 2), (9, 9)]
     with pytest.raises(ValueError, match=r"ref \(5, 0\) is not in the list"):
-        _remove(left, (5, 0))
+        remove(left, (5, 0))
 
 
 def test_a_session_written_before_item_lists_reads_and_learns_its_system_messages(
