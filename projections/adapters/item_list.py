@@ -71,8 +71,8 @@ from projections.adapters.item_list_runs import (
     remove,
     tail,
 )
+from projections.checked import quarantined_seqs
 from projections.meta import EMPTYING_KINDS, UNBOUNDED_LIMIT, WindowMeta
-from projections.replay import quarantined_seqs
 from projections.window import TokenWindowPolicy, WindowPolicy
 
 __all__ = [

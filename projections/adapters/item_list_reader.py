@@ -27,14 +27,9 @@ from eventlog.models import ContextSent, Record
 from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
 from projections.adapters.item_list_runs import Ref, Run, length, oldest, tail
+from projections.checked import quarantined_seqs, read_checked, read_checked_rows
 from projections.meta import EMPTYING_KINDS
-from projections.replay import (
-    erased_error,
-    quarantined_seqs,
-    read_checked,
-    read_checked_rows,
-    window_meta,
-)
+from projections.replay import erased_error, window_meta
 
 __all__ = ["CHUNK", "ItemListReader", "loads"]
 
