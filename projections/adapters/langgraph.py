@@ -11,7 +11,8 @@ history), or the origin of a ``copied`` thread. Values go through the saver's ``
 (LangGraph's serializer) and are stored as ``[type, base64]``. A custom message rather than a
 new event kind: the ledger's format stays as it is, and every reader of it (``chatledger``, the
 inspector, a LangChain4j service) already handles one. The format and the fold of these events
-are :mod:`projections.adapters.langgraph_events`.
+are :mod:`projections.adapters.langgraph_events`; the saver's reads (the cache of folded
+threads, the decoding of values) are :mod:`projections.adapters.langgraph_reads`.
 
 A checkpoint stores only the channels that changed (``new_versions``); the others refer to the
 event that holds their value. A list channel that grew by appending, like ``messages`` with the
@@ -28,30 +29,22 @@ Requires the ``langgraph`` extra; from your chatledger clone: ``pip install -e '
 from __future__ import annotations
 
 import builtins
-import functools
-import itertools
 import secrets
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 try:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
-        BaseCheckpointSaver,
         ChannelVersions,
         Checkpoint,
         CheckpointMetadata,
         CheckpointTuple,
-        PendingWrite,
         get_checkpoint_id,
         get_serializable_checkpoint_metadata,
-        writes_sort_key,
     )
-    from langgraph.checkpoint.serde.base import SerializerProtocol
 except ImportError as e:
     msg = (
         f"projections.adapters.langgraph needs the [langgraph] extra ({e}); from your "
@@ -62,44 +55,33 @@ except ImportError as e:
 from eventlog.aio import off_loop
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import GENESIS
-from eventlog.ids import memory_key
 from eventlog.messages import CustomMessage
 from eventlog.models import ErasureReceipt, Record
 from eventlog.serialization import added_record
-from eventlog.store import EventStore
 from projections.adapters.langgraph_events import (
     KEY,
     TAG,
     Bodies,
     Body,
-    Found,
     Shared,
     Thread,
-    array_body,
-    array_head,
     blob_of,
     bytes_of,
     extends,
     holder,
     holder_any,
-    is_thread_memory,
     moved_body,
     removed_body,
     thread_memory_id,
 )
+from projections.adapters.langgraph_reads import CheckpointReader, cache_key, keep_list, memory_of
 
 __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
 
 _RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
-_LISTS_KEPT = 8  # threads (the most recently used) that keep their last list put
-_RELEASE_SLICE = 256  # messages freed at a time when a remembered list is dropped
-
-# A memory's cache key, remembered: memory_key() encodes the id anew each time (tens of
-# microseconds, several times per call).
-_key = functools.lru_cache(maxsize=1024)(memory_key)
 
 
-class LedgerSaver(BaseCheckpointSaver[str]):
+class LedgerSaver(CheckpointReader):
     """A LangGraph checkpointer whose checkpoints are events of chatledger memories.
 
     Thread-safe; the async methods run the store's calls on its worker threads, so they never
@@ -118,77 +100,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             hold; the least recently used are dropped beyond it (the one in use never is).
     """
 
-    def __init__(
-        self,
-        store: EventStore,
-        *,
-        serde: SerializerProtocol | None = None,
-        cache_size: int = 256,
-        cache_bytes: int = 128 * 2**20,
-    ) -> None:
-        super().__init__(serde=serde)
-        if not isinstance(store, EventStore):
-            msg = (
-                f"LedgerSaver needs a chatledger EventStore (InMemoryEventStore, "
-                f"SQLiteEventStore, PostgresEventStore), not {type(store).__name__}"
-            )
-            raise TypeError(msg)
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
-            msg = f"LedgerSaver: cache_size must be an int >= 1, got {cache_size!r}"
-            raise ValueError(msg)
-        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
-            msg = f"LedgerSaver: cache_bytes must be an int >= 0, got {cache_bytes!r}"
-            raise ValueError(msg)
-        self.store = store
-        self._cache: OrderedDict[str, Thread] = OrderedDict()
-        self._cache_size = cache_size
-        self._cache_bytes = cache_bytes
-        self._lock = threading.RLock()
-
-    # ------------------------------------------------------------------ reading the ledger
-
-    def _thread(self, memory_id: tuple[str, str, str]) -> Thread:
-        """The memory's folded state, caught up with a verified read."""
-        key = _key(memory_id)
-        state = self._cache.get(key)
-        if state is not None:
-            self._cache.move_to_end(key)
-            fresh = self.store.read_verified(memory_id, gt=state.seq)
-            if fresh and fresh[0].prev_hash != state.hash:
-                state = None  # the history under the cache changed: fold it again
-            else:
-                for record in fresh:
-                    state.apply(record)
-        if state is None:
-            state = Thread()
-            for record in self.store.read_verified(memory_id):
-                state.apply(record)
-            self._cache[key] = state
-        # The message lists kept for the append-only check hold objects the collector walks
-        # on every full collection: only the threads in use lately keep theirs.
-        for older in itertools.islice(reversed(self._cache.values()), _LISTS_KEPT, None):
-            if not older.lists:
-                break
-            for _, kept in older.lists.values():
-                _release(kept)
-            older.lists.clear()
-        # Bounded by count and by size; the newest entry (this one) always stays.
-        total = sum(t.size for t in self._cache.values())
-        while len(self._cache) > 1 and (
-            len(self._cache) > self._cache_size or total > self._cache_bytes
-        ):
-            _, dropped = self._cache.popitem(last=False)
-            total -= dropped.size
-        return state
-
-    def _memories(self, thread_id: str | None = None) -> builtins.list[tuple[str, str, str]]:
-        """Every LangGraph memory of the store, or of one thread."""
-        found = []
-        for info in self.store.streams():
-            memory_id = info.memory_id
-            if is_thread_memory(memory_id) and thread_id in (None, memory_id[0]):
-                found.append(memory_id)
-        return found
+    # ------------------------------------------------------------------ writing the ledger
 
     def _append(
         self, memory_id: tuple[str, str, str], build: Callable[[Thread], Bodies]
@@ -202,7 +114,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         # and builds again). A read per write saved: a write's time stays flat, and a write
         # in LangGraph's background thread waits less for the graph's thread to hand back
         # the GIL (each query releases it).
-        key = _key(memory_id)
+        key = cache_key(memory_id)
         state = self._cache.get(key)
         if state is not None:
             self._cache.move_to_end(key)
@@ -230,209 +142,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 state.appended(record, body)
             return records
 
-    # ------------------------------------------------------------------ values
-
-    def _value(self, state: Thread, seq: int, channel: str, shared: Shared | None = None) -> Any:
-        """The value of ``channel`` stored at ``seq`` (following append-only deltas).
-
-        ``shared`` is one :meth:`list` call's: a list that is a prefix of one decoded earlier
-        in the call (an older checkpoint of the same conversation) is a slice of it, holding
-        the same message objects, as the lists of successive steps do in a running graph."""
-        entry = state.bodies[seq]["values"][channel]
-        if "base" not in entry:
-            return self.serde.loads_typed(bytes_of(entry["value"]))
-        known = None if shared is None else shared.get((id(state), channel))
-        if known is not None and seq in known[1]:
-            return known[0][: known[1][seq]]
-        items = self._items(state, seq, channel)
-        if items is not None:
-            # One msgpack array of every part's items: one decode, as fast as reading the
-            # whole list stored in one piece.
-            count, body = items
-            value = self.serde.loads_typed(("msgpack", array_head(count) + body))
-            if shared is not None and isinstance(value, list):
-                ends = state.spans[channel][1]
-                shared[(id(state), channel)] = (
-                    list(value),  # a copy: the caller may change the list it was given
-                    {s: n for s, (n, _) in ends.items() if n <= count},
-                )
-            return value
-        chain = []
-        while "base" in entry:
-            chain.append(entry["append"])
-            entry = state.bodies[entry["base"]]["values"][channel]
-        value = list(self.serde.loads_typed(bytes_of(entry["value"])))
-        for blob in reversed(chain):
-            value.extend(self.serde.loads_typed(bytes_of(blob)))
-        return value
-
-    def _items(self, state: Thread, seq: int, channel: str) -> tuple[int, bytes] | None:
-        """``(count, the msgpack items)`` of the list at ``seq``, or None when a part is not a
-        msgpack array (another serde). The newest list read is kept with where each of its
-        prefixes ends, so the next read (a turn later, or an older checkpoint) decodes only
-        what is new."""
-        memo = state.spans.get(channel)
-        parts: list[tuple[int, bytes, int]] = []  # (seq, items, count), newest first
-        at: int | None = seq
-        start: tuple[int, bytes, dict[int, tuple[int, int]]] | None = None
-        while at is not None:
-            if memo is not None and at in memo[1]:
-                count, end = memo[1][at]
-                if not parts and end == len(memo[0]):
-                    return count, memo[0]  # the newest list read, read again: no copy
-                start = (count, memo[0][:end], {s: v for s, v in memo[1].items() if v[1] <= end})
-                break
-            entry = state.bodies[at]["values"][channel]
-            kind, data = bytes_of(entry.get("append") or entry["value"])
-            array = array_body(data) if kind == "msgpack" else None
-            if array is None:
-                return None
-            parts.append((at, array[1], array[0]))
-            at = entry.get("base")
-        count, body, ends = start if start is not None else (0, b"", {})
-        pieces = [body]
-        size = len(body)
-        for at, data, n in reversed(parts):
-            count += n
-            size += len(data)
-            pieces.append(data)
-            ends[at] = (count, size)
-        joined = b"".join(pieces)
-        if memo is None or seq not in memo[1]:
-            state.spans[channel] = (joined, ends)
-        return count, joined
-
-    def _tuple(
-        self,
-        memory_id: tuple[str, str, str],
-        state: Thread,
-        cid: str,
-        shared: Shared | None = None,
-        *,
-        remember: bool = False,
-    ) -> CheckpointTuple:
-        thread_id, _, ns = memory_id
-        seq = state.checkpoints[cid]
-        body = state.bodies[seq]
-        checkpoint = cast("Checkpoint", self.serde.loads_typed(bytes_of(body["checkpoint"])))
-        holders = {c: seq for c in body["values"]} | dict(body["refs"])
-        values = {c: self._value(state, at, c, shared) for c, at in holders.items()}
-        if remember:
-            # The graph goes on from these very lists: the next put finds its messages the
-            # same objects (one pointer comparison each), not equal ones (a model comparison).
-            for channel, value in values.items():
-                if isinstance(value, list):
-                    _keep(state, channel, holders[channel], list(value))
-        checkpoint["channel_values"] = values
-        metadata = cast("CheckpointMetadata", self.serde.loads_typed(bytes_of(body["metadata"])))
-        indexed = sorted(
-            (writes_sort_key(path, task, idx), task, channel, blob)
-            for (task, idx), (_, channel, blob, path) in state.writes.get(cid, {}).items()
-        )
-        pending: list[PendingWrite] = [
-            (task, channel, self.serde.loads_typed(bytes_of(blob)))
-            for _, task, channel, blob in indexed
-        ]
-        config: RunnableConfig = {
-            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
-        }
-        parent = body.get("parent")
-        parent_config: RunnableConfig | None = (
-            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
-            if parent
-            else None
-        )
-        return CheckpointTuple(config, checkpoint, metadata, parent_config, pending)
-
     # ------------------------------------------------------------------ the saver contract
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint named by ``config`` (the newest of its thread and namespace when it
-        names none), with its pending writes in ``writes_sort_key`` order; None if absent.
-
-        Raises:
-            ChainIntegrityError: The thread's events do not verify.
-        """
-        memory_id = _memory_of(config, "get_tuple")
-        with self._lock:
-            state = self._thread(memory_id)
-            cid = get_checkpoint_id(config)
-            if cid is None:
-                live = state.live()
-                if not live:
-                    return None
-                cid = live[0]
-            if cid not in state.checkpoints:
-                return None
-            return self._tuple(memory_id, state, cid, remember=True)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """Checkpoints newest first: of ``config``'s thread (and namespace, when it names one;
-        every thread when ``config`` is None), whose metadata has every item of ``filter``,
-        older than ``before``'s checkpoint, at most ``limit``. Chosen when called; each is
-        read as it is reached, so a consumer holds one checkpoint's values at a time."""
-        shared: Shared = {}
-        for found in self._matches(config, filter=filter, before=before, limit=limit):
-            item = self._read(found, shared)
-            if item is not None:
-                yield item
-
-    def _matches(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> builtins.list[Found]:
-        """``(memory id, its state, checkpoint id, seq)`` of what :meth:`list` returns."""
-        if limit is not None and (isinstance(limit, bool) or limit < 0):
-            msg = f"list: limit must be None or an int >= 0, got {limit!r}"
-            raise ValueError(msg)
-        configurable = (config or {}).get("configurable", {})
-        thread_id = configurable.get("thread_id")
-        checkpoint_id = configurable.get("checkpoint_id")
-        before_id = get_checkpoint_id(before) if before else None
-        with self._lock:
-            if thread_id is not None and "checkpoint_ns" in configurable:
-                memories = [thread_memory_id(thread_id, configurable["checkpoint_ns"])]
-            else:
-                memories = self._memories(None if thread_id is None else str(thread_id))
-            candidates = []
-            for memory_id in memories:
-                state = self._thread(memory_id)
-                for cid, seq in state.checkpoints.items():
-                    if checkpoint_id is not None and cid != checkpoint_id:
-                        continue
-                    if before_id is not None and cid >= before_id:
-                        continue
-                    candidates.append((memory_id, state, cid, seq))
-            candidates.sort(key=lambda c: c[2], reverse=True)
-            found: builtins.list[Found] = []
-            for memory_id, state, cid, seq in candidates:
-                if limit is not None and len(found) >= limit:
-                    break
-                if filter:
-                    metadata = self.serde.loads_typed(bytes_of(state.bodies[seq]["metadata"]))
-                    if any(metadata.get(k) != v for k, v in filter.items()):
-                        continue
-                found.append((memory_id, state, cid, seq))
-            return found
-
-    def _read(self, found: Found, shared: Shared) -> CheckpointTuple | None:
-        """One checkpoint :meth:`_matches` chose; None when an erasure took it meanwhile."""
-        memory_id, state, cid, seq = found
-        with self._lock:
-            if state.checkpoints.get(cid) != seq:
-                return None
-            return self._tuple(memory_id, state, cid, shared)
 
     def put(
         self,
@@ -443,7 +153,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint: the channels in ``new_versions`` with their values (only the
         new items of a list that grew by appending), the others as references."""
-        memory_id = _memory_of(config, "put")
+        memory_id = memory_of(config, "put")
         parent = get_checkpoint_id(config)
         bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         head = blob_of(self.serde.dumps_typed(bare))
@@ -490,9 +200,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
         with self._lock:
             (record,) = self._append(memory_id, build)
-            state = self._cache.get(_key(memory_id)) or self._thread(memory_id)
+            state = self._cache.get(cache_key(memory_id)) or self._thread(memory_id)
             for channel, value in lists.items():
-                _keep(state, channel, record.seq, value)
+                keep_list(state, channel, record.seq, value)
         return {
             "configurable": {
                 "thread_id": config["configurable"]["thread_id"],
@@ -533,7 +243,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         value = self._value(state, seq, channel)
         if not isinstance(value, list):
             return None
-        _keep(state, channel, seq, value)
+        keep_list(state, channel, seq, value)
         return value
 
     def put_writes(
@@ -546,7 +256,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         """Store a task's writes for the checkpoint of ``config``. Idempotent per
         ``(task_id, index)``: a regular write stored once stays as it was; a special one
         (error, interrupt, ...) is replaced by the newest."""
-        memory_id = _memory_of(config, "put_writes")
+        memory_id = memory_of(config, "put_writes")
         cid = get_checkpoint_id(config)
         if cid is None:
             msg = f"put_writes on {memory_id!r}: the config names no checkpoint_id"
@@ -592,7 +302,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         with self._lock:
             receipts = self.store.erase_subject((str(thread_id), TAG), reason=reason)
             for memory_id in self._memories(str(thread_id)):
-                self._cache.pop(_key(memory_id), None)
+                self._cache.pop(cache_key(memory_id), None)
             return receipts
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -666,14 +376,6 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
                 self._append(target_id, build)
 
-    def checkpoint_seq(self, config: RunnableConfig) -> int | None:
-        """The seq of the event that stores the checkpoint ``config`` names (what
-        ``chatledger prove`` and ``EventStore.prove`` take), or None when it has none."""
-        memory_id = _memory_of(config, "checkpoint_seq")
-        cid = get_checkpoint_id(config)
-        with self._lock:
-            return None if cid is None else self._thread(memory_id).checkpoints.get(cid)
-
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A version greater than ``current`` whose random tail keeps forks apart."""
         number = 0 if current is None else int(str(current).split(".")[0])
@@ -745,33 +447,3 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """:meth:`prune` without blocking the event loop."""
         await off_loop(self.store, self.prune, thread_ids, strategy=strategy)
-
-
-def _keep(state: Thread, channel: str, seq: int, value: builtins.list[Any]) -> None:
-    """Remember ``value`` (a list of the saver's own) as ``channel``'s list at ``seq``."""
-    old = state.lists.get(channel)
-    state.lists[channel] = (seq, value)
-    if old is not None and old[1] is not value:
-        _release(old[1])
-
-
-def _release(items: builtins.list[Any]) -> None:
-    """Empty a list of the saver's own a slice at a time. When it holds the last references
-    to a long conversation's messages, freeing them all is one C call that keeps the GIL
-    for milliseconds (tens of them at 10,000 turns), an event loop's thread included; between
-    slices another thread can take it."""
-    while items:
-        del items[-_RELEASE_SLICE:]
-
-
-def _memory_of(config: RunnableConfig, operation: str) -> tuple[str, str, str]:
-    configurable = config.get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None:
-        msg = (
-            f"{operation}: the config has no configurable.thread_id; pass "
-            "{'configurable': {'thread_id': ...}}"
-        )
-        raise ValueError(msg)
-    ns = configurable.get("checkpoint_ns") or ""
-    return thread_memory_id(thread_id, ns)
