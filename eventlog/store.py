@@ -368,10 +368,12 @@ class EventStore(Recorder):
         what to append after them instead, or None to give up with the
         :class:`~eventlog.errors.ConcurrencyError` :meth:`append` raises.
 
-        A writer of a contended memory thus folds the other writers' records and appends in
-        one transaction, under the memory's append lock, instead of losing the race, reading
-        and trying again. This default is :meth:`append` (the caller catches up itself);
-        :class:`~eventlog.postgres.PostgresEventStore` settles the race in the append.
+        A writer of a contended memory thus gets the other writers' records with the news
+        that it lost, folds them and sends again, instead of reading them itself and trying
+        again. ``rebuild`` may be called more than once (once per lost race), never while the
+        store holds a connection or a lock. This default is :meth:`append` (the caller catches
+        up itself); :class:`~eventlog.postgres.PostgresEventStore` settles the race in the
+        append.
         """
         return self.append(memory_id, items, expected_seq=expected_seq, expected_hash=expected_hash)
 

@@ -338,9 +338,9 @@ class _WindowChatMemory(ChatMemory):
         rebuilt: list[Window] = []
 
         def rebuild(newer: list[Record]) -> list[NewRecord] | None:
-            # Runs inside the store's append, under the memory's append lock, with the
-            # records others appended since our head (vouched for, chained to our hash):
-            # fold them in and build again, so a contended add costs no lost race.
+            # Called by the store's append each time it loses the race (PostgreSQL), with the
+            # records others appended since our head (vouched for, chained to our hash): fold
+            # them in and build again, so a lost race costs no read and no second call.
             if newer[0].prev_hash != (self._hash or GENESIS) or newer[0].seq != self._seq + 1:
                 return None
             try:
