@@ -371,9 +371,10 @@ class EventStore(Recorder):
         A writer of a contended memory thus gets the other writers' records with the news
         that it lost, folds them and sends again, instead of reading them itself and trying
         again. ``rebuild`` may be called more than once (once per lost race), never while the
-        store holds a connection or a lock. This default is :meth:`append` (the caller catches
-        up itself); :class:`~eventlog.postgres.PostgresEventStore` settles the race in the
-        append.
+        store holds a connection or a server lock; it may read, but not append to the same
+        memory through the same store object (whose threads take turns on each memory). This
+        default is :meth:`append` (the caller catches up itself);
+        :class:`~eventlog.postgres.PostgresEventStore` settles the race in the append.
         """
         return self.append(memory_id, items, expected_seq=expected_seq, expected_hash=expected_hash)
 
