@@ -254,3 +254,35 @@ def test_records_rebuilt_on_winners_a_failover_lost_are_never_sent_on_the_old_he
         assert a.verify().ok
         (record,) = b.append("u1", batch("b again"), expected_seq=2)
         assert (record.seq, record.prev_hash) == (3, head.hash)
+
+
+def test_a_race_lost_to_a_head_that_vanished_is_a_plain_conflict(schema_name):
+    from eventlog.postgres import PostgresEventStore
+
+    with (
+        PostgresEventStore(PG_DSN, schema=schema_name) as a,
+        PostgresEventStore(PG_DSN, schema=schema_name) as b,
+    ):
+        a.append("u1", batch("a1"))
+        known = b.head("u1")
+        seal = f"{schema_name}.heads"
+        _admin(f"CREATE TABLE {schema_name}.saved AS SELECT * FROM {seal} WHERE stream_id = 'u1'")
+        a.append("u1", batch("a2"))
+        with pytest.raises(ConcurrencyError):  # b now races on this memory
+            b.append("u1", batch("lost"), expected_seq=known.seq, expected_hash=known.hash)
+        head = b.head("u1")
+        # A failover loses seq 2 and its seal: the head b chains to is gone, nobody won.
+        _admin(f"DELETE FROM {schema_name}.events WHERE stream_id = 'u1' AND seq = 2")
+        _admin(
+            f"UPDATE {seal} h SET seq = s.seq, hash = s.hash, mac = s.mac "
+            f"FROM {schema_name}.saved s WHERE h.stream_id = s.stream_id"
+        )
+        rebuild = Rebuilder(batch("b"))
+        # Check there is nothing to rebuild on: the caller gets the conflict and catches up.
+        with pytest.raises(ConcurrencyError):
+            b.append_or_rebuild(
+                "u1", batch("stale"), expected_seq=2, expected_hash=head.hash, rebuild=rebuild
+            )
+        assert rebuild.seen == []
+        assert texts(a.read("u1")) == ["a1"]
+        assert a.verify().ok
