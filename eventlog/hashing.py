@@ -65,7 +65,7 @@ GENESIS = "0" * 64
 FORMATS = (1, 2, 3)
 """Record formats this code reads (see the module docstring)."""
 
-KEYED_CHAIN = "keyed chain: open the store with key= to verify"
+KEYED_CHAIN = "keyed chain: open the store with chain_key= to verify"
 """The reason given for a format 3 record checked without the key."""
 
 CONTENT_MISMATCH = "stored hash does not match the record's content"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ __all__ = [
     "KEY_CHECK",
     "MIN_KEY_BYTES",
     "KeyCheck",
+    "chain_key_argument",
     "legacy_seal",
     "parse",
     "settle_keys",
@@ -127,16 +129,41 @@ def legacy_seal(hashes: Iterable[str]) -> tuple[int, str]:
     return tree.size, tree.root()
 
 
+def chain_key_argument(where: str, chain_key: bytes | None, key: bytes | None) -> bytes | None:
+    """The chain key a caller passed to ``where``: ``chain_key=``, or the deprecated ``key=``.
+
+    ``key`` alone named three things (a memory's stored key, the chain's HMAC key, a keyring's
+    content key); the argument now says which. ``key=`` still works, with a
+    :class:`DeprecationWarning` pointing at the caller's line (``stacklevel=3``: the caller of
+    the function that calls this).
+    """
+    if key is None:
+        return chain_key
+    if chain_key is not None:
+        msg = (
+            f"{where}: got both chain_key= and key=; pass the chain key once, as chain_key= "
+            "(key= is its deprecated name)"
+        )
+        raise TypeError(msg)
+    warnings.warn(
+        f"{where}(key=...) is deprecated: pass chain_key=... (the same bytes); key= will be "
+        "removed in a future release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return key
+
+
 def valid_key(key: bytes | None) -> bytes | None:
-    """Validate a ``key=`` argument (``EventStore._open_modes`` calls this first)."""
+    """Validate a ``chain_key=`` argument (``EventStore._open_modes`` calls this first)."""
     if key is None:
         return None
     if not isinstance(key, bytes):
-        msg = f"key must be bytes, not {type(key).__name__}; e.g. key=os.urandom(32)"
+        msg = f"chain_key must be bytes, not {type(key).__name__}; e.g. chain_key=os.urandom(32)"
         raise TypeError(msg)
     if len(key) < MIN_KEY_BYTES:
         msg = (
-            f"key is {len(key)} bytes, shorter than {MIN_KEY_BYTES}; use a random key of "
+            f"chain_key is {len(key)} bytes, shorter than {MIN_KEY_BYTES}; use a random key of "
             "32 bytes (os.urandom(32)) kept outside the database"
         )
         raise ValueError(msg)

@@ -33,6 +33,7 @@ from eventlog import ledger_scan, merkle
 from eventlog.errors import ChainIntegrityError, PersistenceError, ReadOnlyError, StaleTreeError
 from eventlog.hashing import record_problem
 from eventlog.ids import MemoryId
+from eventlog.keycheck import chain_key_argument
 from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest, ProvenRecord
 from eventlog.ledger_tree import BLOCK_LEVEL, LedgerTree, blocks_of
 from eventlog.models import Record
@@ -424,7 +425,13 @@ def _audit_path(
     return index, size, tree.inclusion_proof(index, size), tree.root(size)
 
 
-def verify_inclusion(proof: InclusionProof, d: LedgerDigest, *, key: bytes | None = None) -> bool:
+def verify_inclusion(
+    proof: InclusionProof,
+    d: LedgerDigest,
+    *,
+    chain_key: bytes | None = None,
+    key: bytes | None = None,
+) -> bool:
     """Check, with no database, that ``proof``'s record is in the ledger ``d`` describes.
 
     Recomputes the record's payload commitment (when the proof discloses the payload) and
@@ -435,18 +442,21 @@ def verify_inclusion(proof: InclusionProof, d: LedgerDigest, *, key: bytes | Non
     Args:
         proof: From :func:`prove`.
         d: A digest kept outside the database.
-        key: The store's key, needed for a record of a keyed chain (format 3): without it
-            the record's content cannot be tied to its hash, so the proof does not verify.
+        chain_key: The ledger's chain key, needed for a record of a keyed chain (format 3):
+            without it the record's content cannot be tied to its hash, so the proof does not
+            verify.
+        key: Deprecated name of ``chain_key`` (a :class:`DeprecationWarning`).
 
     Returns:
         True if the proof holds; False otherwise, including for malformed input of any kind.
     """
+    chain_key = chain_key_argument("verify_inclusion", chain_key, key)
     if not isinstance(proof, InclusionProof) or not isinstance(d, LedgerDigest):
         return False
     if proof.tree_size != d.size or proof.root != d.root:
         return False
     record = proof.record
-    if record_problem(record.to_record(), key) is not None:
+    if record_problem(record.to_record(), chain_key) is not None:
         return False
     if proof.leaf_hash != merkle.leaf_hash(bytes.fromhex(record.hash)):
         return False

@@ -12,7 +12,7 @@ from eventlog.erasure import brings_erasure, erased_after, erasure_record, tombs
 from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
-from eventlog.keycheck import legacy_seal
+from eventlog.keycheck import chain_key_argument, legacy_seal
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -38,17 +38,25 @@ class InMemoryEventStore(EventStore):
     the insert happen under it, so a conflicting append can never slip in between.
 
     Args:
-        key: Chain key (at least 16 bytes): records are format 3, HMAC-SHA256 under it.
+        chain_key: Chain key (at least 16 bytes): records are format 3, HMAC-SHA256 under it.
+        keyring: Encrypt each memory's content under its own content key (see
+            :class:`~eventlog.keyring.Keyring`).
+        erasable_ids: Store memories under keyed pseudonyms (see :mod:`eventlog.names`).
+        key: Deprecated name of ``chain_key`` (a :class:`DeprecationWarning`).
     """
 
     def __init__(
         self,
         *,
-        key: bytes | None = None,
+        chain_key: bytes | None = None,
         keyring: Keyring | None = None,
         erasable_ids: bool = False,
+        key: bytes | None = None,
     ) -> None:
-        self._open_modes(key, keyring, read_only=False, adopt_key=False, erasable_ids=erasable_ids)
+        chain_key = chain_key_argument("InMemoryEventStore", chain_key, key)
+        self._open_modes(
+            chain_key, keyring, read_only=False, adopt_key=False, erasable_ids=erasable_ids
+        )
         self._names_of: dict[str, str] = {}  # the names table (erasable ids)
         if erasable_ids:
             mode, stored = new_mode(keyring=keyring, chain_key=self._key)
@@ -56,9 +64,9 @@ class InMemoryEventStore(EventStore):
             self._names = IdKeyring(
                 mode, stored_key=stored, keyring=keyring, chain_key=self._key, where=where
             )
-        self._keyed_db = key is not None
+        self._keyed_db = chain_key is not None
         self._seals_required = True  # sealed from the first record: nothing predates seals
-        if key is not None:
+        if chain_key is not None:
             self._legacy = legacy_seal(())  # keyed from the start: no unkeyed records
         self._lock = threading.RLock()
         self._seals: dict[str, HeadSeal] = {}

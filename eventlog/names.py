@@ -156,7 +156,7 @@ class IdKeyring:
             return self._key
         msg = (
             f"{operation} of {self._where}: its memory ids are keyed under its chain key "
-            "(erasable ids); open it with key=... (CLI: --key-file FILE) to find a memory by "
+            "(erasable ids); open it with chain_key=... (CLI: --key-file FILE) to find a memory by "
             "its id"
         )
         raise ChainKeyError(operation, msg)

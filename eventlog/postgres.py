@@ -43,6 +43,7 @@ from eventlog.errors import (
     StoreClosedError,
 )
 from eventlog.ids import MemoryId
+from eventlog.keycheck import chain_key_argument
 from eventlog.keyring import Keyring
 from eventlog.models import NewRecord, Record, StreamHead, format_time
 from eventlog.postgres_base import EMPTY_HEAD, connection_lost, pool_params
@@ -101,23 +102,25 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         max_connections: The most connections the store's own pool opens (default 8; it opens
             them only as threads need them). Threads appending to different memories run in
             parallel up to this many. Only with ``dsn``.
-        key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
-            records are format 3, HMAC-SHA256 under it. Keep it outside the database.
+        chain_key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`):
+            new records are format 3, HMAC-SHA256 under it. Keep it outside the database.
         read_only: Never write: no migration, no key check, no seal; appends, erasures, purges
             and snapshots raise :class:`~eventlog.errors.ReadOnlyError`.
         adopt_key: Key a schema that holds unkeyed records, sealing them as they are; without
-            it such an open with ``key=`` raises :class:`ChainKeyError`.
+            it such an open with ``chain_key=`` raises :class:`ChainKeyError`.
         witness: A file path, a ``postgresql://`` URL of another database, or a
             :class:`~eventlog.witness.Witness`, kept outside the database: the open refuses a
             ledger behind or diverging from it, and appends and close move it forward (see
             :mod:`eventlog.witness`). Default: none.
+        key: Deprecated name of ``chain_key`` (a :class:`DeprecationWarning`).
 
     Raises:
         RollbackError: The ledger is behind its witness or diverges from it.
-        ChainKeyError: ``key`` does not match the schema's key check value, or is given for
+        ChainKeyError: ``chain_key`` does not match the schema's key check value, or is given for
             an unkeyed schema holding records without ``adopt_key=True``.
         ValueError: Not exactly one of ``dsn`` and ``pool``, ``dsn`` cannot be parsed, or
-            ``key`` is shorter than 16 bytes.
+            ``chain_key`` is shorter than 16 bytes.
+        TypeError: Both ``chain_key`` and the deprecated ``key`` are given.
         PersistenceError: The server is unreachable or the schema is not set up.
         SchemaVersionError: A newer chatledger migrated the schema.
     """
@@ -132,15 +135,20 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
         read_retries: int = 3,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        key: bytes | None = None,
+        chain_key: bytes | None = None,
         keyring: Keyring | None = None,
         read_only: bool = False,
         adopt_key: bool = False,
         witness: str | os.PathLike[str] | Witness | None = None,
         erasable_ids: bool = False,
+        key: bytes | None = None,
     ) -> None:
         self._open_modes(
-            key, keyring, read_only=read_only, adopt_key=adopt_key, erasable_ids=erasable_ids
+            chain_key_argument("PostgresEventStore", chain_key, key),
+            keyring,
+            read_only=read_only,
+            adopt_key=adopt_key,
+            erasable_ids=erasable_ids,
         )
         if (dsn is None) == (pool is None):
             msg = "PostgresEventStore: pass exactly one of dsn= and pool="

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from eventlog.ids import memory_id_from_key
+from eventlog.keycheck import chain_key_argument
 from eventlog.ledger import prove, verify_inclusion
 from eventlog.ledger_models import InclusionProof, LedgerDigest
 from eventlog.models import ErasureReceipt, MemoryErased
@@ -123,7 +124,11 @@ class ReceiptCheck:
 
 
 def check_receipt(
-    text: str | bytes, trusted: LedgerDigest | Checkpoint, *, key: bytes | None = None
+    text: str | bytes,
+    trusted: LedgerDigest | Checkpoint,
+    *,
+    chain_key: bytes | None = None,
+    key: bytes | None = None,
 ) -> ReceiptCheck:
     """Check a receipt file offline against a digest the checker trusts.
 
@@ -132,12 +137,17 @@ def check_receipt(
         trusted: A digest kept outside the database, or a checkpoint whose signature the
             caller checked (:func:`~eventlog.checkpoint.open_checkpoint`): the file's own
             digest is not trusted, it must name the same tree size and root.
-        key: The ledger's chain key, for a keyed ledger (format 3 records tie to their
-            hash only under it).
+        chain_key: The ledger's chain key, for a keyed ledger (format 3 records tie to
+            their hash only under it).
+        key: Deprecated name of ``chain_key`` (a :class:`DeprecationWarning`).
 
     Returns:
         ``ok`` and the reason; never raises for bad input.
+
+    Raises:
+        TypeError: Both ``chain_key`` and the deprecated ``key`` are given.
     """
+    chain_key = chain_key_argument("check_receipt", chain_key, key)
     try:
         doc = json.loads(text)
         shown = doc["receipt"]
@@ -158,10 +168,10 @@ def check_receipt(
         )
     record = proof.record
     # Checked equal to the trusted size and root above: the file's digest stands for them.
-    if not verify_inclusion(proof, claimed, key=key):
-        keyed = record.format == 3 and key is None
+    if not verify_inclusion(proof, claimed, chain_key=chain_key):
+        keyed = record.format == 3 and chain_key is None
         why = (
-            "its record is from a keyed ledger: pass the ledger's key to tie it to its hash"
+            "its record is from a keyed ledger: pass the ledger's chain key to tie it to its hash"
             if keyed
             else "its record is not in the ledger the digest describes, or was altered"
         )

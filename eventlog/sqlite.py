@@ -23,7 +23,7 @@ from eventlog.erasure import brings_erasure, erased_after
 from eventlog.errors import ConcurrencyError, PersistenceError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId
-from eventlog.keycheck import settle_keys
+from eventlog.keycheck import chain_key_argument, settle_keys
 from eventlog.keyring import Keyring
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import (
@@ -105,22 +105,24 @@ class SQLiteEventStore(SQLiteErasure):
             :class:`PersistenceError`.
         create_schema: Apply the schema migrations on open (default). Pass False for a
             database whose schema is managed elsewhere.
-        key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`): new
-            records are format 3, HMAC-SHA256 under it. Keep it outside the database.
+        chain_key: Chain key, at least 16 bytes (see :class:`~eventlog.store.EventStore`):
+            new records are format 3, HMAC-SHA256 under it. Keep it outside the database.
         read_only: Never write: no migration, no journal mode change, no key check or seal;
             appends, erasures, purges and snapshots raise :class:`ReadOnlyError`.
         adopt_key: Key a database that holds unkeyed records (sealing them as they are);
-            without it such an open with ``key=`` raises :class:`ChainKeyError`.
+            without it such an open with ``chain_key=`` raises :class:`ChainKeyError`.
         witness: A file path, a ``postgresql://`` URL of another database, or a
             :class:`~eventlog.witness.Witness`, kept outside the database: the open refuses a
             ledger behind or diverging from it, and appends and close move it forward (see
             :mod:`eventlog.witness`). Default: none.
+        key: Deprecated name of ``chain_key`` (a :class:`DeprecationWarning`).
 
     Raises:
         RollbackError: The ledger is behind its witness or diverges from it.
-        ChainKeyError: ``key`` does not match the database's key check value, or is given
+        ChainKeyError: ``chain_key`` does not match the database's key check value, or is given
             for an unkeyed database holding records without ``adopt_key=True``.
-        ValueError: ``key`` is shorter than 16 bytes.
+        ValueError: ``chain_key`` is shorter than 16 bytes.
+        TypeError: Both ``chain_key`` and the deprecated ``key`` are given.
         PersistenceError: The file cannot be opened.
     """
 
@@ -131,15 +133,20 @@ class SQLiteEventStore(SQLiteErasure):
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout: float = 30.0,
         create_schema: bool = True,
-        key: bytes | None = None,
+        chain_key: bytes | None = None,
         keyring: Keyring | None = None,
         read_only: bool = False,
         adopt_key: bool = False,
         witness: str | os.PathLike[str] | Witness | None = None,
         erasable_ids: bool = False,
+        key: bytes | None = None,
     ) -> None:
         self._open_modes(
-            key, keyring, read_only=read_only, adopt_key=adopt_key, erasable_ids=erasable_ids
+            chain_key_argument("SQLiteEventStore", chain_key, key),
+            keyring,
+            read_only=read_only,
+            adopt_key=adopt_key,
+            erasable_ids=erasable_ids,
         )
         if synchronous not in ("NORMAL", "FULL"):
             msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}"

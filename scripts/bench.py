@@ -28,7 +28,7 @@ RAW             raw driver loop, INSERT + COMMIT per message into a table shaped
                 same pragmas (WAL, synchronous NORMAL): the physical limit of a durable add
 W1              ``MessageWindowChatMemory(max_messages=20).add(m)`` on one conversation, one
                 200-character message per call, committed on return
-KW              W1 on a keyed store (``key=`` 32 bytes: format 3 records, HMAC-SHA256 chain)
+KW              W1 on a keyed store (``chain_key=`` 32 bytes: format 3 records, HMAC-SHA256 chain)
 W2              1,000 conversations x 20 messages, round-robin, one memory object each
 TW              W1 with ``TokenWindowChatMemory(2000, OpenAiTokenCountEstimator("gpt-4o-mini"))``
 BUILD           history building: ``memory.add(list_of_1000)`` batches (one transaction each)
@@ -181,11 +181,11 @@ def open_store(spec: dict[str, str], key: bytes | None = None) -> EventStore:
     """Open the store a spec names (also used by the W5 writer processes); ``key``: a keyed
     chain (HMAC-SHA256, record format 3)."""
     if spec["backend"] == "sqlite":
-        return SQLiteEventStore(spec["path"], key=key)
+        return SQLiteEventStore(spec["path"], chain_key=key)
     if spec["backend"] == "postgres":
         from eventlog.postgres import PostgresEventStore
 
-        return PostgresEventStore(spec["dsn"], schema=spec["schema"], key=key)
+        return PostgresEventStore(spec["dsn"], schema=spec["schema"], chain_key=key)
     msg = f"open_store: backend {spec['backend']!r} cannot be opened from a spec"
     raise ValueError(msg)
 
@@ -216,7 +216,7 @@ class Backend:
         if self.name == "memory":
             # A new InMemoryEventStore would be empty: "reopening" means the same object.
             if db not in self._memory:
-                self._memory[db] = InMemoryEventStore(key=key)
+                self._memory[db] = InMemoryEventStore(chain_key=key)
             return self._memory[db]
         return open_store(self.spec(db), key)
 
@@ -896,7 +896,7 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
     w1 = MessageWindowChatMemory("w1", MAX_MESSAGES, w1_store)
     contenders.append(Contender("W1", timed_loop(lambda i: w1.add(messages[i % nmsg])), cfg.n))
 
-    kw_store = be.open("kw", key=CHAIN_KEY)
+    kw_store = be.open("kw", chain_key=CHAIN_KEY)
     kw = MessageWindowChatMemory("kw", MAX_MESSAGES, kw_store)
     contenders.append(Contender("KW", timed_loop(lambda i: kw.add(messages[i % nmsg])), cfg.n))
 
@@ -960,7 +960,7 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
     )
     res.add(
         rate_row(
-            Row("KW", "W1 on a keyed store (key= 32 bytes: HMAC-SHA256 chain)", group="write"),
+            Row("KW", "W1 on a keyed store (chain_key= 32 bytes: HMAC-SHA256 chain)", group="write"),
             measured,
             "W1",
         )

@@ -77,7 +77,7 @@ class Backend:
         store: EventStore
         if self.name == "memory":
             # One object per database: a memory store cannot be reopened, so the first open's
-            # arguments (key=) are the store's for the whole test.
+            # arguments (chain_key=) are the store's for the whole test.
             if self._memory is None:
                 self._memory = InMemoryEventStore(**kwargs)
             store = self._memory

@@ -181,7 +181,7 @@ def _as_vector(line: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
 def test_an_export_is_recomputed_from_the_document_alone(tmp_path, keyed):
     key = bytes(range(32)) if keyed else None
-    store = SQLiteEventStore(tmp_path / "x.db", key=key)
+    store = SQLiteEventStore(tmp_path / "x.db", chain_key=key)
     store.append("Zoë/会話", batch("Grüße 🌍", "👍🏽 ok"))
     store.append(("user-42", 7), batch("naïve café"))
     store.append("Zoë/会話", batch("日本語"))

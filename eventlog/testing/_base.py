@@ -45,7 +45,7 @@ class Conformance:
     # ------------------------------------------------------------------ hooks
 
     def make_recorder(self, **options: Any) -> EventStore:
-        """A store object on this test's database, opened with ``options`` (``key=``,
+        """A store object on this test's database, opened with ``options`` (``chain_key=``,
         ``keyring=``, ``read_only=``, ... as the backend's constructor takes them)."""
         raise NotImplementedError(
             f"{type(self).__name__}: define make_recorder(self, **options) returning a store "

@@ -160,7 +160,7 @@ class EraseContract:
         assert not store.read(("alice", "s1"))[0].erased
 
     def test_keyed_store_erases_and_verifies(self, backend):
-        store = backend.open(key=KEY)
+        store = backend.open(chain_key=KEY)
         store.append("u1", batch("a", "b"))
         digest = store.digest()
         receipt = store.erase("u1", reason="r")
@@ -170,7 +170,7 @@ class EraseContract:
 
     @reopens
     def test_erase_without_the_key_is_refused(self, backend):
-        keyed = backend.open(key=KEY)
+        keyed = backend.open(chain_key=KEY)
         keyed.append("u1", batch("a"))
         keyless = backend.open()
         with pytest.raises(ChainKeyError):

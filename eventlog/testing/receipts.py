@@ -91,11 +91,11 @@ class ReceiptsContract:
 
     @reopens
     def test_a_keyed_ledgers_receipt_needs_its_key_to_tie_the_record(self, backend):
-        store = backend.open(key=KEY)
+        store = backend.open(chain_key=KEY)
         receipt = _erased(store)
         trusted = store.digest()
         text = receipt_bundle(store, receipt)
         without = check_receipt(text, trusted)
         assert not without.ok and "keyed ledger" in without.reason
-        assert check_receipt(text, trusted, key=KEY).ok
-        assert not check_receipt(text, trusted, key=b"j" * 32).ok
+        assert check_receipt(text, trusted, chain_key=KEY).ok
+        assert not check_receipt(text, trusted, chain_key=b"j" * 32).ok

@@ -267,7 +267,7 @@ def check_proof(args: argparse.Namespace) -> int:
         raise Failure(msg) from e
     from rich.text import Text  # rich costs startup time: loaded only to print
 
-    ok = verify_inclusion(proof, d, key=read_key(args))
+    ok = verify_inclusion(proof, d, chain_key=read_key(args))
     record = proof.record
     what = f"memory {shell_id(record.stream_id)} seq {record.seq} ({record.kind})"
     if args.json:

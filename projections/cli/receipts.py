@@ -75,7 +75,7 @@ def check_receipt_cmd(args: argparse.Namespace) -> int:
             "checkpoint, `chatledger checkpoint`), one of the two"
         )
         raise UsageError(msg)
-    check = check_receipt(text, trusted, key=read_key(args))
+    check = check_receipt(text, trusted, chain_key=read_key(args))
     if args.json:
         emit({"ok": check.ok, "reason": check.reason, "receipt": check.receipt})
         return 0 if check.ok else 1

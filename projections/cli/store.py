@@ -72,7 +72,7 @@ def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
             args.dsn,
             schema=args.schema,
             create_schema=create,
-            key=read_key(args),
+            chain_key=read_key(args),
             keyring=read_keyring(args),
             read_only=_read_only(args),
             adopt_key=_adopt(args),
@@ -177,7 +177,7 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
         store = eventlog.SQLiteEventStore(
             path,
             create_schema=fresh,
-            key=read_key(args),
+            chain_key=read_key(args),
             keyring=read_keyring(args),
             read_only=_read_only(args),
             adopt_key=_adopt(args),

@@ -192,7 +192,7 @@ def _session_reads(store: EventStore) -> dict[str, Any]:
 @pytest.mark.parametrize("edit", list(EDITS))
 @pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
 def test_a_tampered_row_in_the_range_a_session_reads_is_refused(backend, edit, keyed) -> None:
-    store = backend.open(key=KEY if keyed else None)
+    store = backend.open(chain_key=KEY if keyed else None)
     _run(LedgerSession("conv", store=store).add_items([_item(i) for i in range(6)]))
     _run(LedgerSession("other", store=store).add_items([_item(i) for i in range(3)]))
     db = Db(backend)
@@ -203,7 +203,7 @@ def test_a_tampered_row_in_the_range_a_session_reads_is_refused(backend, edit, k
     store.close()
     change, _ = EDITS[edit]
     change(db, rehash=keyed)  # keyed: the forger rehashes what it can without the key
-    fresh = backend.open(key=KEY if keyed else None)
+    fresh = backend.open(chain_key=KEY if keyed else None)
     for name, read in _session_reads(fresh).items():
         if edit == "erased content restored":
             # The list after an erasure is empty: nothing restored is shown (a read whose

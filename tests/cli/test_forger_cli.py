@@ -91,7 +91,7 @@ def test_key_adopt_keys_the_ledger_and_verify_says_from_where(cli, app_ledger):
 
 def test_verify_with_the_key_fails_a_downgraded_keyed_ledger(cli, tmp_path):
     path = tmp_path / "keyed.db"
-    with SQLiteEventStore(path, key=KEY) as store:
+    with SQLiteEventStore(path, chain_key=KEY) as store:
         memory = MessageWindowChatMemory(id="conv", max_messages=4, store=store)
         for text in ("hello", "pay 10 EUR", "thanks"):
             memory.add(UserMessage(text))

@@ -121,7 +121,7 @@ def test_a_keyed_ledger_needs_its_key_file(cli, ok, tmp_path):
     key = tmp_path / "key"
     key.write_bytes(b"0123456789abcdef-chain-key")
     path = tmp_path / "keyed.db"
-    with SQLiteEventStore(path, key=key.read_bytes()) as store:
+    with SQLiteEventStore(path, chain_key=key.read_bytes()) as store:
         memory(store).add(UserMessage("hi"))
     # Check without the key verify says what is missing; with it, all is well.
     result = cli("--db", path, "verify")

@@ -161,7 +161,7 @@ def test_with_a_keyring_no_id_is_stored_in_clear_and_lookups_need_the_keyring(ba
 
 @pytest.mark.skip_backend("memory")
 def test_a_keyed_ledger_keys_its_pseudonyms_under_the_chain_key(backend):
-    store = _pseudonymous(backend, key=KEY)
+    store = _pseudonymous(backend, chain_key=KEY)
     _fill(store)
     assert store._names is not None and store._names.mode == "chain"
     unkeyed = backend.open()

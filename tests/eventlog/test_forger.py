@@ -130,13 +130,13 @@ def _served(store: Any, memory_id: str) -> list[str]:
 
 
 def test_keyed_downgrade_to_unkeyed_records_at_positions_below_zero_fails(backend, db):
-    store = backend.open(key=KEY)
+    store = backend.open(chain_key=KEY)
     _say(store, "conv", "hello", "pay 10 EUR", "thanks")
     _say(store, "other", "unrelated")
     # The forger rewrites the memory as unkeyed records with recomputed hashes and moves them
     # below every keyed position, where an earlier version accepted unkeyed records.
     db.rechain_unkeyed("conv", {2: FORGED}, move=-100)
-    fresh = backend.open(key=KEY)
+    fresh = backend.open(chain_key=KEY)
     report = fresh.verify()
     assert not report.ok
     assert "conv" in report.failures
@@ -150,27 +150,27 @@ def test_keyed_downgrade_to_unkeyed_records_at_positions_below_zero_fails(backen
 
 
 def test_full_downgrade_with_the_key_check_deleted_is_refused_at_open(backend, db):
-    store = backend.open(key=KEY)
+    store = backend.open(chain_key=KEY)
     _say(store, "conv", "hello", "pay 10 EUR")
     store.close()
     db.rechain_unkeyed("conv", {2: FORGED})
     db.run("DELETE FROM {settings}")
     # Reopening with the key must not start afresh and vouch for the forged records.
     with pytest.raises(ChainKeyError, match="adopt_key=True"):
-        backend.open(key=KEY)
+        backend.open(chain_key=KEY)
 
 
 def test_a_full_downgrade_of_a_ledger_keyed_from_the_start_fails_verify_even_if_adopted(
     backend, db
 ):
-    store = backend.open(key=KEY)
+    store = backend.open(chain_key=KEY)
     _say(store, "conv", "hello", "pay 10 EUR")
     store.close()
     db.rechain_unkeyed("conv", {2: FORGED})
     db.run("DELETE FROM {settings} WHERE name = ?", KEY_CHECK)
     # An operator who adopts the key anyway: the heads the forger could not reseal stop it.
     with pytest.raises(ChainKeyError, match="does not verify"):
-        backend.open(key=KEY, adopt_key=True)
+        backend.open(chain_key=KEY, adopt_key=True)
 
 
 def test_a_key_is_adopted_only_explicitly_and_the_report_says_what_is_keyed(backend, db):
@@ -178,17 +178,17 @@ def test_a_key_is_adopted_only_explicitly_and_the_report_says_what_is_keyed(back
     _say(plain, "conv", "before the key")
     last_unkeyed = max(r["position"] for r in db.rows("conv"))
     with pytest.raises(ChainKeyError, match="chatledger key adopt"):
-        backend.open(key=KEY)
-    keyed = backend.open(key=KEY, adopt_key=True)
+        backend.open(chain_key=KEY)
+    keyed = backend.open(chain_key=KEY, adopt_key=True)
     _say(keyed, "conv2", "after the key")
-    report = backend.open(key=KEY).verify()
+    report = backend.open(chain_key=KEY).verify()
     assert report.ok, report
     assert report.keyed_since == last_unkeyed
     assert report.legacy_records == 1
     assert plain.verify().keyed_since is None or plain.verify().keyed_since == last_unkeyed
     # The sealed prefix holds against a forger without the key: a rehashed legacy record fails.
     db.rechain_unkeyed("conv", {1: FORGED})
-    again = backend.open(key=KEY)
+    again = backend.open(chain_key=KEY)
     assert not again.verify().ok
     with pytest.raises(ChainIntegrityError):
         _served(again, "conv")
@@ -199,7 +199,7 @@ def test_adopting_a_key_refuses_a_ledger_that_does_not_verify(backend, db):
     _say(plain, "conv", "a", "b")
     db.run("UPDATE {events} SET payload = ? WHERE seq = 1", user_payload(FORGED))
     with pytest.raises(ChainKeyError, match="does not verify"):
-        backend.open(key=KEY, adopt_key=True)
+        backend.open(chain_key=KEY, adopt_key=True)
 
 
 def test_a_read_only_open_writes_nothing_and_refuses_a_key_for_an_unkeyed_ledger(backend, db):
@@ -207,7 +207,7 @@ def test_a_read_only_open_writes_nothing_and_refuses_a_key_for_an_unkeyed_ledger
     _say(app, "conv", "hello")
     before = db.run("SELECT name, value FROM {settings} ORDER BY name")
     with pytest.raises(ChainKeyError, match="key adopt"):
-        backend.open(key=KEY, read_only=True)
+        backend.open(chain_key=KEY, read_only=True)
     reader = backend.open(read_only=True)
     assert _served(reader, "conv") == ["hello"]
     with pytest.raises(ReadOnlyError, match="read_only=True"):
@@ -458,7 +458,7 @@ def _reads(store: Any, at: int) -> Iterator[tuple[str, Any]]:
 )
 def test_read_path_matrix(backend, db, edit, mode):
     keyed = mode.startswith("keyed")
-    store = backend.open(key=KEY if keyed else None)
+    store = backend.open(chain_key=KEY if keyed else None)
     _say(store, "conv", *[f"m{i}" for i in range(1, 7)])
     _say(store, "other", "o1", "o2", "o3")
     db.keyed = keyed
@@ -468,7 +468,7 @@ def test_read_path_matrix(backend, db, edit, mode):
     store.close()
     change, at = EDITS[edit]
     change(db, rehash=mode.endswith("rehashes"))
-    fresh = backend.open(key=KEY if keyed else None)
+    fresh = backend.open(chain_key=KEY if keyed else None)
     # No audit call: opening and reading is enough to be refused.
     for name, read in _reads(fresh, at):
         if edit == "erased content restored" and name == "messages()":
@@ -522,16 +522,16 @@ def test_a_ledger_from_before_seals_is_marked_and_sealed_by_a_writable_open(tmp_
 
     path = tmp_path / "old.db"
     key = KEY if keyed else None
-    with SQLiteEventStore(path, key=key) as store:
+    with SQLiteEventStore(path, chain_key=key) as store:
         _say(store, "conv", "a", "b")
     _as_before_seals(path, key)
     before = path.read_bytes()
     # Without chatledger's marker in its header, a read-only open refuses it untouched.
     with pytest.raises(PersistenceError, match="not a chatledger ledger"):
-        SQLiteEventStore(path, key=key, read_only=True)
+        SQLiteEventStore(path, chain_key=key, read_only=True)
     assert path.read_bytes() == before
     # The first writable open migrates, seals every head and (keyed) upgrades the key check.
-    with SQLiteEventStore(path, key=key) as store:
+    with SQLiteEventStore(path, chain_key=key) as store:
         assert store.verify().ok
         _say(store, "conv", "c")
     with sqlite3.connect(path) as conn:
@@ -540,10 +540,10 @@ def test_a_ledger_from_before_seals_is_marked_and_sealed_by_a_writable_open(tmp_
     assert [(s, q) for s, q, _ in seals] == [("conv", 3)] and all(m for _, _, m in seals)
     if keyed:
         assert parse(check[0]).version == 2
-    with SQLiteEventStore(path, key=key, read_only=True) as reader:
+    with SQLiteEventStore(path, chain_key=key, read_only=True) as reader:
         assert _served(reader, "conv") == ["a", "b", "c"]
     # From then on a truncation is refused on the read path.
     with sqlite3.connect(path) as conn:
         conn.execute("DELETE FROM events WHERE stream_id = 'conv' AND seq = 3")
-    with SQLiteEventStore(path, key=key) as store, pytest.raises(ChainIntegrityError):
+    with SQLiteEventStore(path, chain_key=key) as store, pytest.raises(ChainIntegrityError):
         _served(store, "conv")

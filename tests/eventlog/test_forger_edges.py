@@ -35,7 +35,7 @@ def _put_back(db: Db, rows: list[tuple[Any, ...]]) -> None:
 
 
 def test_purged_records_put_back_from_a_backup_are_refused(backend) -> None:
-    store = backend.open(key=KEY)
+    store = backend.open(chain_key=KEY)
     _say(store, "conv", "my card is 4111 1111 1111 1111", "expires 12/29")
     db = Db(backend)
     backup = _backup(db, "conv")
@@ -45,7 +45,7 @@ def test_purged_records_put_back_from_a_backup_are_refused(backend) -> None:
     # Every purged row is genuine and keyed; only the seal (erased through the tombstone) can
     # tell they were purged.
     _put_back(db, backup)
-    fresh = backend.open(key=KEY)
+    fresh = backend.open(chain_key=KEY)
     with pytest.raises(ChainIntegrityError, match="its erasure or purge") as caught:
         fresh.read_verified("conv")
     assert caught.value.seq == 1
@@ -57,7 +57,7 @@ def test_purged_records_put_back_from_a_backup_are_refused(backend) -> None:
 @pytest.mark.parametrize("kind", ["memory_erased", "memory_purged"])
 @pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
 def test_an_emptied_receipt_is_refused(backend, kind, keyed) -> None:
-    store = backend.open(key=KEY if keyed else None)
+    store = backend.open(chain_key=KEY if keyed else None)
     _say(store, "conv", "a", "b")
     if kind == "memory_erased":
         store.erase("conv", reason="the user asked")
@@ -66,7 +66,7 @@ def test_an_emptied_receipt_is_refused(backend, kind, keyed) -> None:
     store.close()
     db = Db(backend)
     db.run("UPDATE {events} SET payload = '', salt = '' WHERE kind = ?", kind)
-    fresh = backend.open(key=KEY if keyed else None)
+    fresh = backend.open(chain_key=KEY if keyed else None)
     # Receipts are never erased: emptied, what was erased, when and why is gone.
     for read in (fresh.read_verified, fresh.read_verified_rows):
         with pytest.raises(ChainIntegrityError, match="receipts are never erased"):
@@ -75,7 +75,7 @@ def test_an_emptied_receipt_is_refused(backend, kind, keyed) -> None:
 
 
 def test_prove_refuses_erased_content_put_back(backend) -> None:
-    store = backend.open(key=KEY)
+    store = backend.open(chain_key=KEY)
     _say(store, "conv", "my SSN is 078-05-1120")
     db = Db(backend)
     (before,) = db.rows("conv")
@@ -96,7 +96,7 @@ def test_an_adopted_ledgers_unkeyed_record_rewritten_under_a_running_process(bac
     legacy = backend.open()
     _say(legacy, "conv", "hi", "transfer 10 EUR to Bob", "ok")
     legacy.close()
-    server = backend.open(key=KEY, adopt_key=True)  # the long-lived app, keyed since adoption
+    server = backend.open(chain_key=KEY, adopt_key=True)  # the long-lived app, keyed since adoption
     memory = MessageWindowChatMemory(id="conv", max_messages=10, store=server)
     assert [m.text for m in memory.as_of(seq=2)] == ["hi", "transfer 10 EUR to Bob"]
     # The forger rewrites unkeyed record 2 with a valid SHA-256 hash (no key needed); the
@@ -135,7 +135,7 @@ def test_an_adopted_ledgers_unkeyed_record_rewritten_under_a_running_process(bac
 def test_a_seq_stored_as_text_is_damage_not_a_type_error(backend) -> None:
     if backend.name != "sqlite":
         pytest.skip("only SQLite keeps text in an integer column")
-    store = backend.open(key=KEY)
+    store = backend.open(chain_key=KEY)
     _say(store, "conv", "a", "b")
     store.close()
     with sqlite3.connect(backend.path) as conn:
@@ -144,7 +144,7 @@ def test_a_seq_stored_as_text_is_damage_not_a_type_error(backend) -> None:
             "recorded_at, kind, schema_version, payload, meta, prev_hash, hash, salt, "
             "commitment, format FROM events WHERE seq = 2"
         )
-    fresh = backend.open(key=KEY)
+    fresh = backend.open(chain_key=KEY)
     for read in (
         lambda: fresh.read_verified("conv"),
         lambda: MessageWindowChatMemory(id="conv", max_messages=10, store=fresh).messages(),

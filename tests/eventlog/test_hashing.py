@@ -197,7 +197,7 @@ _record_fields = st.sampled_from([f for f in Record._fields if f != "position"])
 
 
 def _stored(text: str, key: bytes | None) -> list[Record]:
-    store = InMemoryEventStore(key=key)
+    store = InMemoryEventStore(chain_key=key)
     return store.append("m", [added(text), added(text + "!", meta='{"w":[]}')])
 
 

@@ -95,7 +95,7 @@ def test_a_continuation_of_an_erased_memory_imports(tmp_path: Path) -> None:
 @pytest.mark.parametrize("then", ["content", "nothing"])
 def test_emptied_records_without_their_receipt_are_refused_whole_file(tmp_path, then) -> None:
     key = b"the application's chain key, 32b"
-    source = SQLiteEventStore(tmp_path / "a.db", key=key)
+    source = SQLiteEventStore(tmp_path / "a.db", chain_key=key)
     _say(source, "conv", "m1", "m2", *(["m3"] if then == "content" else []))
     _say(source, "other", "o1")
     lines = _export(source)
@@ -103,7 +103,7 @@ def test_emptied_records_without_their_receipt_are_refused_whole_file(tmp_path, 
     # the source ledger refuses them): importing must not turn them into a sealed erasure, with
     # or without content after them.
     edited = _emptied(lines, lambda row: row.get("memory") == "conv" and row.get("seq") in (1, 2))
-    target = SQLiteEventStore(tmp_path / "b.db", key=key)
+    target = SQLiteEventStore(tmp_path / "b.db", chain_key=key)
     with pytest.raises(ValueError, match=r"'conv'#2 \(before line \d+\) is emptied") as caught:
         import_jsonl(target, edited)
     assert "no erasure's receipt follows it" in str(caught.value)

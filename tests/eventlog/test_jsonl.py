@@ -89,27 +89,27 @@ def test_import_recomputes_commitments_and_hashes_before_writing(tmp_path, chang
 
 
 def test_keyed_exports_import_only_with_the_same_key(tmp_path):
-    keyed = InMemoryEventStore(key=KEY)
+    keyed = InMemoryEventStore(chain_key=KEY)
     keyed.append("u1", batch("a", "b"))
     lines = _export(keyed)
     # Check without the key, or with another, the file is refused; with it, it verifies.
     with (
         SQLiteEventStore(tmp_path / "plain.db") as plain,
-        pytest.raises(ValueError, match="keyed chain: open the store with key="),
+        pytest.raises(ValueError, match="keyed chain: open the store with chain_key="),
     ):
         import_jsonl(plain, lines)
     with (
-        SQLiteEventStore(tmp_path / "other.db", key=b"o" * 32) as other,
+        SQLiteEventStore(tmp_path / "other.db", chain_key=b"o" * 32) as other,
         pytest.raises(ValueError, match="breaks at seq 1: the stored hash"),
     ):
         import_jsonl(other, lines)
-    with SQLiteEventStore(tmp_path / "same.db", key=KEY) as same:
+    with SQLiteEventStore(tmp_path / "same.db", chain_key=KEY) as same:
         import_jsonl(same, lines)
         assert [r[1:] for r in same.read("u1")] == [r[1:] for r in keyed.read("u1")]
         assert same.verify().ok
     # Check an unkeyed export cannot be imported into a keyed store (it would be unguarded).
     with (
-        SQLiteEventStore(tmp_path / "keyed.db", key=KEY) as target,
+        SQLiteEventStore(tmp_path / "keyed.db", chain_key=KEY) as target,
         pytest.raises(ValueError, match=r"unkeyed record \(format 1\) in a keyed store"),
     ):
         import_jsonl(target, _export(_mixed()))

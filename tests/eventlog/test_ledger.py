@@ -424,15 +424,15 @@ def test_a_long_list_of_json_problems_is_cut_short():
 
 def test_a_keyed_record_is_proven_only_with_the_key():
     key = b"k" * 32
-    store = InMemoryEventStore(key=key)
+    store = InMemoryEventStore(chain_key=key)
     _fill(store)
     d = digest(store)
     proof = prove(store, "u2", 2, digest=d)
     assert proof.record.format == 3
     # Check without the key the content cannot be tied to the hash; with the wrong one neither.
     assert not verify_inclusion(proof, d)
-    assert not verify_inclusion(proof, d, key=b"x" * 32)
-    assert verify_inclusion(proof, d, key=key)
+    assert not verify_inclusion(proof, d, chain_key=b"x" * 32)
+    assert verify_inclusion(proof, d, chain_key=key)
     assert verify_digest(store, d).ok
 
 

@@ -110,12 +110,12 @@ def test_a_proof_without_disclosure_carries_the_commitment_only(backend, store):
 
 def test_a_keyed_proof_without_disclosure_verifies_with_the_key():
     key = b"k" * 32
-    store = InMemoryEventStore(key=key)
+    store = InMemoryEventStore(chain_key=key)
     _fill(store)
     d = digest(store)
     proof = prove(store, "u2", 3, digest=d, disclose=False)
     assert proof.record.format == 3 and not proof.record.discloses
-    assert verify_inclusion(proof, d, key=key)
+    assert verify_inclusion(proof, d, chain_key=key)
     assert not verify_inclusion(proof, d)
 
 

@@ -339,13 +339,13 @@ _KEY = b"k" * 32
 
 
 def test_a_keyed_ledger_never_loads_a_block_forged_without_the_key(backend):
-    store = backend.open(key=_KEY)
+    store = backend.open(chain_key=_KEY)
     _grow(store, 3 * BLOCK + 5)
     honest = digest(store)
     # Check a forger who rewrites an old block's node (records untouched, verify() passes)
     # cannot get a keyed owner's new process to digest or sign the forged root.
     _edit_block(backend, store, 0, hashlib.sha256(b"forged").digest())
-    owner = _fresh(backend, store) if backend.name == "memory" else backend.open(key=_KEY)
+    owner = _fresh(backend, store) if backend.name == "memory" else backend.open(chain_key=_KEY)
     assert digest(owner).root == honest.root == _reference_root(owner)
     from eventlog.note import generate_key
 
@@ -535,7 +535,7 @@ def test_a_package_planted_in_the_working_directory_never_runs_with_the_key(tmp_
     # An attacker who can write to the caller's working directory plants an `eventlog`
     # package there: the worker, which is handed the chain key, must import ours.
     path = tmp_path / "ledger.db"
-    with SQLiteEventStore(path, key=_KEY) as store:
+    with SQLiteEventStore(path, chain_key=_KEY) as store:
         _grow(store, 2 * BLOCK)
         file = store._reopen_path()
     assert file is not None

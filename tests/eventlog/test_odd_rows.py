@@ -64,7 +64,7 @@ def test_a_column_of_a_type_no_store_writes_is_damage_named_by_its_seq(
     path = tmp_path / "odd.db"
     options: dict[str, object] = {}
     if mode == "keyed":
-        options["key"] = KEY
+        options["chain_key"] = KEY
     if mode == "keyring":
         options["keyring"] = FileKeyring(tmp_path / "keys.json")
     _ledger(path, **options)

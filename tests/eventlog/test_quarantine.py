@@ -32,7 +32,7 @@ def _run(coro: Any) -> Any:
 def _damaged(backend: Any, *, keyed: bool, seqs: tuple[int, ...] = (5,)) -> Db:
     """Six items in "conv" and three in "other", then the content of ``seqs`` of "conv"
     edited by hand (a disk fault, or someone with SQL access)."""
-    store = backend.open(key=KEY if keyed else None)
+    store = backend.open(chain_key=KEY if keyed else None)
     _run(LedgerSession("conv", store=store).add_items(ITEMS))
     _run(LedgerSession("other", store=store).add_items(ITEMS[:3]))
     store.close()
@@ -55,7 +55,7 @@ def _items(store: Any, **kwargs: Any) -> Any:
 @pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
 def test_an_acknowledged_record_is_left_out_and_the_session_works_again(backend, keyed) -> None:
     _damaged(backend, keyed=keyed)
-    store = backend.open(key=KEY if keyed else None)
+    store = backend.open(chain_key=KEY if keyed else None)
     # Check reads fail closed, naming the seq and the remedy.
     with pytest.raises(ChainIntegrityError) as caught:
         _items(store)
@@ -89,7 +89,7 @@ def test_an_acknowledged_record_is_left_out_and_the_session_works_again(backend,
 def test_a_record_emptied_by_hand_can_be_acknowledged(backend, keyed) -> None:
     db = _damaged(backend, keyed=keyed, seqs=())
     db.run("UPDATE {events} SET payload = '', salt = '' WHERE stream_id = ? AND seq = 4", "conv")
-    store = backend.open(key=KEY if keyed else None)
+    store = backend.open(chain_key=KEY if keyed else None)
     # Check the emptied record (what erase() leaves, without an erasure) is refused, counts as
     # damage, and once acknowledged the session serves every other item.
     with pytest.raises(ChainIntegrityError, match="no erasure reached it") as caught:
@@ -163,7 +163,7 @@ def test_without_the_chain_key_no_acknowledgement_silences_a_break(backend, tmp_
         top + 1,
         *row,
     )
-    store = backend.open(key=KEY)
+    store = backend.open(chain_key=KEY)
     with pytest.raises(ChainIntegrityError) as caught:
         _items(store)
     assert (caught.value.stream_id, caught.value.seq) == ("conv", 5)
@@ -281,7 +281,7 @@ def test_a_record_that_verifies_alone_but_breaks_a_link_is_named_by_that_link(
 @pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
 def test_a_damaged_newest_record_can_be_acknowledged(backend, keyed) -> None:
     _damaged(backend, keyed=keyed, seqs=(6,))  # the head: its seal still names its hash
-    store = backend.open(key=KEY if keyed else None)
+    store = backend.open(chain_key=KEY if keyed else None)
     with pytest.raises(ChainIntegrityError) as caught:
         _items(store)
     assert caught.value.seq == 6

@@ -57,7 +57,7 @@ def test_records_gone_or_seal_gone(store):
 
 
 def test_a_seal_without_a_key_in_a_keyed_ledger_cannot_be_checked():
-    keyed = InMemoryEventStore(key=KEY)
+    keyed = InMemoryEventStore(chain_key=KEY)
     keyed.append("m", batch("a"))
     seal = keyed._seals["m"]
     keyed._key = None  # as a store opened without the key would be

@@ -102,10 +102,22 @@ def test_a_fresh_witness_is_created_on_first_open_and_moved_on_close(backend, tm
     assert _witnessed(path) == data
 
 
+def _until_shown(backend, size):
+    """Wait until a new store object's ``read_all`` shows ``size`` records. On PostgreSQL it
+    shows a record only once every transaction older than its commit has ended anywhere on the
+    server (another test run's, say), so a witness created by a new store object right after
+    an append could otherwise see fewer."""
+    reader = backend.open(read_only=True)
+    deadline = time.monotonic() + 30
+    while len(reader.read_all()) < size and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_witness_is_created_for_a_ledger_that_has_records(backend, tmp_path):
     store = backend.open()
     store.append("u1", batch("a", "b", "c"))
     path = tmp_path / "w.json"
+    _until_shown(backend, 3)
     backend.open(witness=path)
     assert _witnessed(path)["size"] == 3
 
@@ -427,13 +439,13 @@ def test_a_postgres_witness_that_is_unreachable_or_edited_is_refused(backend, pg
 def test_one_memory_put_back_from_a_backup_needs_the_tree_check_or_a_digest(backend, tmp_path):
     key = b"the application's chain key, 32b"
     path = tmp_path / "w"
-    store = backend.open(key=key, witness=path)
+    store = backend.open(chain_key=key, witness=path)
     store.append("x", batch("1", "2", "3"))
     store.append("y", batch("a"))
     store.close()
     db = Db(backend)
     old_seal = db.run("SELECT * FROM {heads} WHERE stream_id = ?", "x")
-    store = backend.open(key=key, witness=path)
+    store = backend.open(chain_key=key, witness=path)
     store.append("x", batch("4", "5"))
     store.append("y", batch("b"))
     digest = store.digest()
@@ -444,12 +456,12 @@ def test_one_memory_put_back_from_a_backup_needs_the_tree_check_or_a_digest(back
     db.run("DELETE FROM {events} WHERE stream_id = ? AND seq > 3", "x")
     db.run("DELETE FROM {heads} WHERE stream_id = ?", "x")
     db.run("INSERT INTO {heads} VALUES (?, ?, ?, ?, ?)", *old_seal[0])
-    rolled = backend.open(key=key, witness=path)
+    rolled = backend.open(chain_key=key, witness=path)
     assert [r.seq for r in rolled.read_verified("x")] == [1, 2, 3]
     assert rolled.verify().ok
     # ... while a digest taken before the rollback, and the witness's tree check, refuse it.
     assert not rolled.verify(digest=digest).ok
     rolled.close()
     with pytest.raises(RollbackError) as caught:
-        backend.open(key=key, witness=FileWitness(path, check="tree"))
+        backend.open(chain_key=key, witness=FileWitness(path, check="tree"))
     assert caught.value.behind is True

@@ -73,7 +73,7 @@ def delete_tail_and_continue(store, path, key):
     _rows(path, "DELETE FROM events WHERE stream_id = 'conv' AND seq >= 5")
     # The head seal still says seq 6: no memory continues the truncated chain.
     with pytest.raises(ChainIntegrityError, match="truncated"):
-        _memory(SQLiteEventStore(path, key=key)).add(UserMessage(f"{FORGED} continuation"))
+        _memory(SQLiteEventStore(path, chain_key=key)).add(UserMessage(f"{FORGED} continuation"))
 
 
 def delete_tail(store, path, key):
@@ -99,7 +99,7 @@ def rechain_rewrite(store, path, key):
 
 def lost_commit_replaced(store, path, key):
     lose_last_commit(path, "conv", 6, key)
-    _memory(SQLiteEventStore(path, key=key)).add(UserMessage(f"{FORGED} at the same seq"))
+    _memory(SQLiteEventStore(path, chain_key=key)).add(UserMessage(f"{FORGED} at the same seq"))
 
 
 def malformed_time(store, path, key):
@@ -137,14 +137,14 @@ def _verified_texts(store) -> set[str]:
 def test_every_edit_is_caught_and_nothing_unverified_is_served(tmp_path, edit, keyed):
     path = tmp_path / "chat.db"
     key = KEY if keyed else None
-    store = SQLiteEventStore(path, key=key)
+    store = SQLiteEventStore(path, chain_key=key)
     live = _memory(store)
     for i in range(1, 7):
         live.add(UserMessage(f"m{i}"))
     _memory(store, "other").add(UserMessage("other"))
     digest = store.digest()
     EDITS[edit](store, path, key)
-    fresh = SQLiteEventStore(path, key=key)
+    fresh = SQLiteEventStore(path, chain_key=key)
     # Check the edit is caught: by the chains alone, or against the digest taken before it.
     caught_by_chain = not fresh.verify().ok
     caught_by_digest = not fresh.verify(digest=digest).ok
