@@ -896,7 +896,7 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
     w1 = MessageWindowChatMemory("w1", MAX_MESSAGES, w1_store)
     contenders.append(Contender("W1", timed_loop(lambda i: w1.add(messages[i % nmsg])), cfg.n))
 
-    kw_store = be.open("kw", chain_key=CHAIN_KEY)
+    kw_store = be.open("kw", CHAIN_KEY)
     kw = MessageWindowChatMemory("kw", MAX_MESSAGES, kw_store)
     contenders.append(Contender("KW", timed_loop(lambda i: kw.add(messages[i % nmsg])), cfg.n))
 
@@ -960,7 +960,9 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
     )
     res.add(
         rate_row(
-            Row("KW", "W1 on a keyed store (chain_key= 32 bytes: HMAC-SHA256 chain)", group="write"),
+            Row(
+                "KW", "W1 on a keyed store (chain_key= 32 bytes: HMAC-SHA256 chain)", group="write"
+            ),
             measured,
             "W1",
         )

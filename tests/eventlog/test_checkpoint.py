@@ -156,6 +156,21 @@ def test_malformed_checkpoint_bodies_are_refused(text, names):
         Checkpoint.from_text(text)
 
 
+def test_the_largest_tree_size_is_read_and_one_more_is_not():
+    root = "A" * 43 + "="
+    assert Checkpoint.from_text(f"o\n{2**64 - 1}\n{root}\n").size == 2**64 - 1
+    with pytest.raises(ValueError, match="is not a decimal tree size"):
+        Checkpoint.from_text(f"o\n{2**64}\n{root}\n")
+
+
+def test_a_refusal_quotes_a_long_line_cut_short():
+    # Check a hostile line is quoted in part: 30 characters of a size line, 50 of a root line.
+    with pytest.raises(ValueError, match="size line '" + "9" * 30 + "' is"):
+        Checkpoint.from_text("o\n" + "9" * 100 + "\n" + "A" * 43 + "=\n")
+    with pytest.raises(ValueError, match="root line '" + "A" * 50 + "' is"):
+        Checkpoint.from_text("o\n1\n" + "A" * 100 + "\n")
+
+
 def test_a_signed_note_that_is_not_a_checkpoint_is_rejected():
     signer, verifier = generate_key("log")
     note = sign_note("just a note\n", [signer])
@@ -170,11 +185,18 @@ def test_extension_lines_are_kept():
     assert Checkpoint.from_text(body.to_text()) == body
 
 
-@pytest.mark.parametrize("origin", ["", "two\nlines", "tab\there"])
+@pytest.mark.parametrize("origin", ["", "two\nlines", "tab\there", "unit\x1fseparator"])
 def test_sign_checkpoint_refuses_an_origin_that_is_not_one_line(origin):
     signer, _ = generate_key("log")
     with pytest.raises(ValueError, match="the origin is one non-empty line"):
         sign_checkpoint(InMemoryEventStore(), origin, signer)
+
+
+def test_an_origin_may_hold_spaces():
+    # Check only control characters are refused: a space is the first character allowed.
+    signer, verifier = generate_key("log")
+    note = sign_checkpoint(InMemoryEventStore(), "example.com/chatledger prod", signer)
+    assert verify_checkpoint(InMemoryEventStore(), note, verifier).ok
 
 
 def test_a_malformed_verifier_key_raises():

@@ -272,3 +272,40 @@ def test_hashes_that_are_not_a_list_of_hashes_are_refused(hashes):
         data["hashes"] = [hashes]
     with pytest.raises(ValueError, match="read a consistency proof from JSON: hashes"):
         ConsistencyProof.from_json(json.dumps(data))
+
+
+def test_a_running_process_notices_its_newest_leaf_is_gone(backend, store):
+    # The tree this process absorbed ends with a record that is then deleted behind its back
+    # (an older copy of the database restored under it): the proof is of what is stored now.
+    _fill(store)
+    old = digest(store)
+    _delete(backend, store, "u3", 1)
+    with pytest.raises(ValueError, match=r"holds 7 records, behind the digest: rolled back\?"):
+        prove_consistency(store, old)
+
+
+def test_a_tree_whose_newest_leaf_is_still_stored_is_not_rebuilt(store, monkeypatch):
+    from eventlog.ledger_tree import LedgerTree
+
+    _fill(store)
+    old = digest(store)
+    store.append("u1", batch("e"))
+    rebuilds = []
+    rebuild = LedgerTree.rebuild
+
+    def counted(self, s):
+        rebuilds.append(s)
+        rebuild(self, s)
+
+    monkeypatch.setattr(LedgerTree, "rebuild", counted)
+    proof = prove_consistency(store, old)
+    assert verify_consistency(old, digest(store), proof)
+    # Check the tree was extended, not read again from the first record (O(new), not O(n)).
+    assert rebuilds == []
+
+
+def test_a_long_list_of_problems_names_the_first_three():
+    with pytest.raises(ValueError, match="read a consistency proof from JSON") as e:
+        ConsistencyProof.from_json("{}")
+    # Check six missing fields are named three at a time: an error stays one readable line.
+    assert str(e.value).count("Field required") == 3
