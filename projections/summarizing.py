@@ -31,7 +31,6 @@ from eventlog.models import Record, SummaryRecorded
 from eventlog.serialization import decode_event, encode_event
 from eventlog.store import EventStore
 from projections.audit import walk
-from projections.memories import _WindowChatMemory
 from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.replay import erased_error, materialize, read_checked, window_meta
 from projections.tokens import TokenCountEstimator
@@ -45,6 +44,7 @@ from projections.window import (
     Window,
     WindowPolicy,
 )
+from projections.window_memory import _WindowChatMemory
 
 __all__ = ["Summarizer", "SummarizingChatMemory"]
 

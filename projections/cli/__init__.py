@@ -8,10 +8,11 @@ go before or after the command. How memory ids are written: :mod:`projections.cl
 Exit status: 0 on success, 1 on a failure (missing database, unknown id, broken chain, refused
 import), 2 on a usage error. Errors are one line on stderr: ``chatledger: error: ...``.
 
-Modules: ``args`` (the parser, ids), ``store`` (opening the store), ``render`` (output),
-``inspect``, ``maintain``, ``ledger``, ``receipts``, ``sessions``, ``langgraph_view`` (the
-commands), ``errors``, ``app`` (the entry point). What is shown and what users type are shared
-with the inspector: :mod:`projections.readmodel` and :mod:`projections.grammar`.
+Modules: ``args`` (the parser, ids), ``subcommands`` (each command's options), ``store``
+(opening the store), ``render`` (output), ``inspect``, ``maintain``, ``ledger``, ``receipts``,
+``sessions``, ``langgraph_view`` (the commands), ``errors``, ``app`` (the entry point). What is
+shown and what users type are shared with the inspector: :mod:`projections.readmodel` and
+:mod:`projections.grammar`.
 """
 
 from __future__ import annotations
