@@ -183,3 +183,56 @@ def test_sign_note_refuses_what_is_not_a_note(text, signers, names):
 def test_generate_key_refuses_a_bad_name(name):
     with pytest.raises(ValueError, match="a key name must be non-empty, with no spaces"):
         generate_key(name)
+
+
+def test_a_note_of_one_empty_line_round_trips():
+    # Its blank line is the note's first two characters: still a note, as in Go's note.Open.
+    signer, verifier = generate_key("log")
+    note = sign_note("\n", [signer])
+    assert note.startswith("\n\n")
+    assert open_note(note, [verifier]).text == "\n"
+
+
+def test_a_note_may_carry_exactly_the_most_signatures():
+    extra = "\u2014 someone AAAAAAAA\n" * 99  # with Peter's: 100 lines, Go's limit
+    opened = open_note(PETER_NOTE + extra, [Verifier.from_text(PETER_VKEY)])
+    assert opened.signers == ("PeterNeumann",)
+
+
+def test_a_key_whose_hash_is_zero_is_named_altered_not_malformed():
+    # 00000000 is a well-formed hash: the refusal is that it does not match the key.
+    key64 = PETER_VKEY.rsplit("+", 1)[1]
+    with pytest.raises(ValueError, match="its hash 00000000 does not match its name and key"):
+        Verifier.from_text(f"PeterNeumann+00000000+{key64}")
+
+
+def test_base64_is_read_strictly_in_keys_and_signatures():
+    # A stray character is refused, not skipped over (a lenient decoder would accept both).
+    name, hash_text, key64 = PETER_VKEY.split("+")
+    with pytest.raises(ValueError, match="not of the form"):
+        Verifier.from_text(f"{name}+{hash_text}+{key64[:4]}!{key64[4:]}")
+    with pytest.raises(NoteError, match="is not NAME BASE64"):
+        open_note(PETER_NOTE + "\u2014 someone AAAA!AAAA\n", [Verifier.from_text(PETER_VKEY)])
+
+
+def test_the_shortest_signature_of_an_unknown_key_is_listed():
+    # Five bytes: the key hash and one byte of signature, the least Go's note.Open reads.
+    line = "\u2014 someone AAAAAAA=\n"
+    opened = open_note(PETER_NOTE + line, [Verifier.from_text(PETER_VKEY)])
+    assert opened.unverified == (line.strip("\n"),)
+    with pytest.raises(NoteError, match="is not NAME BASE64"):
+        open_note(PETER_NOTE + "\u2014 someone AAAAAA==\n", [Verifier.from_text(PETER_VKEY)])
+
+
+def test_a_refusal_names_the_algorithm_byte_and_quotes_long_lines_cut_short():
+    name, hash_text, key64 = PETER_VKEY.split("+")
+    other = base64.b64encode(b"\x02" + base64.b64decode(key64)[1:]).decode()
+    with pytest.raises(ValueError, match="algorithm byte 0x02 is not Ed25519"):
+        Verifier.from_text(f"{name}+{hash_text}+{other}")
+    with pytest.raises(ValueError, match="'" + "x" * 60 + "': not of the form"):
+        Verifier.from_text("x" * 100)
+    long_line = "\u2014 " + "n" * 100 + " AAAA!AAAA"
+    with pytest.raises(NoteError, match="signature line '" + long_line[:40] + "' is not"):
+        open_note(PETER_NOTE + long_line + "\n", [Verifier.from_text(PETER_VKEY)])
+    with pytest.raises(NoteError, match="signature line '" + "x" * 40 + "' does not start"):
+        open_note(PETER_NOTE + "x" * 100 + "\n", [Verifier.from_text(PETER_VKEY)])
