@@ -9,6 +9,7 @@ import sqlite3
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -291,7 +292,8 @@ def test_search_and_jump_on_postgresql(tmp_path, serve):
     from tests.conftest import PG_DSN
     from tests.inspector.conftest import story
 
-    schema = f"find_{tmp_path.name[-8:].replace('-', '_')}".lower()
+    # A fresh name per run: pytest's temporary directory names repeat across test runs.
+    schema = f"find_{uuid.uuid4().hex[:12]}"
     store = PostgresEventStore(PG_DSN, schema=schema)
     try:
         story(store)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -95,12 +96,13 @@ def test_a_broken_chain_is_shown_in_red_at_its_seq(ledger, serve):
     assert 'class=" broken"' in body  # the timeline rows from seq 4 on are red
 
 
-def test_the_inspector_serves_a_postgres_ledger(serve, tmp_path):
+def test_the_inspector_serves_a_postgres_ledger(serve):
     require_pg()
     from eventlog.postgres import PostgresEventStore
     from tests.conftest import PG_DSN
 
-    schema = f"insp_{tmp_path.name[-8:].replace('-', '_')}".lower()
+    # A fresh name per run: pytest's temporary directory names repeat across test runs.
+    schema = f"insp_{uuid.uuid4().hex[:12]}"
     store = PostgresEventStore(PG_DSN, schema=schema)
     try:
         memory = story(store)
