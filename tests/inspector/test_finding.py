@@ -284,7 +284,7 @@ def test_a_user_finds_a_message_jumps_and_sorts_in_a_browser(ledger, serve, brow
     _shoot(driver, tmp_path, "6-what-if-marked")
 
 
-def test_search_and_jump_on_postgresql(tmp_path, serve):
+def test_search_and_jump_on_postgresql(serve):
     from tests.conftest import require_pg
 
     require_pg()
