@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import eventlog.store
+import eventlog.ledger_verify
 from eventlog import ConcurrencyError
 from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import RANGE_ROW_FIELDS, commit, record_hash
@@ -197,7 +197,7 @@ class ChainContract:
         assert report.first_bad_seq(StreamKey(SYSTEM_PREFIX + "runs")) == 1
 
     def test_verify_reads_past_its_first_page(self, backend, store, monkeypatch):
-        monkeypatch.setattr(eventlog.store, "_VERIFY_PAGE", 2)
+        monkeypatch.setattr(eventlog.ledger_verify, "_VERIFY_PAGE", 2)
         store.append("u1", batch("a", "b", "c", "d", "e"))
         backend.tamper(store, "u1", 5, "payload", user_payload("forged"))
         # Check verify() pages through the whole stream: the edit sits on its third page.

@@ -1,0 +1,167 @@
+"""Where a memory's records are stored, and the keyring that seals them at rest.
+
+Owns the stream key of a memory id (its :func:`~eventlog.ids.memory_key`, or on a ledger with
+erasable ids its keyed pseudonym, see :mod:`eventlog.names`), the ``names`` rows an append makes
+sure of, the memory id back from a stored key, and the keyring: its subjects and the opening of
+sealed payloads on read. :class:`~eventlog.store.EventStore` inherits it; the row builder
+(:mod:`eventlog.ledger_rows`) and the verified reads (:mod:`eventlog.ledger_verify`) build on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from eventlog.ids import (
+    PSEUDONYM_PREFIX,
+    SYSTEM_PREFIX,
+    MemoryId,
+    StreamKey,
+    memory_id_from_key,
+    memory_key,
+)
+from eventlog.keyring import (
+    Keyring,
+    KeyUnavailableError,
+    SealBrokenError,
+    is_sealed,
+    open_sealed,
+    subject_of,
+)
+from eventlog.models import Record
+from eventlog.names import IdKeyring, is_pseudonym
+from eventlog.recorder import Recorder
+
+
+def _aad(key: str, seq: int, kind: str) -> bytes:
+    """What a sealed payload is bound to: a ciphertext copied into another row fails to open."""
+    return f"{len(key)}:{key}\x1f{seq}\x1f{kind}".encode()
+
+
+class LedgerNames(Recorder):
+    """Stream keys, pseudonyms and their ``names`` rows, and the keyring (a mixin of
+    :class:`~eventlog.store.EventStore`)."""
+
+    # ---------------------------------------------------------------- encryption at rest
+
+    _keyring: Keyring | None = None
+
+    # ---------------------------------------------------------------- erasable ids
+
+    _names: IdKeyring | None = None  # set at open for a ledger created with erasable_ids
+    _want_erasable_ids = False
+
+    @property
+    def erasable_ids(self) -> bool:
+        """Whether memories are stored under keyed pseudonyms, their ids in erasable rows
+        (see :mod:`eventlog.names`): set when the ledger was created, for its whole life."""
+        return self._names is not None
+
+    def stream_key(self, memory_id: MemoryId) -> StreamKey:
+        """The stored key of ``memory_id``'s stream, as a :class:`~eventlog.ids.StreamKey`
+        every method takes in its place (encoding an id costs microseconds; objects that
+        read one memory many times encode it once). Under erasable ids it is the pseudonym.
+
+        Raises:
+            TypeError: The id is not a memory id.
+            ChainKeyError: Erasable ids keyed under a keyring or chain key this store was
+                opened without.
+        """
+        return StreamKey(self._stream_key(memory_id, "find memory"))
+
+    def _stream_key(self, memory_id: MemoryId, operation: str) -> str:
+        """Where ``memory_id``'s records are stored: its :func:`~eventlog.ids.memory_key`,
+        or its pseudonym on a ledger with erasable ids."""
+        names = self._names
+        if names is None:
+            return memory_key(memory_id)
+        if isinstance(memory_id, StreamKey):
+            # A stored key: a pseudonym or a system key as is; a clear key (the CLI's, or one
+            # an older object encoded) is the id, so it finds the same stream.
+            clear = str(memory_id)
+            if clear.startswith((PSEUDONYM_PREFIX, SYSTEM_PREFIX)):
+                return clear
+        else:
+            clear = memory_key(memory_id)
+        return names.pseudonym(clear, operation)
+
+    def _name_row(self, key: str) -> tuple[str, str] | None:
+        """The ``names`` row an append to ``key`` must make sure of (backends insert it, if
+        absent, in the append's transaction), or None for a key that is not a pseudonym."""
+        names = self._names
+        if names is None or not is_pseudonym(key):
+            return None
+        row = self._name_rows_made.get(key)
+        if row is None:
+            clear = names.clear_key(key)
+            if clear is None:
+                msg = (
+                    f"append to {key}: a pseudonym given as a stream key; append by the memory "
+                    "id, so its name can be kept"
+                )
+                raise ValueError(msg)
+            row = (key, names.stored_name(key, clear))
+            self._name_rows_made[key] = row
+        return row
+
+    def _named(
+        self, keys: Iterable[str], rows: dict[str, str] | None = None
+    ) -> dict[str, MemoryId | None]:
+        """The memory id of each stream key: the id itself, or for a pseudonym the id its
+        ``names`` row holds (None when the row is gone - erased - or cannot be read here).
+        ``rows``: the ``names`` rows when the caller has read them already."""
+        if rows is None:
+            rows = self._name_rows() if self._names is not None else {}
+        out: dict[str, MemoryId | None] = {}
+        for key in keys:
+            if self._names is not None and is_pseudonym(key):
+                stored = rows.get(key)
+                out[key] = None if stored is None else self._names.read_name(key, stored)
+            else:
+                out[key] = memory_id_from_key(key)
+        return out
+
+    def _use_keyring(self, keyring: object) -> None:
+        """Backends call this from ``__init__`` with their ``keyring=`` argument."""
+        if keyring is not None and not isinstance(keyring, Keyring):
+            msg = (
+                f"keyring must be an eventlog.keyring.Keyring (e.g. FileKeyring(path)) or None, "
+                f"not {type(keyring).__name__}"
+            )
+            raise TypeError(msg)
+        self._keyring = keyring
+        self._subjects: dict[str, str] = {}
+        self._name_rows_made: dict[str, tuple[str, str]] = {}
+
+    def _subject(self, key: str) -> str:
+        """The keyring subject of a stream key (cached: parsing a key costs microseconds)."""
+        cache = self._subjects
+        subject = cache.get(key)
+        if subject is None:
+            if len(cache) > 100_000:  # a bound, not an LRU: refilling is cheap
+                cache.clear()
+            # A pseudonym does not say whose memory it is; its id was noted by _stream_key.
+            clear = (None if self._names is None else self._names.clear_key(key)) or key
+            subject = cache[key] = subject_of(memory_id_from_key(clear))
+        return subject
+
+    def _opened(self, records: list[Record]) -> list[Record]:
+        """``records`` with sealed payloads decrypted (``Record.sealed`` keeps the stored
+        text). One that cannot be opened stays sealed: verify, digests and exports need no
+        key, and decoding it raises :class:`~eventlog.keyring.KeyUnavailableError`."""
+        ring = self._keyring
+        if ring is None:
+            return records
+        out = []
+        for record in records:
+            opened = record
+            if is_sealed(record.payload):
+                where = f"read of {record.stream_id} seq {record.seq}"
+                aad = _aad(record.stream_id, record.seq, record.kind)
+                try:
+                    plain = open_sealed(ring, aad, record.payload, where=where)
+                except (KeyUnavailableError, SealBrokenError):
+                    pass  # the commitment check reports an altered row; decode a missing key
+                else:
+                    opened = record._replace(payload=plain, sealed=record.payload)
+            out.append(opened)
+        return out
