@@ -230,7 +230,7 @@ class LedgerRows(LedgerNames):
         if self._keyed_db and self._key is None:
             detail = (
                 f"{where} is a keyed store and this store was opened without its key; "
-                "open it with key= to write"
+                "open it with chain_key= to write"
             )
             raise ChainKeyError(operation, detail)
 

@@ -6,8 +6,11 @@ backend subclasses it and implements the abstract methods below: store and read 
 atomically (append with an expected position, ranges, snapshots, erasure of a row's content),
 plus the hooks with defaults where its storage can do better. The conformance kit
 (:mod:`eventlog.testing`) holds every backend to it. The ledger hands a backend what to store
-(``EventStore._build`` inside the backend's write transaction); the backend does not compute
-it.
+(``EventStore._build``, from :mod:`eventlog.ledger_rows`, inside the backend's write
+transaction); the backend does not compute it. The ledger's other parts: stored keys and the
+keyring (:mod:`eventlog.ledger_names`), verification and verified reads
+(:mod:`eventlog.ledger_verify`), and :mod:`eventlog.store` itself (open modes, erasure,
+digests, checkpoints, the witness).
 """
 
 from __future__ import annotations

@@ -65,8 +65,8 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
     delete, except :meth:`purge`, which a retention policy calls explicitly and which leaves a
     tombstone. Stores are thread-safe and usable as context managers (``with`` closes them).
 
-    A store opened with ``key=`` (at least 16 bytes) writes format 3 records, whose chain is an
-    HMAC-SHA256 under the key, so write access to the database alone cannot forge history. The
+    A store opened with ``chain_key=`` (at least 16 bytes) writes format 3 records, whose chain
+    is an HMAC-SHA256 under the key, so write access to the database alone cannot forge history. The
     database keeps a key check value, written by the first keyed open: opening it with another
     key raises :class:`ChainKeyError`, and a store opened without the key reads it but refuses
     to append and reports keyed records as unverifiable.
@@ -165,7 +165,7 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         adopt_key: bool,
         erasable_ids: bool = False,
     ) -> None:
-        """Backends call this first in ``__init__`` with their ``key=``, ``keyring=``,
+        """Backends call this first in ``__init__`` with their ``chain_key=``, ``keyring=``,
         ``read_only=``, ``adopt_key=`` and ``erasable_ids=`` arguments (validated here, once
         for all)."""
         self._key = valid_key(key)

@@ -87,9 +87,9 @@ class KeyedContract:
         plain = backend.open()
         # Check reads work, but appends and purges name the remedy.
         assert texts(plain.read("u1")) == ["a", "b"]
-        with pytest.raises(ChainKeyError, match="open it with key="):
+        with pytest.raises(ChainKeyError, match="open it with chain_key="):
             plain.append("u1", batch("c"))
-        with pytest.raises(ChainKeyError, match="open it with key="):
+        with pytest.raises(ChainKeyError, match="open it with chain_key="):
             plain.purge("u1", expected_seq=2, reason="test")
         # Check verify() reports the keyed records as not verifiable, and check() says why.
         report = plain.verify()

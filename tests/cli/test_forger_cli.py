@@ -85,7 +85,7 @@ def test_key_adopt_keys_the_ledger_and_verify_says_from_where(cli, app_ledger):
     # The application now needs the key to write.
     with SQLiteEventStore(app_ledger) as store:
         memory = MessageWindowChatMemory(id="conv", max_messages=4, store=store)
-        with pytest.raises((ChainKeyError, ChainIntegrityError), match="key="):
+        with pytest.raises((ChainKeyError, ChainIntegrityError), match="chain_key="):
             memory.add(UserMessage("x"))
 
 
