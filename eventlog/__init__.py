@@ -54,7 +54,6 @@ if typing.TYPE_CHECKING:
     from eventlog.keyring_file import FileKeyring
     from eventlog.ledger import verify_inclusion
     from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest
-    from eventlog.memory import InMemoryEventStore
     from eventlog.messages import (
         AiMessage,
         ChatMessage,
@@ -81,7 +80,8 @@ if typing.TYPE_CHECKING:
     )
     from eventlog.note import NoteError
     from eventlog.receipts import ReceiptCheck, check_receipt, find_receipt, receipt_bundle
-    from eventlog.sqlite import SQLiteEventStore
+    from eventlog.recorders.memory import InMemoryEventStore
+    from eventlog.recorders.sqlite import SQLiteEventStore
     from eventlog.store import EventStore
 
 __all__ = [
@@ -177,7 +177,7 @@ _WHERE: dict[str, str] = {
     "FileKeyring": "eventlog.keyring_file",
     "ImageContent": "eventlog.contents",
     "ImportReport": "eventlog.formats.jsonl",
-    "InMemoryEventStore": "eventlog.memory",
+    "InMemoryEventStore": "eventlog.recorders.memory",
     "InclusionProof": "eventlog.ledger_models",
     "KeyUnavailableError": "eventlog.keyring",
     "Keyring": "eventlog.keyring",
@@ -200,7 +200,7 @@ _WHERE: dict[str, str] = {
     "ReceiptCheck": "eventlog.receipts",
     "Record": "eventlog.models",
     "RollbackError": "eventlog.errors",
-    "SQLiteEventStore": "eventlog.sqlite",
+    "SQLiteEventStore": "eventlog.recorders.sqlite",
     "SchemaVersionError": "eventlog.errors",
     "SealBrokenError": "eventlog.keyring",
     "StoreClosedError": "eventlog.errors",

@@ -376,7 +376,7 @@ def _scan(store: EventStore, last_position: int, size: int) -> tuple[Scan, merkl
     parts: list[_Part] = []
     worker = None
     if split is not None:
-        from eventlog.sqlite_sql import SCAN_ROWS  # here: only a SQLite file is split
+        from eventlog.recorders.sqlite_sql import SCAN_ROWS  # here: only a SQLite file is split
 
         (path, dev, ino), boundary = split
         worker = _start_worker(

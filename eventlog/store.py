@@ -101,11 +101,11 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         After the commit the backend cleans its files (:meth:`_clean_files`): SQLite
         checkpoints and truncates its WAL (``secure_delete`` zeroed the old bytes). A reader
         that holds an old snapshot open (a backup) keeps that from running: the erase waits
-        for it half a second at most (``eventlog.sqlite_erase.CLEANUP_WAIT``), then returns with
-        the receipt saying ``cleanup_pending``, and later erasures do not wait again until a
-        cleanup succeeds (:meth:`finish_cleanup`, the next erase or purge, ``checkpoint()``,
-        or the next scheduled compaction). PostgreSQL keeps dead row versions in its files
-        until ``vacuum(full=True)``, so its receipts always say ``cleanup_pending``.
+        for it half a second at most (``eventlog.recorders.sqlite_erase.CLEANUP_WAIT``), then
+        returns with the receipt saying ``cleanup_pending``, and later erasures do not wait
+        again until a cleanup succeeds (:meth:`finish_cleanup`, the next erase or purge,
+        ``checkpoint()``, or the next scheduled compaction). PostgreSQL keeps dead row versions
+        in its files until ``vacuum(full=True)``, so its receipts always say ``cleanup_pending``.
 
         Args:
             memory_id: The memory id.

@@ -485,8 +485,9 @@ def latency_row(row: Row, measured: dict[str, Measured], unit: str, ref: str | N
 
 # ---------------------------------------------------------------------------- raw loops
 
-# The same table as SQLiteEventStore's (eventlog/sqlite_schema.py): the raw loop stores the same row
-# shape, so the ratio measures chatledger's own overhead, not a difference in what is stored.
+# The same table as SQLiteEventStore's (eventlog/recorders/sqlite_schema.py): the raw loop stores
+# the same row shape, so the ratio measures chatledger's own overhead, not a difference in what is
+# stored.
 _RAW_DDL = """
 CREATE TABLE IF NOT EXISTS events (
     position INTEGER PRIMARY KEY,

@@ -18,8 +18,8 @@ import pytest
 from eventlog import UserMessage
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.ids import StreamKey
-from eventlog.memory import InMemoryEventStore
 from eventlog.models import NewRecord
+from eventlog.recorders.memory import InMemoryEventStore
 from eventlog.serialization import added_record, cleared_record
 from eventlog.testing.records import added, batch, texts
 from eventlog.validation import MAX_KEY_BYTES, MAX_SEQ

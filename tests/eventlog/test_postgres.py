@@ -167,7 +167,7 @@ def test_opening_an_up_to_date_schema_does_not_wait_for_the_setup_lock(store, sc
     import psycopg
 
     from eventlog.postgres import PostgresEventStore
-    from eventlog.postgres_sql import lock_key
+    from eventlog.recorders.postgres_sql import lock_key
 
     # Another process is migrating some schema under the setup lock (held, not released).
     with psycopg.connect(PG_DSN, autocommit=True) as holder:
@@ -183,13 +183,13 @@ def test_opening_an_up_to_date_schema_does_not_wait_for_the_setup_lock(store, sc
 
 
 def test_setup_still_migrates_a_schema_that_is_behind(store, schema, monkeypatch):
-    import eventlog.postgres_open
+    import eventlog.recorders.postgres_open
     from eventlog.postgres import MIGRATIONS, PostgresEventStore
 
     store.append("u1", batch("a"))
     newer = [*MIGRATIONS, "CREATE TABLE {schema}.extra (x integer);"]
     # Where setup() and the open's schema check read it.
-    monkeypatch.setattr(eventlog.postgres_open, "MIGRATIONS", newer)
+    monkeypatch.setattr(eventlog.recorders.postgres_open, "MIGRATIONS", newer)
     # Check a managed store names the missing version instead of opening.
     with pytest.raises(PersistenceError, match=rf"lacks eventlog migrations \[{len(MIGRATIONS)}\]"):
         PostgresEventStore(PG_DSN, schema=schema, create_schema=False)
@@ -383,7 +383,7 @@ def test_an_append_behind_its_append_lock_names_the_memory_and_the_holder(schema
 
     from eventlog.ids import memory_key
     from eventlog.postgres import PostgresEventStore
-    from eventlog.postgres_sql import stream_lock_key
+    from eventlog.recorders.postgres_sql import stream_lock_key
 
     with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=0.3) as s:
         s.append(("user", 7), batch("a"))
@@ -614,9 +614,9 @@ def test_cached_head_whose_record_vanished_leaves_no_gap(store, schema):
 
 
 def test_cached_heads_are_bounded(store, monkeypatch):
-    import eventlog.postgres_base
+    import eventlog.recorders.postgres_base
 
-    monkeypatch.setattr(eventlog.postgres_base, "_HEADS_MAX", 2)
+    monkeypatch.setattr(eventlog.recorders.postgres_base, "_HEADS_MAX", 2)
     for key in ("u1", "u2", "u3"):
         store.append(key, batch(key))
     store.head("u4")

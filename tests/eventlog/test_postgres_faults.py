@@ -101,7 +101,7 @@ def test_every_wait_is_bounded_by_default_and_the_error_names_the_append_lock():
 
     from eventlog.ids import memory_key
     from eventlog.postgres import DEFAULT_STATEMENT_TIMEOUT, PostgresEventStore
-    from eventlog.postgres_sql import stream_lock_key
+    from eventlog.recorders.postgres_sql import stream_lock_key
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
     try:

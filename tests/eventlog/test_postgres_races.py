@@ -110,7 +110,7 @@ def test_a_contended_append_never_rebuilds_on_a_forged_winner(two_stores):
 
 
 def test_a_writer_that_keeps_losing_hands_the_race_back_to_its_caller(two_stores):
-    from eventlog import postgres_races
+    from eventlog.recorders import postgres_races
 
     a, b, _ = two_stores
     head = _contended(a, b)

@@ -20,7 +20,7 @@ import pytest
 from eventlog import verify_inclusion
 from eventlog.ids import memory_key
 from eventlog.postgres import PostgresEventStore
-from eventlog.postgres_sql import stream_lock_key
+from eventlog.recorders.postgres_sql import stream_lock_key
 from eventlog.testing.records import added, batch, texts
 from tests.conftest import PG_DSN
 from tests.eventlog.test_postgres import _drop, _pg  # noqa: F401 - _pg is a fixture
@@ -124,7 +124,7 @@ def test_read_all_waits_for_the_stores_own_append_behind_an_older_transaction(sc
 
 
 def test_read_all_gives_up_waiting_and_stays_exact(schema, monkeypatch):
-    from eventlog import postgres_reads
+    from eventlog.recorders import postgres_reads
 
     # 2 s: long enough that a second wait would stand out from a slow query on a loaded machine.
     monkeypatch.setattr(postgres_reads, "_SETTLE_WAIT", 2.0)
@@ -148,7 +148,7 @@ def test_read_all_gives_up_waiting_and_stays_exact(schema, monkeypatch):
 
 
 def test_a_batch_larger_than_a_position_can_number_is_refused(schema, monkeypatch):
-    from eventlog import postgres_sql
+    from eventlog.recorders import postgres_sql
 
     monkeypatch.setattr(postgres_sql, "MAX_ROWS_PER_TRANSACTION", 3)
     with PostgresEventStore(PG_DSN, schema=schema) as store:

@@ -1,11 +1,11 @@
 """What a PostgreSQL statement that timed out was waiting for, and the setting that bounds it.
 
-A cancelled statement (SQLSTATE 57014, ``statement_timeout``) or a lock wait given up
-(55P03, ``lock_timeout``) says nothing of what it waited on. Asked right after, the server
-usually still knows: the memory's append lock (an advisory lock, see
-:func:`eventlog.postgres_sql.stream_lock_key`) or a lock on one of the schema's tables is held
-by another backend, whose pid, state and transaction start are named so an operator can end
-it. When nothing is held any more, the operation tells what it could have been waiting for.
+A cancelled statement (SQLSTATE 57014, ``statement_timeout``) or a lock wait given up (55P03,
+``lock_timeout``) says nothing of what it waited on. Asked right after, the server usually still
+knows: the memory's append lock (an advisory lock, see
+:func:`eventlog.recorders.postgres_sql.stream_lock_key`) or a lock on one of the schema's tables is
+held by another backend, whose pid, state and transaction start are named so an operator can end it.
+When nothing is held any more, the operation tells what it could have been waiting for.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eventlog.postgres_sql import stream_lock_key
+from eventlog.recorders.postgres_sql import stream_lock_key
 
 if TYPE_CHECKING:
     import psycopg

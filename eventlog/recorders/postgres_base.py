@@ -17,11 +17,11 @@ import psycopg_pool
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from eventlog import postgres_sql as pgsql
 from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
 from eventlog.hashing import GENESIS
 from eventlog.models import StreamHead
-from eventlog.postgres_waits import waited_on
+from eventlog.recorders import postgres_sql as pgsql
+from eventlog.recorders.postgres_waits import waited_on
 from eventlog.store import EventStore
 
 if TYPE_CHECKING:

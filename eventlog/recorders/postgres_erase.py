@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 from psycopg import pq
 
-from eventlog import postgres_sql as pgsql
 from eventlog.erasure import erasure_record, tombstone
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.models import ErasureReceipt, Record, StreamHead
-from eventlog.postgres_base import PostgresBase
+from eventlog.recorders import postgres_sql as pgsql
+from eventlog.recorders.postgres_base import PostgresBase
 
 if TYPE_CHECKING:
     pass

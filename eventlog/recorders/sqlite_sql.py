@@ -1,5 +1,5 @@
 """The SQL of :class:`~eventlog.sqlite.SQLiteEventStore`: its statements, built once as
-constants (the schema they run on is :mod:`eventlog.sqlite_schema`'s)."""
+constants (the schema they run on is :mod:`eventlog.recorders.sqlite_schema`'s)."""
 
 from __future__ import annotations
 

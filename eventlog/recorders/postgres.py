@@ -1,14 +1,15 @@
 """PostgresEventStore: the shared-server backend, one row per event in a PostgreSQL table.
 
 psycopg is the ``[postgres]`` extra: from your chatledger clone, ``pip install -e '.[postgres]'``.
-Import the store from here; :mod:`eventlog` itself never imports psycopg. The SQL it runs, and
-its migrations, live in :mod:`eventlog.postgres_sql`. The store's other parts live beside this
-module, one owner each: the pool, transactions, the psycopg error choke point and the cached
-heads in :mod:`eventlog.postgres_base`, schema setup and what the ledger reads at open in
-:mod:`eventlog.postgres_open`, reads in :mod:`eventlog.postgres_reads`, purge, erase and vacuum
-in :mod:`eventlog.postgres_erase`; a contended memory's lost races settled inside the append
-in :mod:`eventlog.postgres_races`; what a timed-out statement waited for in
-:mod:`eventlog.postgres_waits`. This module keeps the store's constructor and its appends.
+Import the store from here; :mod:`eventlog` itself never imports psycopg. The SQL it runs, and its
+migrations, live in :mod:`eventlog.recorders.postgres_sql`. The store's other parts live beside this
+module, one owner each: the pool, transactions, the psycopg error choke point and the cached heads
+in :mod:`eventlog.recorders.postgres_base`, schema setup and what the ledger reads at open in
+:mod:`eventlog.recorders.postgres_open`, reads in :mod:`eventlog.recorders.postgres_reads`, purge,
+erase and vacuum in :mod:`eventlog.recorders.postgres_erase`; a contended memory's lost races
+settled inside the append in :mod:`eventlog.recorders.postgres_races`; what a timed-out statement
+waited for in :mod:`eventlog.recorders.postgres_waits`. This module keeps the store's constructor
+and its appends.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ except ImportError as e:
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from eventlog import postgres_sql as pgsql
 from eventlog.erasure import brings_erasure, erased_after
 from eventlog.errors import (
     ConcurrencyError,
@@ -46,14 +46,15 @@ from eventlog.ids import MemoryId
 from eventlog.keycheck import chain_key_argument
 from eventlog.keyring import Keyring
 from eventlog.models import NewRecord, Record, StreamHead, format_time
-from eventlog.postgres_base import EMPTY_HEAD, connection_lost, pool_params
-from eventlog.postgres_erase import PostgresErasure
-from eventlog.postgres_open import PostgresSchema
-from eventlog.postgres_races import RACES, LostRace, PostgresRaces, check_batch
-from eventlog.postgres_sql import MIGRATIONS
+from eventlog.recorders import postgres_sql as pgsql
+from eventlog.recorders.postgres_base import EMPTY_HEAD, connection_lost, pool_params
+from eventlog.recorders.postgres_erase import PostgresErasure
+from eventlog.recorders.postgres_open import PostgresSchema
+from eventlog.recorders.postgres_races import RACES, LostRace, PostgresRaces, check_batch
+from eventlog.recorders.postgres_sql import MIGRATIONS
 
 if TYPE_CHECKING:
-    from eventlog.postgres_base import Conn, Row
+    from eventlog.recorders.postgres_base import Conn, Row
     from eventlog.witness import Witness
 
 __all__ = ["MIGRATIONS", "PostgresEventStore"]
@@ -75,7 +76,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
     different memories never wait for each other. Positions come from transaction ids and
     :meth:`read_all` returns records only below the oldest transaction still running, so a
     tailing reader never skips a record that commits late (see ``_Q_READ_ALL`` in
-    :mod:`eventlog.postgres_sql`). Reads run concurrently and
+    :mod:`eventlog.recorders.postgres_sql`). Reads run concurrently and
     retry transient connection failures. An append whose connection is lost asks the server
     whether its records landed (their hashes are known before sending) and, if they did not,
     tries again on a fresh connection: it returns once its records are stored exactly once,

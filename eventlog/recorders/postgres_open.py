@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import psycopg.errors
 
-from eventlog import postgres_sql as pgsql
 from eventlog.errors import PersistenceError, SchemaVersionError
 from eventlog.keycheck import settle_keys
 from eventlog.names import settle_ids
-from eventlog.postgres_base import PostgresBase
-from eventlog.postgres_sql import MIGRATIONS
+from eventlog.recorders import postgres_sql as pgsql
+from eventlog.recorders.postgres_base import PostgresBase
+from eventlog.recorders.postgres_sql import MIGRATIONS
 from eventlog.store import LedgerTx
 
 if TYPE_CHECKING:

@@ -8,15 +8,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eventlog import postgres_sql as pgsql
 from eventlog.ids import MemoryId
 from eventlog.ledger_tree import TreeBlock
 from eventlog.models import HeadSeal, Record, Snapshot, StreamHead, format_time, parse_time
-from eventlog.postgres_base import EMPTY_HEAD, PostgresBase
+from eventlog.recorders import postgres_sql as pgsql
+from eventlog.recorders.postgres_base import EMPTY_HEAD, PostgresBase
 from eventlog.validation import check_at, check_range, check_tail
 
 if TYPE_CHECKING:
-    from eventlog.postgres_base import Conn
+    from eventlog.recorders.postgres_base import Conn
 
 __all__ = ["PostgresReads"]
 

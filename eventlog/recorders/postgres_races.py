@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eventlog import postgres_sql as pgsql
 from eventlog.errors import ChainIntegrityError
 from eventlog.models import NewRecord, Record, StreamHead
-from eventlog.postgres_reads import PostgresReads
+from eventlog.recorders import postgres_sql as pgsql
+from eventlog.recorders.postgres_reads import PostgresReads
 
 if TYPE_CHECKING:
-    from eventlog.postgres_base import Conn, Row
+    from eventlog.recorders.postgres_base import Conn, Row
 
 __all__ = ["RACES", "REBUILD_READ", "LostRace", "PostgresRaces", "check_batch"]
 

@@ -1,10 +1,10 @@
 """SQLiteEventStore: the embedded default, one row per event in a WAL-mode SQLite file.
 
 The store's parts live beside this module, one owner each: the schema and its migrations in
-:mod:`eventlog.sqlite_schema`, the SQL in :mod:`eventlog.sqlite_sql`, transactions and the
-sqlite3 error choke point in :mod:`eventlog.sqlite_base`, purge, erase and the WAL checkpoint
-in :mod:`eventlog.sqlite_erase`, and what the ledger reads at open in :mod:`eventlog.sqlite_open`.
-Import the store, and the names below, from here.
+:mod:`eventlog.recorders.sqlite_schema`, the SQL in :mod:`eventlog.recorders.sqlite_sql`,
+transactions and the sqlite3 error choke point in :mod:`eventlog.recorders.sqlite_base`, purge,
+erase and the WAL checkpoint in :mod:`eventlog.recorders.sqlite_erase`, and what the ledger reads at
+open in :mod:`eventlog.recorders.sqlite_open`. Import the store, and the names below, from here.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from eventlog.models import (
     parse_time,
 )
 from eventlog.names import settle_ids
-from eventlog.sqlite_erase import CLEANUP_WAIT, SQLiteErasure
-from eventlog.sqlite_open import SQLiteLedgerTx as _Tx
-from eventlog.sqlite_schema import APPLICATION_ID, MIGRATIONS, is_ledger_file
-from eventlog.sqlite_sql import (
+from eventlog.recorders.sqlite_erase import CLEANUP_WAIT, SQLiteErasure
+from eventlog.recorders.sqlite_open import SQLiteLedgerTx as _Tx
+from eventlog.recorders.sqlite_schema import APPLICATION_ID, MIGRATIONS, is_ledger_file
+from eventlog.recorders.sqlite_sql import (
     COLUMNS,
     ENDS_RECORDS,
     ENDS_SEAL,

@@ -12,8 +12,8 @@ from eventlog.errors import ConcurrencyError, PersistenceError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.models import ErasureReceipt, Record, StreamHead
-from eventlog.sqlite_base import SQLiteBase
-from eventlog.sqlite_sql import (
+from eventlog.recorders.sqlite_base import SQLiteBase
+from eventlog.recorders.sqlite_sql import (
     BLANK,
     DROP_NAME,
     INSERT,
@@ -53,7 +53,7 @@ class SQLiteErasure(SQLiteBase):
             tomb = tombstone(head, count, reason, now)
             (row,) = self._build(key, head, [tomb], now)
             # Tombstone first, then delete: see the note on the position column (in
-            # eventlog.sqlite_schema). Sealed as erased through the tombstone, so purged
+            # eventlog.recorders.sqlite_schema). Sealed as erased through the tombstone, so purged
             # records put back from a backup are refused although each is genuine.
             mac = self._seal_of(key, row[1], row[8], row[1])
             cursor = conn.execute(INSERT, (*row, mac))

@@ -16,7 +16,7 @@ import sqlite_utils
 
 from eventlog.errors import PersistenceError, StoreClosedError
 from eventlog.models import StreamHead
-from eventlog.sqlite_sql import HEAD, HEAD_SEALED
+from eventlog.recorders.sqlite_sql import HEAD, HEAD_SEALED
 from eventlog.store import EventStore
 from eventlog.vouch import Ends
 

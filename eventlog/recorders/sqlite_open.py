@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 
-from eventlog.sqlite_sql import (
+from eventlog.recorders.sqlite_sql import (
     ANY_RECORDS,
     GET_SETTING,
     HEADS_EXIST,
