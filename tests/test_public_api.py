@@ -87,6 +87,9 @@ def test_eventlog_imports_without_psycopg():
         "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
         "import eventlog, projections\n"
         "assert 'eventlog.postgres' not in sys.modules\n"
+        "assert 'eventlog.recorders.postgres' not in sys.modules\n"
+        "store = eventlog.SQLiteEventStore(':memory:')\n"
+        "assert not [m for m in sys.modules if m.startswith('eventlog') and 'postgres' in m]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -143,3 +146,31 @@ def test_modules_split_or_moved_keep_their_old_import_paths(old, new):
     assert len(moved) >= 4
     for name in moved:
         assert getattr(before, name) is getattr(after, name), name
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("eventlog.memory", "eventlog.recorders.memory", ["InMemoryEventStore"]),
+        (
+            "eventlog.sqlite",
+            "eventlog.recorders.sqlite",
+            ["MIGRATIONS", "SQLiteEventStore", "is_ledger_file", "APPLICATION_ID"],
+        ),
+        ("eventlog.postgres", "eventlog.recorders.postgres", ["MIGRATIONS", "PostgresEventStore"]),
+    ],
+)
+def test_the_backends_old_module_paths_give_the_same_objects(old, new, names):
+    # The backends moved into eventlog.recorders; code importing from the old paths (and
+    # the README's `from eventlog.postgres import PostgresEventStore`) gets the very classes.
+    if "postgres" in old:
+        pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    assert set(names) <= set(before.__all__)
+    for name in names:
+        assert getattr(before, name) is getattr(after, name), name
+    import eventlog
+
+    for name in ("InMemoryEventStore", "SQLiteEventStore"):
+        if name in names:
+            assert getattr(eventlog, name) is getattr(after, name)
