@@ -449,6 +449,9 @@ def verify_inclusion(
 
     Returns:
         True if the proof holds; False otherwise, including for malformed input of any kind.
+
+    Raises:
+        TypeError: Both ``chain_key`` and the deprecated ``key`` are given.
     """
     chain_key = chain_key_argument("verify_inclusion", chain_key, key)
     if not isinstance(proof, InclusionProof) or not isinstance(d, LedgerDigest):

@@ -13,9 +13,11 @@ from eventlog.ids import MemoryId
 from eventlog.store import EventStore
 from projections.tokens import TokenCountEstimator
 from projections.window import Limit, MessageWindowPolicy, TokenWindowPolicy
-from projections.window_memory import _WindowChatMemory
 
-__all__ = ["MessageWindowChatMemory", "TokenWindowChatMemory"]
+# DEFAULT (``messages(valid_for=DEFAULT)``) was defined here before the split: still importable.
+from projections.window_memory import DEFAULT, _WindowChatMemory
+
+__all__ = ["DEFAULT", "MessageWindowChatMemory", "TokenWindowChatMemory"]
 
 
 class MessageWindowChatMemory(_WindowChatMemory):

@@ -174,3 +174,18 @@ def test_the_backends_old_module_paths_give_the_same_objects(old, new, names):
     for name in ("InMemoryEventStore", "SQLiteEventStore"):
         if name in names:
             assert getattr(eventlog, name) is getattr(after, name)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [
+        ("projections.memories", "projections.window_memory", "DEFAULT"),
+        ("projections.inspector.views", "projections.inspector.step_panels", "TIMELINE_PAGE"),
+        ("projections.inspector.views", "projections.inspector.step_panels", "ONLY_WHAT_IF"),
+    ],
+)
+def test_names_of_split_modules_import_from_where_they_were(old, new, name):
+    if "inspector" in old:
+        pytest.importorskip("starlette", reason="the [inspector] extra is not installed")
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    assert getattr(before, name) is getattr(after, name)

@@ -30,6 +30,11 @@ the record format. The tests that attack stored rows behind the store's back nee
 :class:`Conformance` (``tamper``, ``delete_record``, ``reseal``, ``set_setting``,
 ``get_setting``); a backend without them has those tests skipped, each saying why.
 
+``make_recorder(**options)`` gets exactly ``chain_key=``, ``keyring=`` and ``adopt_key=`` from
+the kit. The chain key's argument was ``key=`` before chatledger named its three keys: a
+backend written then renames it, or accepts both with
+:func:`eventlog.keycheck.chain_key_argument` (which warns on the old name).
+
 Needs pytest and freezegun (``pip install 'chatledger[test]'``).
 """
 

@@ -45,8 +45,10 @@ class Conformance:
     # ------------------------------------------------------------------ hooks
 
     def make_recorder(self, **options: Any) -> EventStore:
-        """A store object on this test's database, opened with ``options`` (``chain_key=``,
-        ``keyring=``, ``read_only=``, ... as the backend's constructor takes them)."""
+        """A store object on this test's database, opened with ``options`` as the backend's
+        constructor takes them. The kit passes exactly ``chain_key=`` (bytes), ``keyring=`` and
+        ``adopt_key=``; a backend written when the chain key's argument was ``key=`` renames it
+        or accepts both (:func:`eventlog.keycheck.chain_key_argument` warns on the old name)."""
         raise NotImplementedError(
             f"{type(self).__name__}: define make_recorder(self, **options) returning a store "
             "on the test's own database"

@@ -28,6 +28,9 @@ _REMEDIES = (
         "`chatledger import FILE --dsn URL --schema S`",
     ),
     ("run verify()", "run `chatledger verify`"),
+    # The chain key's Python argument; on the command line it is a file.
+    ("open it with chain_key= to write", "pass --key-file FILE (the chain key) to write"),
+    ("open the store with chain_key= to verify", "pass --key-file FILE (the chain key) to verify"),
 )
 
 

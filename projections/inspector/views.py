@@ -39,8 +39,12 @@ from projections.inspector.badges import (
     memory_badge,
 )
 from projections.inspector.shown import SHOWN_MAX, Listing, Shown, _label, _listing, show
+
+# TIMELINE_PAGE and ONLY_WHAT_IF were defined here before the split: still importable.
 from projections.inspector.step_panels import (
     DIFF_PAGE,
+    ONLY_WHAT_IF,
+    TIMELINE_PAGE,
     WHAT_IF_MAX_EVENTS,
     DiffPage,
     TimelineEvent,
@@ -56,8 +60,10 @@ from projections.replay import brought, read_checked
 __all__ = [
     "DIFF_PAGE",
     "INDEX_PAGE",
+    "ONLY_WHAT_IF",
     "SHOWN_MAX",
     "SORTS",
+    "TIMELINE_PAGE",
     "WHAT_IF_MAX_EVENTS",
     "DiffPage",
     "EventDetail",

@@ -130,6 +130,17 @@ def test_a_missing_postgres_schema_names_cli_remedies(cli):
         (IsADirectoryError(21, "Is a directory", "d"), "d is a directory; pass a file"),
         (PermissionError(13, "Permission denied", "p"), "permission denied: p"),
         (ValueError("two\n  lines"), "two lines"),
+        (
+            ValueError("keyed chain: open the store with chain_key= to verify"),
+            "keyed chain: pass --key-file FILE (the chain key) to verify",
+        ),
+        (
+            ValueError(
+                "x is a keyed store and this store was opened without its key; open it "
+                "with chain_key= to write"
+            ),
+            "opened without its key; pass --key-file FILE (the chain key) to write",
+        ),
         (ValueError(), "ValueError"),
     ],
 )

@@ -4,6 +4,9 @@ anything is opened."""
 
 from __future__ import annotations
 
+import inspect
+import sys
+
 import pytest
 
 from eventlog import InMemoryEventStore, SQLiteEventStore, check_receipt, verify_inclusion
@@ -31,8 +34,11 @@ def test_key_is_the_deprecated_name_of_chain_key(backend, tmp_path):
     with pytest.warns(DeprecationWarning, match=deprecated) as w:
         store = _open_old_way(backend.name, tmp_path, backend.schema, key=KEY)
     backend.opened.append(store)
-    # Check the warning names the caller's line (here), not the store's own code.
-    assert w[0].filename == __file__
+    # Check the warning names the caller's line (the constructor call in _open_old_way), not
+    # the store's own code nor the line that called _open_old_way.
+    lines, first = inspect.getsourcelines(_open_old_way)
+    calls = {first + i for i, line in enumerate(lines) if "EventStore(" in line}
+    assert (w[0].filename, w[0].lineno in calls) == (__file__, True)
     # Check the old name still keys the ledger: format 3 records, read back under chain_key=.
     written = store.append("u1", batch("a", "b"))
     assert [r.format for r in written] == [3, 3]
@@ -48,6 +54,15 @@ def test_both_names_at_once_are_refused_before_anything_is_opened(backend, tmp_p
         _open_old_way(backend.name, tmp_path, backend.schema, chain_key=KEY, key=KEY)
     if backend.name == "sqlite":
         assert not (tmp_path / "events.db").exists()
+    if backend.name == "postgres":
+        import psycopg
+
+        with psycopg.connect(PG_DSN) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                (backend.schema,),
+            ).fetchall()
+        assert found == []
 
 
 def test_a_wrong_chain_key_is_named_as_such():
@@ -63,9 +78,10 @@ def test_the_offline_checks_take_the_old_name_too():
     d = digest(store)
     proof = prove(store, "u1", 2, digest=d)
     assert verify_inclusion(proof, d, chain_key=KEY)
+    line = sys._getframe().f_lineno + 2
     with pytest.warns(DeprecationWarning, match=r"verify_inclusion\(key=\.\.\.\)") as w:
         assert verify_inclusion(proof, d, key=KEY)
-    assert w[0].filename == __file__
+    assert (w[0].filename, w[0].lineno) == (__file__, line)
     with pytest.warns(DeprecationWarning):
         assert not verify_inclusion(proof, d, key=OTHER)
     with pytest.raises(TypeError, match="verify_inclusion: got both"):
@@ -81,7 +97,9 @@ def test_check_receipt_takes_the_old_name_too():
     trusted = digest(store)
     text = receipt_bundle(store, receipt, digest=trusted)
     assert check_receipt(text, trusted, chain_key=KEY).ok
-    with pytest.warns(DeprecationWarning, match=r"check_receipt\(key=\.\.\.\)"):
+    line = sys._getframe().f_lineno + 2
+    with pytest.warns(DeprecationWarning, match=r"check_receipt\(key=\.\.\.\)") as w:
         assert check_receipt(text, trusted, key=KEY).ok
+    assert (w[0].filename, w[0].lineno) == (__file__, line)
     with pytest.raises(TypeError, match="check_receipt: got both"):
         check_receipt(text, trusted, chain_key=KEY, key=KEY)

@@ -797,3 +797,8 @@ def test_message_to_obj_does_not_expose_the_message_attributes():
     obj["attributes"]["k"] = "changed"
 
     assert message.attributes == {"k": "v"}
+
+
+def test_a_long_string_in_an_error_is_quoted_cut_at_40_characters():
+    with pytest.raises(ValueError, match="unknown message type string '" + "T" * 40 + "';"):
+        message_from_json('{"type": "' + "T" * 100 + '"}')
