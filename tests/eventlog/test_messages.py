@@ -441,3 +441,15 @@ def test_equal_messages_hash_equally(message):
 @given(chat_messages())
 def test_type_matches_the_registry(message):
     assert MESSAGE_TYPES[message.type] is type(message)
+
+
+def test_single_text_means_exactly_one_text_content():
+    image = ImageContent(base64_data="aGVsbG8=", mime_type="image/png")
+    one, two = [TextContent("a")], [TextContent("a"), TextContent("b")]
+    assert UserMessage(contents=one).has_single_text()
+    assert not UserMessage(contents=two).has_single_text()
+    assert not UserMessage(contents=[image]).has_single_text()
+    assert not UserMessage(contents=[TextContent("a"), image]).has_single_text()
+    assert ToolExecutionResultMessage("1", "t", contents=one).has_single_text()
+    assert not ToolExecutionResultMessage("1", "t", contents=two).has_single_text()
+    assert not ToolExecutionResultMessage("1", "t", contents=[image]).has_single_text()
