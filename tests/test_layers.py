@@ -39,3 +39,14 @@ def test_a_package_never_imports_from_the_floors_above_it(package, forbidden):
     ]
     assert wrong == []
     assert _imports(package)  # the walk saw the package's imports at all
+
+
+def test_no_module_holds_more_than_600_lines():
+    # A module that grows past this holds two owners: split it (the README says none does).
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for package in ("eventlog", "projections")
+        for path in (ROOT / package).rglob("*.py")
+    }
+    assert len(sizes) > 100
+    assert {name: n for name, n in sizes.items() if n > 600} == {}
