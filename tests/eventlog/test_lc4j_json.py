@@ -485,6 +485,24 @@ def test_hashmap_order_matches_the_jvm(keys, jdk19, jdk17):
         assert java_hashmap_order(keys, jdk17=True) == jdk17
 
 
+def test_two_keys_are_ordered_by_their_buckets_too():
+    # A table of 4 buckets: "a" (hash 97) in bucket 1 before "b" (98) in bucket 2, whatever
+    # the insertion order.
+    assert java_hashmap_order(["b", "a"]) == ["a", "b"]
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "\uffff", "\U0001f600", "\U00010000", "\u00e9"])))
+def test_the_java_hash_counts_utf16_code_units(key):
+    from eventlog.java import _java_spread_hash
+
+    # String.hashCode by its definition, over the UTF-16 code units Java stores.
+    units = key.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    assert _java_spread_hash(key) == h ^ (h >> 16)
+
+
 def test_user_attributes_are_written_in_hashmap_order():
     attributes = {key: i for i, key in enumerate(["k1", "k2", "k3", "x", "y", "zz"])}
     message = UserMessage("hi", attributes=attributes)
