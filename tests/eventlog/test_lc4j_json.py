@@ -820,3 +820,16 @@ def test_message_to_obj_does_not_expose_the_message_attributes():
 def test_a_long_string_in_an_error_is_quoted_cut_at_40_characters():
     with pytest.raises(ValueError, match="unknown message type string '" + "T" * 40 + "';"):
         message_from_json('{"type": "' + "T" * 100 + '"}')
+
+
+def test_a_crowded_bucket_doubles_the_table_only_below_64():
+    from eventlog.java import _grow_for_crowded_buckets
+
+    # Nine hashes in bucket 0 of every table size: the insertion that crowds a bucket doubles
+    # the table (treeifyBin) while it is shorter than 64 (MIN_TREEIFY_CAPACITY), and from 64 on
+    # makes a tree instead.
+    crowded = [i * 1024 for i in range(9)]
+    assert _grow_for_crowded_buckets(crowded, 16) == 32
+    assert _grow_for_crowded_buckets(crowded, 32) == 64
+    assert _grow_for_crowded_buckets(crowded, 64) == 64
+    assert _grow_for_crowded_buckets(crowded[:8], 16) == 16
