@@ -833,3 +833,6 @@ def test_a_crowded_bucket_doubles_the_table_only_below_64():
     assert _grow_for_crowded_buckets(crowded, 32) == 64
     assert _grow_for_crowded_buckets(crowded, 64) == 64
     assert _grow_for_crowded_buckets(crowded[:8], 16) == 16
+    # The tenth insertion into the still crowded bucket doubles again: the count after a
+    # resize is of every key inserted so far.
+    assert _grow_for_crowded_buckets([*crowded, 9 * 1024], 16) == 64
