@@ -836,3 +836,8 @@ def test_a_crowded_bucket_doubles_the_table_only_below_64():
     # The tenth insertion into the still crowded bucket doubles again: the count after a
     # resize is of every key inserted so far.
     assert _grow_for_crowded_buckets([*crowded, 9 * 1024], 16) == 64
+    # After a resize each bucket holds exactly the keys inserted so far: four in bucket 5
+    # before the crowd and four after make eight (no resize), five after make nine (one).
+    before, after = [5 + 1024 * i for i in range(4)], [5 + 1024 * i for i in range(4, 9)]
+    assert _grow_for_crowded_buckets([*before, *crowded, *after[:4]], 16) == 32
+    assert _grow_for_crowded_buckets([*before, *crowded, *after], 16) == 64
