@@ -18,8 +18,8 @@ from typing import Any
 from eventlog.errors import ChainIntegrityError, ConcurrencyError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId
-from eventlog.memory import InMemoryEventStore
 from eventlog.models import NewRecord, Record
+from eventlog.recorders.memory import InMemoryEventStore
 from eventlog.store import EventStore
 from eventlog.vouch import REMEDY
 from projections.meta import WindowMeta

@@ -63,7 +63,7 @@ def _open_postgres(args: argparse.Namespace, *, create: bool) -> EventStore:
     try:
         # Imported here, not at the top: psycopg is the optional [postgres] extra, and
         # eventlog.postgres cannot even be imported without it.
-        from eventlog.postgres import PostgresEventStore
+        from eventlog.recorders.postgres import PostgresEventStore
     except ImportError as e:
         msg = f"--dsn needs PostgreSQL support ({e}); pip install -e '.[postgres]' in the clone"
         raise Failure(msg) from e
@@ -160,7 +160,7 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
         )
         raise Failure(msg)
     if not fresh and _read_only(args):
-        from eventlog.sqlite import is_ledger_file
+        from eventlog.recorders.sqlite import is_ledger_file
 
         if not is_ledger_file(path):
             # Told by the file's header alone: SQLite never opens it, so nothing in or beside

@@ -3,7 +3,7 @@
 A framework session records each model call as a ``context_sent`` event; at such an event the
 memory page shows the call as :mod:`projections.calls` reads it (the same words as
 ``chatledger replay``): the messages sent, in order, and each run of the history's messages
-left out, with its reason. Bounded like every page: at most :data:`~views.SHOWN_MAX` messages
+left out, with its reason. Bounded like every page: at most :data:`~shown.SHOWN_MAX` messages
 sent and runs left out are listed, the rest counted, and the reasons are worked out only for
 a call over a list of at most :data:`CALL_LIST_MAX` messages.
 """
@@ -22,7 +22,8 @@ from eventlog.store import EventStore
 from projections.adapters.item_list import ItemList
 from projections.adapters.selection import message_of
 from projections.calls import ModelCall, call_heading, model_call, span
-from projections.inspector.views import SHOWN_MAX, Listing, show, tool_names
+from projections.inspector.shown import SHOWN_MAX, Listing, show
+from projections.inspector.views import tool_names
 from projections.readmodel import window_size
 from projections.replay import read_checked
 

@@ -5,7 +5,7 @@ checkpoints, each with the ledger seq of its event (what ``chatledger prove`` ta
 Read like every other page: through :class:`~projections.adapters.langgraph.LedgerSaver`'s
 verified reads (a checkpoint the chain does not vouch for is refused), nothing written, and
 bounded whatever the URL asks: at most :data:`STEPS_PAGE` checkpoints a page (newest first,
-with a link to older ones) and :data:`~projections.inspector.views.SHOWN_MAX` messages a list.
+with a link to older ones) and :data:`~projections.inspector.shown.SHOWN_MAX` messages a list.
 Needs the ``langgraph`` extra; without it the page says how to install it.
 """
 
@@ -19,7 +19,7 @@ from urllib.parse import quote
 from eventlog.ids import memory_id_from_key
 from eventlog.store import EventStore
 from projections.adapters.langgraph_events import is_thread_memory
-from projections.inspector.views import SHOWN_MAX
+from projections.inspector.shown import SHOWN_MAX
 
 __all__ = ["STEPS_PAGE", "ThreadPage", "link", "thread_page"]
 
