@@ -1,0 +1,165 @@
+"""The key check value and what an open settles (:mod:`eventlog.keycheck`), tried the way a
+forger without the chain key would: each guarantee is attacked with plain SQL on a real SQLite
+file and a real PostgreSQL schema, then the ledger is opened as an application would."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import warnings
+from typing import Any
+
+import pytest
+
+from eventlog import ChainIntegrityError, ChainKeyError, SQLiteEventStore
+from eventlog.hashing import KEYED_CHAIN
+from eventlog.keycheck import (
+    HEADS_SEALED,
+    KEY_CHECK,
+    chain_key_argument,
+    parse,
+    v1_value,
+    valid_key,
+)
+from tests.eventlog.test_forger import KEY, Db, _say, _served
+
+pytestmark = pytest.mark.skip_backend("memory")  # attacks edit files and rows
+
+
+def _seal(db: Db, stream: str) -> str:
+    ((mac,),) = db.run("SELECT mac FROM {heads} WHERE stream_id = ?", stream)
+    return str(mac)
+
+
+def _as_keyed_by_version_1(db: Db, *, heads_sealed: bool) -> None:
+    """What an earlier chatledger left: a version 1 key check for a ledger keyed from the
+    start, and (unless ``heads_sealed``) heads a migration added without a seal."""
+    db.run("UPDATE {settings} SET value = ? WHERE name = ?", v1_value(KEY, 0), KEY_CHECK)
+    if not heads_sealed:
+        db.run("DELETE FROM {settings} WHERE name = ?", HEADS_SEALED)
+        db.run("UPDATE {heads} SET mac = ''")
+
+
+def test_deleting_the_heads_setting_does_not_make_seals_optional(backend: Any) -> None:
+    store = backend.open(chain_key=KEY)
+    _say(store, "conv", "a", "b")
+    store.close()
+    db = Db(backend)
+    # The forger blanks the seal (as if a migration had left the head unsealed) and deletes
+    # the setting that says every head was sealed once; the version 2 check still says so.
+    db.run("DELETE FROM {settings} WHERE name = ?", HEADS_SEALED)
+    db.run("UPDATE {heads} SET mac = ''")
+    db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = 2", "conv")
+    fresh = backend.open(chain_key=KEY)
+    report = fresh.verify()
+    assert not report.ok
+    assert "seal" in report.failures["conv"][1]
+    with pytest.raises(ChainIntegrityError):
+        _served(fresh, "conv")
+
+
+def test_a_read_only_open_of_a_version_1_ledger_writes_nothing(backend: Any) -> None:
+    store = backend.open(chain_key=KEY)
+    _say(store, "conv", "a")
+    store.close()
+    db = Db(backend)
+    _as_keyed_by_version_1(db, heads_sealed=False)
+    before = db.run("SELECT name, value FROM {settings} ORDER BY name")
+    reader = backend.open(chain_key=KEY, read_only=True)
+    # Its heads were never sealed: nothing to check them against yet, so no failure.
+    assert _served(reader, "conv") == ["a"]
+    assert reader.verify().ok
+    assert db.run("SELECT name, value FROM {settings} ORDER BY name") == before
+    # The next writable open upgrades it to version 2, sealing the (empty) unkeyed prefix.
+    backend.open(chain_key=KEY)
+    ((value,),) = db.run("SELECT value FROM {settings} WHERE name = ?", KEY_CHECK)
+    check = parse(str(value))
+    assert check is not None
+    assert (check.version, check.keyed_since, check.legacy_count) == (2, 0, 0)
+    assert check.matches(KEY)
+
+
+def test_upgrading_a_version_1_ledger_seals_the_heads_it_left_blank(backend: Any) -> None:
+    store = backend.open(chain_key=KEY)
+    _say(store, "conv", "a", "b")
+    _say(store, "other", "c")
+    store.close()
+    db = Db(backend)
+    _as_keyed_by_version_1(db, heads_sealed=False)
+    upgrader = backend.open(chain_key=KEY)
+    # Sealed under the key and marked, so a later blank seal is an edit.
+    assert _seal(db, "conv") and _seal(db, "other")
+    assert db.run("SELECT value FROM {settings} WHERE name = ?", HEADS_SEALED) == [("sealed",)]
+    assert backend.open(chain_key=KEY).verify().ok
+    # A forger truncates a memory and blanks its seal: refused by a fresh open and by the
+    # store object that did the upgrade (it had read the version 1 check).
+    db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = 2", "conv")
+    db.run("UPDATE {heads} SET mac = '' WHERE stream_id = ?", "conv")
+    for store in (backend.open(chain_key=KEY), upgrader):
+        assert "seal" in store.verify().failures["conv"][1]
+        with pytest.raises(ChainIntegrityError):
+            _served(store, "conv")
+
+
+def test_a_key_of_exactly_the_minimum_length_is_accepted() -> None:
+    assert valid_key(b"k" * 16) == b"k" * 16
+    with pytest.raises(ValueError, match="shorter than 16"):
+        valid_key(b"k" * 15)
+
+
+def test_chain_key_argument_takes_either_name_once() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns about nothing
+        assert chain_key_argument("f", KEY, None) == KEY
+        assert chain_key_argument("f", None, None) is None
+    with pytest.warns(DeprecationWarning, match=r"f\(key=\.\.\.\) is deprecated"):
+        assert chain_key_argument("f", None, KEY) == KEY
+    with pytest.raises(TypeError, match="both chain_key= and key="):
+        chain_key_argument("f", KEY, KEY)
+
+
+def test_an_unkeyed_ledger_whose_heads_were_sealed_once_never_seals_a_blank_one_again(
+    backend: Any,
+) -> None:
+    store = backend.open()
+    _say(store, "conv", "a", "b")
+    store.close()
+    db = Db(backend)
+    # What a migration to head seals leaves: heads without a seal, nothing marked.
+    db.run("DELETE FROM {settings} WHERE name = ?", HEADS_SEALED)
+    db.run("UPDATE {heads} SET mac = ''")
+    backend.open().close()
+    assert _seal(db, "conv")
+    assert db.run("SELECT value FROM {settings} WHERE name = ?", HEADS_SEALED) == [("sealed",)]
+    # Truncated and its seal blanked: an edit, not a head to seal afresh at the next open.
+    db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = 2", "conv")
+    db.run("UPDATE {heads} SET mac = '' WHERE stream_id = ?", "conv")
+    fresh = backend.open()
+    assert "seal" in fresh.verify().failures["conv"][1]
+    assert not _seal(db, "conv")
+
+
+@pytest.mark.parametrize("value", ["", "garbage", "v3:0:0:" + "0" * 64 + ":" + "0" * 64])
+def test_a_key_check_that_is_no_key_check_refuses_the_key(backend: Any, value: str) -> None:
+    store = backend.open(chain_key=KEY)
+    _say(store, "conv", "a")
+    store.close()
+    Db(backend).run("UPDATE {settings} SET value = ? WHERE name = ?", value, KEY_CHECK)
+    with pytest.raises(ChainKeyError, match="does not match the key check"):
+        backend.open(chain_key=KEY)
+    # Without the key the ledger still opens for reading: keyed, its records not checkable.
+    reader = backend.open(read_only=True)
+    assert reader.verify().failures["conv"][1] == KEYED_CHAIN
+
+
+@pytest.mark.parametrize("chain_key", [None, KEY], ids=["without-key", "with-key"])
+def test_an_open_with_nothing_to_settle_takes_no_write_lock(tmp_path: Any, chain_key: Any) -> None:
+    path = tmp_path / "events.db"
+    with SQLiteEventStore(path, chain_key=KEY) as store:
+        _say(store, "conv", "a")
+    # Another process holds the write lock (a long import, say): opening to read must not wait.
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")
+        with SQLiteEventStore(path, chain_key=chain_key, busy_timeout=0.05) as reader:
+            assert [r.seq for r in reader.read("conv")] == [1]
+        other.execute("ROLLBACK")
