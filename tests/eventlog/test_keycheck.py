@@ -5,6 +5,7 @@ file and a real PostgreSQL schema, then the ledger is opened as an application w
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sqlite3
 import warnings
 from typing import Any
@@ -107,13 +108,23 @@ def test_a_key_of_exactly_the_minimum_length_is_accepted() -> None:
         valid_key(b"k" * 15)
 
 
+def _old_style_call(key: bytes) -> bytes | None:
+    """A function with the deprecated ``key=``, as the stores and check_receipt have."""
+    return chain_key_argument("f", None, key)
+
+
 def test_chain_key_argument_takes_either_name_once() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new name warns about nothing
         assert chain_key_argument("f", KEY, None) == KEY
         assert chain_key_argument("f", None, None) is None
-    with pytest.warns(DeprecationWarning, match=r"f\(key=\.\.\.\) is deprecated"):
-        assert chain_key_argument("f", None, KEY) == KEY
+    here = inspect.currentframe()
+    assert here is not None
+    with pytest.warns(DeprecationWarning, match=r"f\(key=\.\.\.\) is deprecated") as caught:
+        line, given = here.f_lineno, _old_style_call(KEY)
+    assert given == KEY
+    # The warning names the line that called the function taking key=, not that function.
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
     with pytest.raises(TypeError, match="both chain_key= and key="):
         chain_key_argument("f", KEY, KEY)
 
@@ -128,15 +139,34 @@ def test_an_unkeyed_ledger_whose_heads_were_sealed_once_never_seals_a_blank_one_
     # What a migration to head seals leaves: heads without a seal, nothing marked.
     db.run("DELETE FROM {settings} WHERE name = ?", HEADS_SEALED)
     db.run("UPDATE {heads} SET mac = ''")
-    backend.open().close()
+    sealer = backend.open()
     assert _seal(db, "conv")
     assert db.run("SELECT value FROM {settings} WHERE name = ?", HEADS_SEALED) == [("sealed",)]
-    # Truncated and its seal blanked: an edit, not a head to seal afresh at the next open.
+    # Truncated and its seal blanked: an edit, not a head to seal afresh at the next open,
+    # nor one the store object that sealed it takes for a ledger from before seals.
     db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = 2", "conv")
     db.run("UPDATE {heads} SET mac = '' WHERE stream_id = ?", "conv")
-    fresh = backend.open()
-    assert "seal" in fresh.verify().failures["conv"][1]
+    for store in (backend.open(), sealer):
+        assert "seal" in store.verify().failures["conv"][1]
     assert not _seal(db, "conv")
+
+
+def test_the_open_that_keys_a_ledger_reports_and_enforces_it_at_once(backend: Any) -> None:
+    plain = backend.open()
+    _say(plain, "conv", "before the key")
+    db = Db(backend)
+    ((last,),) = db.run("SELECT MAX(position) FROM {events}")
+    keyed = backend.open(chain_key=KEY, adopt_key=True)
+    report = keyed.verify()
+    assert report.ok
+    assert (report.keyed_since, report.legacy_records) == (last, 1)
+    # A forger truncates the memory and blanks its seal while the keyed store is open.
+    _say(keyed, "conv", "after", "the key")
+    db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = 3", "conv")
+    db.run("UPDATE {heads} SET mac = '' WHERE stream_id = ?", "conv")
+    assert "seal" in keyed.verify().failures["conv"][1]
+    with pytest.raises(ChainIntegrityError):
+        _served(keyed, "conv")
 
 
 @pytest.mark.parametrize("value", ["", "garbage", "v3:0:0:" + "0" * 64 + ":" + "0" * 64])
@@ -152,10 +182,16 @@ def test_a_key_check_that_is_no_key_check_refuses_the_key(backend: Any, value: s
     assert reader.verify().failures["conv"][1] == KEYED_CHAIN
 
 
-@pytest.mark.parametrize("chain_key", [None, KEY], ids=["without-key", "with-key"])
-def test_an_open_with_nothing_to_settle_takes_no_write_lock(tmp_path: Any, chain_key: Any) -> None:
+@pytest.mark.parametrize(
+    ("keyed", "chain_key"),
+    [(False, None), (True, None), (True, KEY)],
+    ids=["unkeyed", "keyed-without-key", "keyed-with-key"],
+)
+def test_an_open_with_nothing_to_settle_takes_no_write_lock(
+    tmp_path: Any, keyed: bool, chain_key: Any
+) -> None:
     path = tmp_path / "events.db"
-    with SQLiteEventStore(path, chain_key=KEY) as store:
+    with SQLiteEventStore(path, chain_key=KEY if keyed else None) as store:
         _say(store, "conv", "a")
     # Another process holds the write lock (a long import, say): opening to read must not wait.
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:
@@ -163,3 +199,26 @@ def test_an_open_with_nothing_to_settle_takes_no_write_lock(tmp_path: Any, chain
         with SQLiteEventStore(path, chain_key=chain_key, busy_timeout=0.05) as reader:
             assert [r.seq for r in reader.read("conv")] == [1]
         other.execute("ROLLBACK")
+
+
+def test_upgrading_a_version_1_ledger_keeps_the_seals_it_has(backend: Any) -> None:
+    store = backend.open(chain_key=KEY)
+    _say(store, "conv", "a", "b")
+    _say(store, "other", "c")
+    store.close()
+    db = Db(backend)
+    _as_keyed_by_version_1(db, heads_sealed=False)
+    # One memory was sealed after all (under the key), and a forger truncated it, moving its
+    # head back: the seal he cannot recompute no longer matches. Upgrading seals only the
+    # blank seals, so it must not put a fresh seal over his edit.
+    ((first,),) = db.run("SELECT hash FROM {events} WHERE stream_id = ? AND seq = 1", "conv")
+    db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = 2", "conv")
+    db.run(
+        "UPDATE {heads} SET seq = 1, hash = ?, mac = ? WHERE stream_id = ?",
+        first,
+        "0" * 64,
+        "conv",
+    )
+    upgraded = backend.open(chain_key=KEY)
+    assert set(upgraded.verify().failures) == {"conv"}
+    assert _seal(db, "other")
