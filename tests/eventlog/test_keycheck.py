@@ -201,16 +201,22 @@ def test_an_open_with_nothing_to_settle_takes_no_write_lock(
         other.execute("ROLLBACK")
 
 
-def test_upgrading_a_version_1_ledger_keeps_the_seals_it_has(backend: Any) -> None:
-    store = backend.open(chain_key=KEY)
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed-version-1"])
+def test_sealing_the_blank_heads_keeps_the_seals_there_are(backend: Any, keyed: bool) -> None:
+    chain_key = KEY if keyed else None
+    store = backend.open(chain_key=chain_key)
     _say(store, "conv", "a", "b")
     _say(store, "other", "c")
     store.close()
     db = Db(backend)
-    _as_keyed_by_version_1(db, heads_sealed=False)
-    # One memory was sealed after all (under the key), and a forger truncated it, moving its
-    # head back: the seal he cannot recompute no longer matches. Upgrading seals only the
-    # blank seals, so it must not put a fresh seal over his edit.
+    if keyed:
+        _as_keyed_by_version_1(db, heads_sealed=False)
+    else:
+        db.run("DELETE FROM {settings} WHERE name = ?", HEADS_SEALED)
+        db.run("UPDATE {heads} SET mac = ''")
+    # One memory was sealed after all, and a forger truncated it, moving its head back with a
+    # seal that does not match. The open that seals the blank heads seals only those, so it
+    # must not put a fresh seal over his edit.
     ((first,),) = db.run("SELECT hash FROM {events} WHERE stream_id = ? AND seq = 1", "conv")
     db.run("DELETE FROM {events} WHERE stream_id = ? AND seq = 2", "conv")
     db.run(
@@ -219,6 +225,6 @@ def test_upgrading_a_version_1_ledger_keeps_the_seals_it_has(backend: Any) -> No
         "0" * 64,
         "conv",
     )
-    upgraded = backend.open(chain_key=KEY)
-    assert set(upgraded.verify().failures) == {"conv"}
+    sealer = backend.open(chain_key=chain_key)
+    assert set(sealer.verify().failures) == {"conv"}
     assert _seal(db, "other")
