@@ -58,3 +58,13 @@ def test_a_receipt_file_of_the_wrong_shape_does_not_check_and_never_raises(
     check = check_receipt(json.dumps(doc).encode(), trusted)
     assert not check.ok
     assert reason in check.reason
+
+
+def test_a_receipt_file_shows_its_text_as_written() -> None:
+    store = InMemoryEventStore()
+    store.append("anna", batch("a"))
+    receipt = store.erase("anna", reason="Löschantrag nach Art. 17 DSGVO")
+    text = receipt_bundle(store, receipt)
+    # Read by people as well as by check_receipt: the reason as written, not \u escapes.
+    assert "Löschantrag" in text
+    assert check_receipt(text, store.digest()).receipt["reason"] == receipt.event.reason
