@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from eventlog.errors import ConcurrencyError
+from eventlog.hashing import GENESIS
 from eventlog.ids import StreamKey
 from eventlog.testing.records import batch
 
@@ -30,3 +32,16 @@ def test_a_stream_key_that_is_no_text_says_so_rather_than_what_it_would_be_store
     with pytest.raises(ValueError, match="lone surrogate") as caught:
         store.append(StreamKey("a\ud800b"), batch("x"))
     assert "not a key chatledger writes" not in str(caught.value)
+
+
+def test_an_expected_hash_the_head_does_not_have_names_the_head_found(backend: Any) -> None:
+    store = backend.open()
+    # A writer who believes the memory holds a record it does not (a restore, a failover).
+    with pytest.raises(ConcurrencyError) as caught:
+        store.append("u1", batch("a"), expected_hash="ab" * 32)
+    assert (caught.value.actual, caught.value.actual_hash) == (0, GENESIS)
+    (first,) = store.append("u1", batch("a"), expected_hash=GENESIS)
+    with pytest.raises(ConcurrencyError) as caught:
+        store.append("u1", batch("b"), expected_hash=GENESIS)
+    assert (caught.value.actual, caught.value.actual_hash) == (1, first.hash)
+    assert [r.seq for r in store.read("u1")] == [1]
