@@ -1,6 +1,8 @@
 """The key check value and what an open settles (:mod:`eventlog.keycheck`), tried the way a
-forger without the chain key would: each guarantee is attacked with plain SQL on a real SQLite
-file and a real PostgreSQL schema, then the ledger is opened as an application would."""
+forger without the chain key would: each guarantee of the stored check and the head seals is
+attacked with plain SQL on a real SQLite file and a real PostgreSQL schema, then the ledger is
+opened as an application would. Also: the argument checks, and that an open with nothing to
+settle takes no write lock."""
 
 from __future__ import annotations
 
