@@ -244,7 +244,9 @@ def _reconcile(store: EventStore, tx: LedgerTx, where: str, *, write: bool) -> b
     if not sealed:
         _seal_heads(store, tx, key, pending=True)
         tx.put_setting(HEADS_SEALED, "sealed")
-    store._legacy = (count, root)
+    # Sealed now, under a version 2 check: a seal missing later is an edit, also to this store
+    # object (it read the version 1 check, so it took seals as optional).
+    store._seals_required, store._legacy = True, (count, root)
     return False
 
 

@@ -62,8 +62,10 @@ class LedgerRows(LedgerNames):
             ValueError: The key or an item is not valid (see :mod:`eventlog.validation`).
         """
         problem = validation.key_problem(key)
-        if problem is None and isinstance(memory_id, StreamKey) and key.startswith("~"):
-            # A stored key used as is must be one memory_key writes, or it aliases another.
+        if problem is None and isinstance(memory_id, StreamKey):
+            # A stored key used as is must be one memory_key writes, or it aliases another
+            # (a tagged key) or is one verify() reports malformed (a NUL: such ids are stored
+            # JSON-escaped), so every stream key is checked, not only the tagged ones.
             try:
                 canonical = memory_key(memory_id_from_key(key))
             except ValueError as e:
