@@ -9,7 +9,7 @@ from eventlog import ChainIntegrityError, InMemoryEventStore
 from eventlog.hashing import KEYED_CHAIN, RANGE_ROW_FIELDS, head_mac, verified_run
 from eventlog.models import HeadSeal
 from eventlog.testing.records import batch
-from eventlog.vouch import NO_SEALS, head_problem, seal_problem
+from eventlog.vouch import NO_SEALS, head_problem, restored, seal_problem
 
 KEY = b"k" * 32
 
@@ -170,3 +170,54 @@ def test_verified_run_stops_at_the_first_row_verifies_would_not_pass():
     assert verified_run("u1", rows, None, 2) == 0
     # Check a keyed check of unkeyed rows leaves them to the full path.
     assert verified_run("u1", rows, b"k" * 32, 0) == 0
+
+
+def test_content_back_in_the_last_record_an_erasure_reached_is_refused(store):
+    # An import of an erasure's emptied records (without its receipt) seals the memory erased
+    # through the last of them: the bound is inclusive, so that record may not hold content.
+    before = store._streams["m"][3]
+    store.erase("m", reason="request 7")
+    store._streams["m"] = store._streams["m"][:4]
+    store._seal("m", store._streams["m"][3], erased_through=4)
+    assert store.read_verified("m") == store._streams["m"]
+    store._streams["m"][3] = before  # put back from a backup: it matches the commitment
+    error = _refused(store, "content is back", gt=2)
+    assert error.seq == 4
+    assert restored(before, 4) is not None
+    assert restored(before, 3) is None
+
+
+def test_ends_that_show_a_first_record_but_no_newest_are_refused_not_crashed(store, monkeypatch):
+    # A backend whose ends are not one snapshot (or a forged one) may show a first record and
+    # no newest: records read then have no head to be vouched for.
+    _, first, _ = store._ends("m")
+    monkeypatch.setattr(store, "_ends", lambda key: (None, first, None))
+    error = _refused(store, "no head", gt=1)
+    assert error.seq == 2
+    with pytest.raises(ChainIntegrityError, match="no head"):
+        store.read_verified_rows("m")
+
+
+def test_an_unkeyed_ledger_never_walks_a_memory_to_serve_a_read(store, monkeypatch):
+    # A read costs the records it returns, not the history: nothing outside the range (the
+    # first record and the head aside) is read, so a damaged record outside it is not either.
+    def walked(key):
+        raise AssertionError(f"{key} walked")
+
+    monkeypatch.setattr(store, "_pages", walked)
+    assert [r.seq for r in store.read_verified("m", gt=1, lte=3)] == [2, 3]
+    assert [r.seq for r in store.read_verified("m", desc=True, limit=1)] == [4]
+
+
+def test_the_row_read_refuses_content_put_back_after_an_erasure(store):
+    # read_verified_rows checks most rows in one loop: that loop must know the erasure's bound
+    # too, or content restored from a backup (matching its commitment) would be served.
+    # The range starts at the restored record, so no emptied row sends it to the full path.
+    before = store._streams["m"][3]
+    store.erase("m", reason="request 7")
+    store.append("m", batch("e"))
+    assert [row[0] for row in store.read_verified_rows("m")] == [1, 2, 3, 4, 5, 6]
+    store._streams["m"][3] = before
+    with pytest.raises(ChainIntegrityError, match="content is back") as caught:
+        store.read_verified_rows("m", gt=3)
+    assert caught.value.seq == 4
