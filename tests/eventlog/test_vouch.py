@@ -113,13 +113,7 @@ def test_a_head_that_keeps_moving_is_given_up(store, monkeypatch):
 
 
 def test_unkeyed_records_of_a_keyed_ledger_are_walked_once_per_head():
-    plain = InMemoryEventStore()
-    plain.append("m", batch("a", "b"))
-    # Keyed with the records there: the legacy prefix (as adopt_key=True would leave it).
-    plain._key, plain._keyed_db, plain._keyed_since = KEY, True, 2
-    plain._seals["m"] = plain._seals["m"]._replace(
-        mac=head_mac(KEY, "m", 2, plain._seals["m"].hash)
-    )
+    plain = _legacy_ledger()
     walks = []
     real = plain._pages
 
@@ -221,3 +215,40 @@ def test_the_row_read_refuses_content_put_back_after_an_erasure(store):
     with pytest.raises(ChainIntegrityError, match="content is back") as caught:
         store.read_verified_rows("m", gt=3)
     assert caught.value.seq == 4
+
+
+def _legacy_ledger():
+    """A keyed ledger whose memory "m" holds two unkeyed records: the legacy prefix, as
+    adopt_key=True would leave it."""
+    plain = InMemoryEventStore()
+    plain.append("m", batch("a", "b"))
+    plain._key, plain._keyed_db, plain._keyed_since = KEY, True, 2
+    seal = plain._seals["m"]
+    plain._seals["m"] = seal._replace(mac=head_mac(KEY, "m", 2, seal.hash))
+    return plain
+
+
+def test_the_walked_hashes_kept_are_bounded_in_memories():
+    # Each memory walked leaves an entry: one who can make memories must not grow it forever.
+    plain = _legacy_ledger()
+    stale = {f"other{i}": ("h", 1, b"x" * 8) for i in range(10_001)}
+    plain.__dict__["_legacy_vouched"] = dict(stale)
+    assert len(plain.read_verified("m")) == 2
+    assert list(plain.__dict__["_legacy_vouched"]) == ["m"]
+    # Up to the bound (10,000 other memories) nothing is dropped: the walks stay cached.
+    plain.__dict__["_legacy_vouched"] = dict(list(stale.items())[:10_000])
+    plain.read_verified("m")
+    assert len(plain.__dict__["_legacy_vouched"]) == 10_001
+
+
+def test_the_walked_hashes_kept_are_bounded_in_bytes():
+    # Memory "m" keeps 16 bytes (8 per record): with the others it may fill the 64 MiB bound
+    # exactly, and one byte more drops the others.
+    plain = _legacy_ledger()
+    bound = 64 << 20
+    plain.__dict__["_legacy_vouched"] = {"other": ("h", 1, bytes(bound - 16))}
+    plain.read_verified("m")
+    assert sorted(plain.__dict__["_legacy_vouched"]) == ["m", "other"]
+    plain.__dict__["_legacy_vouched"] = {"other": ("h", 1, bytes(bound - 15))}
+    plain.read_verified("m")
+    assert list(plain.__dict__["_legacy_vouched"]) == ["m"]
