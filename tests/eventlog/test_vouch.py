@@ -217,7 +217,7 @@ def test_the_row_read_refuses_content_put_back_after_an_erasure(store):
     assert caught.value.seq == 4
 
 
-def _legacy_ledger():
+def _legacy_ledger() -> InMemoryEventStore:
     """A keyed ledger whose memory "m" holds two unkeyed records: the legacy prefix, as
     adopt_key=True would leave it."""
     plain = InMemoryEventStore()
