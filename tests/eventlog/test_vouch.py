@@ -252,3 +252,12 @@ def test_the_walked_hashes_kept_are_bounded_in_bytes():
     plain.__dict__["_legacy_vouched"] = {"other": ("h", 1, bytes(bound - 15))}
     plain.read_verified("m")
     assert list(plain.__dict__["_legacy_vouched"]) == ["m"]
+
+
+def test_a_newest_record_rewritten_in_place_is_named_at_its_seq(store):
+    # Same seq as the seal, another hash (a forger rewrote the last message and recomputed
+    # its hash): not a truncation, so the error names that record, not a missing one.
+    stream = store._streams["m"]
+    stream[3] = stream[3]._replace(hash="b" * 64)
+    error = _refused(store, r"the newest record is not the sealed head \(seq 4\)", gt=3)
+    assert error.seq == 4
