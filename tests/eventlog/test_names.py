@@ -139,3 +139,15 @@ def test_a_ledger_is_erasable_only_when_created_so_and_stays_so(tmp_path: pathli
         (info,) = again.streams()
         assert info.stream_id.startswith(PSEUDONYM_PREFIX) and info.memory_id == ("alice", "s1")
         assert not isinstance(info.memory_id, StreamKey)
+
+
+def test_the_pseudonym_cache_is_bounded():
+    # One who can make memories must not grow it forever: past 100,000 ids it starts over,
+    # and a pseudonym computed again is the same.
+    ids = _ids("stored", stored_key=STORED)
+    ids._pseudonyms = {str(i): "~p:x" for i in range(100_000)}
+    ids.pseudonym(ALICE, "append")
+    assert len(ids._pseudonyms) == 100_001
+    ids.pseudonym(BOB, "append")
+    assert ids._pseudonyms == {BOB: _mac(bytes.fromhex(STORED), BOB)}
+    assert ids.pseudonym(ALICE, "append") == _mac(bytes.fromhex(STORED), ALICE)
