@@ -261,3 +261,116 @@ def test_a_newest_record_rewritten_in_place_is_named_at_its_seq(store):
     stream[3] = stream[3]._replace(hash="b" * 64)
     error = _refused(store, r"the newest record is not the sealed head \(seq 4\)", gt=3)
     assert error.seq == 4
+
+
+def test_a_read_of_no_records_is_served(store):
+    assert store.read_verified("m", limit=0) == []
+    assert store.read_verified("m", desc=True, limit=0) == []
+
+
+def _stale_ends(store, monkeypatch):
+    """Ends as read before another writer appended seq 5: the read runs after that append."""
+    ends = store._ends("m")
+    store.append("m", batch("e"))
+    monkeypatch.setattr(store, "_ends", lambda key: ends)
+
+
+def test_a_row_deleted_at_the_start_is_refused_though_an_append_lengthened_the_answer(
+    store, monkeypatch
+):
+    # Seq 2 gone, seq 5 appended since the ends were read: as many rows as the range needs,
+    # but not the ones it needs.
+    _stale_ends(store, monkeypatch)
+    real_rows, real_read = store._range_rows, store.read
+    monkeypatch.setattr(store, "_range_rows", lambda *a: [r for r in real_rows(*a) if r[0] != 2])
+    monkeypatch.setattr(
+        store, "read", lambda *a, **k: [r for r in real_read(*a, **k) if r.seq != 2]
+    )
+    with pytest.raises(ChainIntegrityError, match="seq 2 is missing") as caught:
+        store.read_verified_rows("m", gt=1)
+    assert caught.value.seq == 2
+    assert _refused(store, "seq 2 is missing", gt=1).seq == 2
+
+
+def test_the_oldest_or_newest_records_missing_from_a_descending_read_are_named(store, monkeypatch):
+    real = store.read
+
+    def dropping(cut):
+        monkeypatch.setattr(store, "read", lambda *a, **k: cut(real(*a, **k)))
+
+    dropping(lambda found: found[:-1])  # the oldest of the records asked for
+    assert _refused(store, "seq 2 is missing", desc=True, limit=3).seq == 2
+    dropping(lambda found: found[2:])  # the newest two
+    assert _refused(store, "seq 3 is missing", desc=True, limit=4).seq == 3
+    dropping(lambda found: [])
+    assert _refused(store, "seq 4 is missing", desc=True, limit=2).seq == 4
+
+
+def test_a_ledger_from_before_seals_still_refuses_a_short_range(store, monkeypatch):
+    # No seal to say where the head is: the newest record says it, so a record deleted
+    # inside the range is still refused.
+    store._seals_required = False
+    ends = store._ends("m")
+    monkeypatch.setattr(store, "_ends", lambda key: (NO_SEALS, ends[1], ends[2]))
+    assert [r.seq for r in store.read_verified("m", gt=1, lte=3)] == [2, 3]
+    real_rows, real_read = store._range_rows, store.read
+    monkeypatch.setattr(
+        store, "read", lambda *a, **k: [r for r in real_read(*a, **k) if r.seq != 3]
+    )
+    monkeypatch.setattr(store, "_range_rows", lambda *a: [r for r in real_rows(*a) if r[0] != 3])
+    assert _refused(store, "seq 3 is missing", gt=1, lte=3).seq == 3
+    with pytest.raises(ChainIntegrityError, match="seq 3 is missing"):
+        store.read_verified_rows("m", gt=1, lte=3)
+
+
+def test_a_missing_or_unchained_first_record_is_named_at_seq_1(store, monkeypatch):
+    seal, _, last = store._ends("m")
+    monkeypatch.setattr(store, "_ends", lambda key: (seal, None, last))
+    assert _refused(store, "first record is missing", gt=2).seq == 1
+    monkeypatch.undo()
+    stream = store._streams["m"]
+    first = stream.pop(0)
+    assert _refused(store, "records before seq 2 are missing", gt=2).seq == 1
+    stream.insert(0, first._replace(prev_hash="a" * 64))
+    assert _refused(store, "does not start the chain", gt=2).seq == 1
+
+
+def test_a_head_given_up_on_names_no_record(store, monkeypatch):
+    seals = iter(range(100))
+    monkeypatch.setattr(
+        store, "_ends", lambda key: (store._seals[key]._replace(seq=5 + next(seals)), None, None)
+    )
+    assert _refused(store, "kept moving").seq == 0
+
+
+def test_a_keyed_ledger_of_keyed_records_never_walks_a_memory():
+    keyed = InMemoryEventStore(chain_key=KEY)
+    keyed.append("m", batch("a", "b", "c"))
+
+    def walked(key):
+        raise AssertionError(f"{key} walked")
+
+    keyed._pages = walked  # type: ignore[method-assign]
+    assert [r.seq for r in keyed.read_verified("m", gt=1)] == [2, 3]
+
+
+def test_an_unkeyed_record_read_other_than_the_walk_saw_it_is_refused(monkeypatch):
+    # A one-record read (as_of) is bound by no link: a forger's unkeyed record 1, hash
+    # recomputed (it verifies on its own), read while the walk saw the real one.
+    plain = _legacy_ledger()
+    forger = InMemoryEventStore()
+    forger.append("m", batch("forged"))
+    (forged,) = forger._streams["m"]
+    assert plain.check(forged) is None and forged.hash != plain._streams["m"][0].hash
+    real = plain.read
+
+    def rewritten(key, **bounds):
+        return [forged] if bounds.get("lte") == 1 else real(key, **bounds)
+
+    monkeypatch.setattr(plain, "read", rewritten)
+    assert _refused(plain, "changed while it was read", lte=1).seq == 1
+    # And when the walk is already cached at this head: the cache does not vouch for it.
+    monkeypatch.undo()
+    plain.read_verified("m")
+    monkeypatch.setattr(plain, "read", rewritten)
+    assert _refused(plain, "changed while it was read", lte=1).seq == 1
