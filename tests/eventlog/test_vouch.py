@@ -9,7 +9,7 @@ from eventlog import ChainIntegrityError, InMemoryEventStore
 from eventlog.hashing import KEYED_CHAIN, RANGE_ROW_FIELDS, head_mac, verified_run
 from eventlog.models import HeadSeal
 from eventlog.testing.records import batch
-from eventlog.vouch import NO_SEALS, head_problem, restored, seal_problem
+from eventlog.vouch import NO_SEALS, erased_bound, head_problem, restored, seal_problem
 
 KEY = b"k" * 32
 
@@ -374,3 +374,34 @@ def test_an_unkeyed_record_read_other_than_the_walk_saw_it_is_refused(monkeypatc
     plain.read_verified("m")
     monkeypatch.setattr(plain, "read", rewritten)
     assert _refused(plain, "changed while it was read", lte=1).seq == 1
+
+
+def test_half_the_content_put_back_is_refused_too(store):
+    # Salt or payload alone back in an erased record: either is content the erasure removed.
+    original = store._streams["m"][1]
+    store.erase("m", reason="request 7")
+    emptied = store._streams["m"][1]
+    assert restored(emptied, 5) is None
+    assert restored(emptied._replace(salt=original.salt), 5) is not None
+    assert restored(emptied._replace(payload=original.payload), 5) is not None
+
+
+def test_a_memory_without_a_seal_is_reported_for_that_not_for_its_content(store):
+    # No seal: nothing was erased (bound 0), so the content of record 1 is no "content back".
+    assert erased_bound(None) == 0 and erased_bound(NO_SEALS) is None
+    store._seals.pop("m")
+    assert store.verify().failures["m"] == (
+        4,
+        "it has records but no head seal (a seal deleted by hand)",
+    )
+
+
+def test_the_row_read_vouches_in_one_loop_without_the_full_path(store, monkeypatch):
+    # The row read exists to be cheaper: an intact memory, or none, never takes the full path.
+    def full(*args, **kwargs):
+        raise AssertionError("the full path was taken")
+
+    monkeypatch.setattr(store, "read_verified", full)
+    assert [row[0] for row in store.read_verified_rows("m")] == [1, 2, 3, 4]
+    assert [row[0] for row in store.read_verified_rows("m", gt=2)] == [3, 4]
+    assert store.read_verified_rows("nobody") == []
