@@ -405,3 +405,15 @@ def test_the_row_read_vouches_in_one_loop_without_the_full_path(store, monkeypat
     assert [row[0] for row in store.read_verified_rows("m")] == [1, 2, 3, 4]
     assert [row[0] for row in store.read_verified_rows("m", gt=2)] == [3, 4]
     assert store.read_verified_rows("nobody") == []
+
+
+def test_an_unsealed_head_row_still_tells_how_long_the_memory_was(store):
+    # A ledger migrated to head rows but never opened writable since: its heads hold the seq
+    # and hash, no mac yet. The mac is not checked, but the seq still shows a truncated tail.
+    store._seals_required = False
+    store._seals["m"] = store._seals["m"]._replace(mac="")
+    assert [r.seq for r in store.read_verified("m", gt=2)] == [3, 4]
+    del store._streams["m"][3]
+    assert _refused(store, "seq 4 is missing", gt=2).seq == 4
+    with pytest.raises(ChainIntegrityError, match="seq 4 is missing"):
+        store.read_verified_rows("m", gt=2)
