@@ -417,3 +417,9 @@ def test_an_unsealed_head_row_still_tells_how_long_the_memory_was(store):
     assert _refused(store, "seq 4 is missing", gt=2).seq == 4
     with pytest.raises(ChainIntegrityError, match="seq 4 is missing"):
         store.read_verified_rows("m", gt=2)
+
+
+def test_a_record_deleted_inside_the_range_is_named(store):
+    del store._streams["m"][2]
+    error = _refused(store, "seq 3 is missing", gt=1, lte=4)
+    assert error.seq == 3
