@@ -23,6 +23,7 @@ from eventlog.keyring import (
     is_sealed,
     open_sealed,
     seal,
+    sealed_key_id,
     subject_of,
 )
 from eventlog.keyring_file import FileKeyring
@@ -658,3 +659,77 @@ def test_an_unwrapped_keyring_is_wrapped_once_and_never_adopted_silently(tmp_pat
     with pytest.raises(KeyringError, match="no such file"):
         FileKeyring.wrap(tmp_path / "none.json", MASTER)
     assert not (tmp_path / "none.json").exists()
+
+
+# -- the edges an attacker or a third-party keyring reaches ------------------------------------
+
+
+class _OneKeyPerSubject(Keyring):
+    """A minimal third-party keyring (a KMS): only the abstract methods, the defaults kept."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, tuple[str, bytes]] = {}
+
+    def current(self, subject: str) -> tuple[str, bytes]:
+        return self.keys.setdefault(subject, (f"kms:{len(self.keys)}", os.urandom(32)))
+
+    def get(self, key_id: str) -> bytes | None:
+        return next((key for kid, key in self.keys.values() if kid == key_id), None)
+
+    def destroy(self, subject: str) -> int:
+        return int(self.keys.pop(subject, None) is not None)
+
+
+def test_a_keyring_that_records_no_erasures_never_calls_a_key_destroyed():
+    ring = _OneKeyPerSubject()
+    payload = seal(ring, "user-42", AAD, TEXT, memory="m1")
+    # Check per-memory sealing falls back to the subject's key, and erasing one memory of
+    # such a keyring shreds nothing (it says so: 0 keys destroyed).
+    assert payload.startswith(f"enc1:{ring.current('user-42')[0]}:")
+    assert ring.destroy_memory("user-42", "m1") == 0
+    # A key id with a colon (a KMS's) still parses: the last colon ends it.
+    assert open_sealed(ring, AAD, payload, where=WHERE) == TEXT
+    # Destroyed, its key is merely missing to a keyring that keeps no record of erasures.
+    key_id = ring.current("user-42")[0]
+    ring.destroy("user-42")
+    with pytest.raises(KeyUnavailableError, match="does not hold that key") as info:
+        open_sealed(ring, AAD, payload, where=WHERE)
+    assert info.value.key_id == key_id and not info.value.destroyed
+    assert not ring.destroyed(key_id)
+
+
+def test_a_record_left_sealed_says_it_is_still_sealed():
+    error = KeyUnavailableError(WHERE, "0123", keyring_given=None)
+    assert "still sealed" in str(error) and not error.destroyed
+
+
+def test_seal_refuses_a_keyring_that_returns_no_key_id():
+    class Nameless(MemoryKeyring):
+        def current(self, subject):
+            return "", b"0" * 32
+
+    with pytest.raises(KeyringError, match="non-empty id"):
+        seal(Nameless(), "user-42", AAD, TEXT)
+
+
+def test_an_empty_text_seals_and_opens():
+    # Its sealed form is exactly a nonce and a tag: the shortest valid payload.
+    keyring = MemoryKeyring()
+    payload = seal(keyring, "user-42", AAD, "")
+    assert len(base64.urlsafe_b64decode(payload.rsplit(":", 1)[1])) == 12 + 16
+    assert open_sealed(keyring, AAD, payload, where=WHERE) == ""
+
+
+def test_a_payload_with_characters_outside_base64_is_refused_not_cleaned():
+    # A row edited to carry extra bytes must not open as if it were untouched.
+    keyring = MemoryKeyring()
+    payload = seal(keyring, "user-42", AAD, TEXT)
+    head, data = payload.rsplit(":", 1)
+    with pytest.raises(SealBrokenError, match="not base64"):
+        open_sealed(keyring, AAD, f"{head}:{data[:8]}!{data[8:]}", where=WHERE)
+
+
+def test_only_text_starting_with_the_prefix_is_sealed():
+    # A BLOB put in the payload column by hand is not sealed content (and no TypeError).
+    assert not is_sealed(b"enc1:k:AAAA")  # type: ignore[arg-type]
+    assert sealed_key_id("enc1:kms:key:1:AAAA") == "kms:key:1"
