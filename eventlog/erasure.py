@@ -31,6 +31,7 @@ __all__ = [
     "erased_after",
     "erasure_record",
     "erasure_step",
+    "purged",
     "tombstone",
 ]
 
@@ -151,16 +152,7 @@ def erase(
     receipts = store._erase([key], reason, expected_seq)
     store._name_rows_made.pop(key, None)  # the backend deleted the row with the content
     pending = not store._clean_files("erase")
-    if store._keyring is not None:
-        # Last: while the key exists a crash leaves nothing unreadable that is not erased.
-        # The memory's own key goes (content sealed before memories had their own keys
-        # shares its subject's key with the subject's other memories: erase_subject
-        # destroys that); a plain id is its own subject, so its subject key goes too.
-        known = store._names is not None and store._names.clear_key(key) is not None
-        subject = store._subject(key) if known else subject_of(memory_id)
-        store._keyring.destroy_memory(subject, key)
-        if not isinstance(memory_id, tuple):
-            store._keyring.destroy(subject)
+    _shred(store, memory_id, key)
     if not receipts:
         msg = (
             f"erase of {key}: nothing to erase (no records, or their content was erased "
@@ -170,6 +162,32 @@ def erase(
     clear = None if store._names is None else store._names.clear_key(key)
     named = receipts[0].memory_id if clear is None else memory_id_from_key(clear)
     return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
+
+
+def purged(store: EventStore, memory_id: MemoryId, key: str) -> None:
+    """What a backend's ``purge`` does after its commit: forget the ``names`` row it deleted
+    in its transaction and, with a keyring, shred the memory's content key as :func:`erase`
+    does. Without that a purge - the stronger erasure - left the id of a ledger with
+    erasable ids in its ``names`` row, and the key that opens a backup's copy of the purged
+    content in the keyring."""
+    store._name_rows_made.pop(key, None)
+    _shred(store, memory_id, key)
+
+
+def _shred(store: EventStore, memory_id: MemoryId, key: str) -> None:
+    """Destroy the content key of memory ``key`` (stored key; ``memory_id`` as the caller
+    gave it), if the store has a keyring. Last: while the key exists, a crash leaves nothing
+    unreadable that is not erased."""
+    if store._keyring is None:
+        return
+    # The memory's own key goes (content sealed before memories had their own keys shares
+    # its subject's key with the subject's other memories: erase_subject destroys that); a
+    # plain id is its own subject, so its subject key goes too.
+    known = store._names is not None and store._names.clear_key(key) is not None
+    subject = store._subject(key) if known else subject_of(memory_id)
+    store._keyring.destroy_memory(subject, key)
+    if not isinstance(memory_id, tuple):
+        store._keyring.destroy(subject)
 
 
 def erase_subject(

@@ -116,6 +116,11 @@ class Recorder(ABC):
 
         The tombstone (kind ``memory_purged``) takes seq ``expected_seq + 1`` and chains to the
         last erased hash, so :meth:`verify` still passes and an auditor sees that the id existed.
+        As :meth:`erase`, it takes the id too: on a ledger with erasable ids the memory's
+        ``names`` row is deleted in the same transaction (the tombstone names the pseudonym),
+        and with a keyring the memory's content key is destroyed after the commit, so a backup
+        taken before yields neither. A backend calls :func:`eventlog.erasure.purged` after its
+        commit.
 
         Args:
             memory_id: The memory id to erase.

@@ -99,7 +99,8 @@ def shown_key(info: StreamInfo) -> str:
 
 def erased_id_label(store: EventStore, info: StreamInfo) -> str | None:
     """``erased (receipt RECEIPT_ID)`` for a memory whose id was erased with its content
-    (erasable ids), naming the newest erasure receipt in full; None for any other memory.
+    (erasable ids), naming the newest erasure receipt in full (``purged (tombstone at seq N)``
+    when a purge came after it); None for any other memory.
     The old id is gone from the ledger: the receipt is what is left to name it by."""
     if not info.id_erased:
         return None
@@ -110,6 +111,8 @@ def erased_id_label(store: EventStore, info: StreamInfo) -> str | None:
         for record in page:
             if record.kind == "memory_erased":
                 return f"erased (receipt {record.position}-{record.hash})"
+            if record.kind == "memory_purged":
+                return f"purged (tombstone at seq {record.seq})"
         if len(page) < 100:
             break
         newest = page[-1].seq - 1

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from eventlog.erasure import brings_erasure, erased_after, erasure_record, tombstone
+from eventlog.erasure import brings_erasure, erased_after, erasure_record, purged, tombstone
 from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -184,13 +184,15 @@ class InMemoryEventStore(EventStore):
             self._tree = []  # the erased records were in it: the next digest rebuilds
             self._tree_gen += 1
             self._streams[key] = []
+            self._names_of.pop(key, None)  # the id goes with the content, as in _erase
             (row,) = self._build(key, head, [tomb], now)
             self._position += 1
             record = Record(self._position, *row)
             self._streams[key].append(record)
             self._all.append(record)
             self._seal(key, record, erased_through=record.seq)  # purged records: never back
-            return record
+        purged(self, memory_id, key)
+        return record
 
     def _erase(
         self, keys: Sequence[str], reason: str, expected_seq: int | None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import pq
 
-from eventlog.erasure import erasure_record, tombstone
+from eventlog.erasure import erasure_record, purged, tombstone
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -49,6 +49,8 @@ class PostgresErasure(PostgresBase):
                 raise ConcurrencyError(key, expected_seq, head.seq)
             count = conn.execute(self._q["delete_events"], (key,)).rowcount
             conn.execute(self._q["delete_snapshots"], (key,))
+            if self._names is not None:
+                conn.execute(self._q["drop_name"], (key,))  # the id goes, as in _erase
             # The erased records are in the ledger tree's blocks: drop them (the next digest
             # rebuilds), under the lock savers take, so none slips stale blocks back in.
             conn.execute(pgsql.LOCK, (self._tree_key,))
@@ -67,6 +69,7 @@ class PostgresErasure(PostgresBase):
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         self._wrote(record.position)
         self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum
+        purged(self, memory_id, key)
         return record
 
     def _erase(

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from eventlog.erasure import erasure_record, tombstone
+from eventlog.erasure import erasure_record, purged, tombstone
 from eventlog.errors import ConcurrencyError, PersistenceError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -61,6 +61,8 @@ class SQLiteErasure(SQLiteBase):
             conn.execute(SEAL_ERASURE, (record.seq, key))
             conn.execute("DELETE FROM events WHERE stream_id = ? AND seq < ?", (key, record.seq))
             conn.execute("DELETE FROM snapshots WHERE stream_id = ?", (key,))
+            if self._names is not None:
+                conn.execute(DROP_NAME, (key,))  # the id goes with the content, as in _erase
             if self._tree_table:
                 conn.execute(TREE_DROP)  # their records are gone: the next digest rebuilds
                 conn.execute(TREE_BUMP)  # and a tree read before this must not be saved
@@ -74,6 +76,7 @@ class SQLiteErasure(SQLiteBase):
         # it is checkpointed and truncated - which readers in other connections can delay
         # (then cleanup_pending says so, and the next erase, purge or checkpoint finishes it).
         self._clean_files("purge")
+        purged(self, memory_id, key)
         return record
 
     def _erase(

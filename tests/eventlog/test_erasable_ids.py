@@ -406,3 +406,100 @@ def test_with_a_file_keyring_no_file_keeps_the_id_after_erase_subject(tmp_path):
         named = [memory_key(i.memory_id) for i in old.streams() if not i.id_erased]
         assert all(MARKER not in n for n in named)
         assert sum(isinstance(i.memory_id, StreamKey) for i in old.streams()) == 2
+
+
+# ------------------------------------------------------------------ purge takes the id too
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["stored-key", "chain-key"])
+def test_purge_takes_the_id_with_the_records(backend, keyed):
+    store = _pseudonymous(backend, **({"chain_key": KEY} if keyed else {}))
+    _fill(store)
+    victim = str(store.stream_key((MARKER, "s1")))
+    head = store.head((MARKER, "s1"))
+    assert head is not None
+    tomb = store.purge((MARKER, "s1"), expected_seq=head.seq, reason="retention")
+    # Check the tombstone names the pseudonym only, and the listing no longer gives the id.
+    assert tomb.stream_id == victim and MARKER not in tomb.payload
+    reopened = (
+        store if backend.name == "memory" else backend.open(**({"chain_key": KEY} if keyed else {}))
+    )
+    for lister in (store, reopened):  # the cache of this object, and the database itself
+        infos = {i.stream_id: i for i in lister.streams()}
+        assert infos[victim].id_erased
+        assert infos[victim].memory_id == StreamKey(victim)
+        left = {memory_key(i.memory_id) for i in infos.values() if not i.id_erased}
+        assert left == {
+            memory_key((MARKER, "s2")),
+            memory_key((OTHER, "s1")),
+            memory_key((OTHER, "s2")),
+        }
+    assert store.verify().ok and reopened.verify().ok
+    # Check the id keeps working for new messages, which store its names row again.
+    store.append((MARKER, "s1"), batch("after the purge"))
+    assert not {i.stream_id: i for i in reopened.streams()}[victim].id_erased
+
+
+def test_sqlite_purge_leaves_no_byte_of_the_id_in_any_file(tmp_path):
+    path = tmp_path / "chat.db"
+    with SQLiteEventStore(path, erasable_ids=True) as store:
+        for i in range(60):
+            store.append((f"user{i}", "s1"), batch(f"question {i} " * 4))
+        store.append((MARKER, "s1"), batch("the marker's text"))
+        store.checkpoint()
+        assert _files_with(path, MARKER)  # its names row, before
+        head = store.head((MARKER, "s1"))
+        assert head is not None
+        store.purge((MARKER, "s1"), expected_seq=head.seq, reason="retention")
+        assert not store.cleanup_pending
+        assert _files_with(path, MARKER) == []
+        assert store.verify().ok
+    assert _files_with(path, MARKER) == []
+
+
+@pytest.mark.parametrize("erasable", [True, False], ids=["erasable-ids", "clear-ids"])
+def test_a_backup_taken_before_a_purge_yields_neither_text_nor_id_with_a_keyring(
+    tmp_path, erasable
+):
+    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
+    ring = MemoryKeyring()
+    secret = "card 4111 1111 1111 1111"  # noqa: S105 - a marker text, not a password
+    with SQLiteEventStore(path, erasable_ids=erasable, keyring=ring) as store:
+        store.append((MARKER, "s1"), batch(secret))
+        store.append((OTHER, "s1"), batch("bob's text"))
+        _backup(path, backup)
+        head = store.head((MARKER, "s1"))
+        assert head is not None
+        store.purge((MARKER, "s1"), expected_seq=head.seq, reason="retention")
+    # Check the backup, opened with the live keyring, yields neither: the purge shredded the
+    # memory's key, which sealed both its text and its names row. (Without erasable ids the
+    # stream key is the id itself: only the text can go.)
+    with SQLiteEventStore(backup, keyring=ring, read_only=True) as old:
+        infos = old.streams()
+        purged_id: Any = (MARKER, "s1")
+        if erasable:
+            named = [i for i in infos if not isinstance(i.memory_id, StreamKey)]
+            assert [memory_key(i.memory_id) for i in named] == [memory_key((OTHER, "s1"))]
+            (hidden,) = [i for i in infos if isinstance(i.memory_id, StreamKey)]
+            purged_id = hidden.memory_id
+        (record,) = old.read(purged_id)
+        with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
+            decode_event(record)
+        # Check the other memory still opens: only the purged memory's key went.
+        assert texts(old.read((OTHER, "s1"))) == ["bob's text"]
+
+
+def test_the_cli_lists_a_purged_id_by_its_tombstone(tmp_path, capsys):
+    from projections.cli.app import main
+
+    path = tmp_path / "chat.db"
+    with SQLiteEventStore(path, erasable_ids=True) as store:
+        _fill(store)
+        head = store.head((MARKER, "s1"))
+        assert head is not None
+        tomb = store.purge((MARKER, "s1"), expected_seq=head.seq, reason="retention")
+    capsys.readouterr()
+    assert main(["ids", "--db", str(path), "--json"]) == 0
+    out = capsys.readouterr().out.replace('\\"', '"')
+    assert f'"id_erased": "purged (tombstone at seq {tomb.seq})"' in out
+    assert memory_key((MARKER, "s1")) not in out and memory_key((MARKER, "s2")) in out
