@@ -19,6 +19,7 @@ from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import subject_of
 from eventlog.models import ErasureReceipt, MemoryErased, MemoryPurged, NewRecord, StreamHead
+from eventlog.names import is_pseudonym
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "brings_erasure",
     "check_reason",
+    "content_subject",
     "erase",
     "erase_subject",
     "erased_after",
@@ -149,10 +151,11 @@ def erase(
     key = store._stream_key(memory_id, "erase")
     check_reason("erase", reason)
     store._writable("erase", type(store).__name__)
+    subject = content_subject(store, key)  # before the names row that may tell it goes
     receipts = store._erase([key], reason, expected_seq)
     store._name_rows_made.pop(key, None)  # the backend deleted the row with the content
     pending = not store._clean_files("erase")
-    _shred(store, memory_id, key)
+    _shred(store, key, subject)
     if not receipts:
         msg = (
             f"erase of {key}: nothing to erase (no records, or their content was erased "
@@ -164,30 +167,50 @@ def erase(
     return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
 
 
-def purged(store: EventStore, memory_id: MemoryId, key: str) -> None:
+def content_subject(store: EventStore, key: str) -> tuple[str, bool] | None:
+    """The keyring subject that sealed memory ``key``'s content (stored key), and whether
+    the subject's own key goes with the memory's (a non-tuple id is its own subject); None
+    without a keyring, or for a pseudonym whose id cannot be read here. Read it *before* an
+    erasure deletes the ``names`` row that may be the only place the id is.
+
+    Derived from the stored key, never from the id as the caller spelled it: compaction and
+    the CLI erase by stored key (a :class:`~eventlog.ids.StreamKey`), whose own text is not
+    the subject of a tuple id's content."""
+    if store._keyring is None:
+        return None
+    names = store._names
+    if names is not None and is_pseudonym(key) and names.clear_key(key) is None:
+        store._named([key])  # reading its names row tells this process the id, if it can
+    clear = key if names is None else names.clear_key(key)
+    if clear is None:
+        return None
+    memory_id = memory_id_from_key(clear)
+    return subject_of(memory_id), not isinstance(memory_id, tuple)
+
+
+def purged(store: EventStore, key: str, subject: tuple[str, bool] | None) -> None:
     """What a backend's ``purge`` does after its commit: forget the ``names`` row it deleted
     in its transaction and, with a keyring, shred the memory's content key as :func:`erase`
-    does. Without that a purge - the stronger erasure - left the id of a ledger with
-    erasable ids in its ``names`` row, and the key that opens a backup's copy of the purged
-    content in the keyring."""
+    does (``subject``: :func:`content_subject`, read before the transaction). Without that a
+    purge - the stronger erasure - left the id of a ledger with erasable ids in its ``names``
+    row, and the key that opens a backup's copy of the purged content in the keyring."""
     store._name_rows_made.pop(key, None)
-    _shred(store, memory_id, key)
+    _shred(store, key, subject)
 
 
-def _shred(store: EventStore, memory_id: MemoryId, key: str) -> None:
-    """Destroy the content key of memory ``key`` (stored key; ``memory_id`` as the caller
-    gave it), if the store has a keyring. Last: while the key exists, a crash leaves nothing
-    unreadable that is not erased."""
-    if store._keyring is None:
+def _shred(store: EventStore, key: str, subject: tuple[str, bool] | None) -> None:
+    """Destroy the content key of memory ``key`` (stored key) filed under ``subject`` (see
+    :func:`content_subject`). Last: while the key exists, a crash leaves nothing unreadable
+    that is not erased."""
+    if store._keyring is None or subject is None:
         return
     # The memory's own key goes (content sealed before memories had their own keys shares
     # its subject's key with the subject's other memories: erase_subject destroys that); a
     # plain id is its own subject, so its subject key goes too.
-    known = store._names is not None and store._names.clear_key(key) is not None
-    subject = store._subject(key) if known else subject_of(memory_id)
-    store._keyring.destroy_memory(subject, key)
-    if not isinstance(memory_id, tuple):
-        store._keyring.destroy(subject)
+    name, own = subject
+    store._keyring.destroy_memory(name, key)
+    if own:
+        store._keyring.destroy(name)
 
 
 def erase_subject(

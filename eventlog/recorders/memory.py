@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from eventlog.erasure import brings_erasure, erased_after, erasure_record, purged, tombstone
+from eventlog.erasure import (
+    brings_erasure,
+    content_subject,
+    erased_after,
+    erasure_record,
+    purged,
+    tombstone,
+)
 from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -166,6 +173,7 @@ class InMemoryEventStore(EventStore):
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = self._stream_key(memory_id, "purge")
+        subject = content_subject(self, key)  # before the names row goes
         with self._lock:
             self._open("purge")
             stream = self._streams.get(key, [])
@@ -191,7 +199,7 @@ class InMemoryEventStore(EventStore):
             self._streams[key].append(record)
             self._all.append(record)
             self._seal(key, record, erased_through=record.seq)  # purged records: never back
-        purged(self, memory_id, key)
+        purged(self, key, subject)
         return record
 
     def _erase(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import pq
 
-from eventlog.erasure import erasure_record, purged, tombstone
+from eventlog.erasure import content_subject, erasure_record, purged, tombstone
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -38,6 +38,7 @@ class PostgresErasure(PostgresBase):
         marks the space reusable) plus your WAL and backup retention.
         """
         key = self._stream_key(memory_id, "purge")
+        subject = content_subject(self, key)  # before the names row goes
         self._writable("purge", self._name)
         conflict = lambda: ConcurrencyError(key, expected_seq, None)  # noqa: E731
         with self._write("purge", conflict, keys=[key]) as conn:
@@ -69,7 +70,7 @@ class PostgresErasure(PostgresBase):
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         self._wrote(record.position)
         self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum
-        purged(self, memory_id, key)
+        purged(self, key, subject)
         return record
 
     def _erase(

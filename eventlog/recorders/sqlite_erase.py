@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from eventlog.erasure import erasure_record, purged, tombstone
+from eventlog.erasure import content_subject, erasure_record, purged, tombstone
 from eventlog.errors import ConcurrencyError, PersistenceError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -36,6 +36,7 @@ class SQLiteErasure(SQLiteBase):
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = self._stream_key(memory_id, "purge")
+        subject = content_subject(self, key)  # before the names row goes
         self._writable("purge", self._where)
 
         def work(conn: sqlite3.Connection) -> Record:
@@ -76,7 +77,7 @@ class SQLiteErasure(SQLiteBase):
         # it is checkpointed and truncated - which readers in other connections can delay
         # (then cleanup_pending says so, and the next erase, purge or checkpoint finishes it).
         self._clean_files("purge")
-        purged(self, memory_id, key)
+        purged(self, key, subject)
         return record
 
     def _erase(

@@ -1,0 +1,153 @@
+"""An erasure on a ledger with a keyring shreds the memory's content key, so a backup taken
+before it yields no text - whichever spelling of the id reaches the erasure: the id itself,
+its stored key (what compaction's retention and the CLI pass), or a pseudonym, in a process
+that has never seen the id. Each test is the attacker's move: a backup copy of the database
+read with the live keyring after the erasure."""
+
+from __future__ import annotations
+
+import pathlib
+import sqlite3
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+
+from eventlog import SQLiteEventStore
+from eventlog.ids import StreamKey, memory_key
+from eventlog.keyring import KeyUnavailableError, MemoryKeyring
+from eventlog.serialization import decode_event
+from eventlog.store import EventStore
+from eventlog.testing.records import batch, texts
+from projections.compaction import compact
+
+VICTIM = ("user-42", "s1")
+OTHER = ("user-7", "s1")
+SECRET = "card 4111 1111 1111 1111"  # noqa: S105 - a marker text, not a password
+
+
+def _backup(path: pathlib.Path, to: pathlib.Path) -> None:
+    with sqlite3.connect(path) as src, sqlite3.connect(to) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+
+
+def _stored_key(store: EventStore) -> StreamKey:
+    return StreamKey(memory_key(VICTIM))
+
+
+def _pseudonym(store: EventStore) -> StreamKey:
+    # As a listing gives it in a process that never saw the id: the stream's own key.
+    (info,) = [i for i in store.streams() if i.memory_id == VICTIM]
+    return StreamKey(info.stream_id)
+
+
+def _erase(store: EventStore, spell: Callable[[EventStore], Any]) -> None:
+    store.erase(spell(store), reason="GDPR")
+
+
+def _purge(store: EventStore, spell: Callable[[EventStore], Any]) -> None:
+    memory_id = spell(store)
+    head = store.head(memory_id)  # by the same spelling: naming VICTIM would teach the id
+    assert head is not None
+    store.purge(memory_id, expected_seq=head.seq, reason="retention")
+
+
+SPELLINGS: dict[str, Callable[[EventStore], Any]] = {
+    "id": lambda _store: VICTIM,
+    "stored-key": _stored_key,
+}
+
+
+def _check_backup(backup: pathlib.Path, ring: MemoryKeyring, erasable: bool) -> None:
+    with SQLiteEventStore(backup, keyring=ring, read_only=True) as old:
+        victim = next(
+            (i.memory_id for i in old.streams() if memory_key(i.memory_id) != memory_key(OTHER)),
+        )
+        (record,) = old.read(victim)
+        with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
+            decode_event(record)
+        # Check only the erased memory's key went: the other one still opens.
+        assert texts(old.read(OTHER)) == ["bob's text"]
+        if erasable:
+            assert isinstance(victim, StreamKey)  # its names row was sealed under that key
+
+
+@pytest.mark.parametrize("erasable", [False, True], ids=["clear-ids", "erasable-ids"])
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+@pytest.mark.parametrize("how", [_erase, _purge], ids=["erase", "purge"])
+def test_an_erasure_shreds_the_key_however_the_id_is_spelled(
+    tmp_path: pathlib.Path, erasable: bool, spelling: str, how: Any
+) -> None:
+    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
+    ring = MemoryKeyring()
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store:
+        store.append(VICTIM, batch(SECRET))
+        store.append(OTHER, batch("bob's text"))
+    _backup(path, backup)
+    # A new store object, as a separate process erasing later would open.
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store:
+        how(store, SPELLINGS[spelling])
+    _check_backup(backup, ring, erasable)
+
+
+@pytest.mark.parametrize("how", [_erase, _purge], ids=["erase", "purge"])
+def test_an_erasure_by_pseudonym_in_a_new_process_shreds_the_key(
+    tmp_path: pathlib.Path, how: Any
+) -> None:
+    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
+    ring = MemoryKeyring()
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=True) as store:
+        store.append(VICTIM, batch(SECRET))
+        store.append(OTHER, batch("bob's text"))
+        pseudonym = _pseudonym(store)
+    _backup(path, backup)
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=True) as store:
+        how(store, lambda _store: pseudonym)  # the id was never named in this process
+    _check_backup(backup, ring, erasable=True)
+
+
+@pytest.mark.parametrize("erasable", [False, True], ids=["clear-ids", "erasable-ids"])
+def test_retention_shreds_the_key_of_an_idle_memory(tmp_path: pathlib.Path, erasable: bool) -> None:
+    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
+    ring = MemoryKeyring()
+    with (
+        freeze_time("2026-01-01"),
+        SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store,
+    ):
+        store.append(VICTIM, batch(SECRET))
+    with (
+        freeze_time("2026-05-30"),
+        SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store,
+    ):
+        store.append(OTHER, batch("bob's text"))
+    _backup(path, backup)
+    # The scheduled job's own store object, months later: only VICTIM is idle long enough.
+    with (
+        freeze_time("2026-06-01"),
+        SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store,
+    ):
+        report = compact(store, idle_for=timedelta(days=1), purge_idle_for=timedelta(days=90))
+        assert report.purged == (VICTIM,)
+    _check_backup(backup, ring, erasable)
+
+
+def test_the_cli_erase_of_a_tuple_id_shreds_its_key(tmp_path: pathlib.Path) -> None:
+    from eventlog import FileKeyring
+    from projections.cli.app import main
+
+    path, backup, keys = tmp_path / "chat.db", tmp_path / "backup.db", tmp_path / "keys.json"
+    with SQLiteEventStore(path, keyring=FileKeyring(keys)) as store:
+        store.append(VICTIM, batch(SECRET))
+        store.append(OTHER, batch("bob's text"))
+    _backup(path, backup)
+    argv = ["erase", memory_key(VICTIM), "--db", str(path), "--keyring", str(keys)]
+    assert main([*argv, "--reason", "GDPR", "--yes"]) == 0
+    with SQLiteEventStore(backup, keyring=FileKeyring(keys), read_only=True) as old:
+        (record,) = old.read(VICTIM)
+        with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
+            decode_event(record)
+        assert texts(old.read(OTHER)) == ["bob's text"]
