@@ -241,10 +241,19 @@ def erase_subject(
     # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup
     # and destroys the key if a crash came between the rows and the key.
     pending = not store._clean_files("erase")
-    if store._keyring is not None and len(prefix) == 1:
-        # Last: while the key exists a crash leaves nothing unreadable that is not erased.
-        # The subject (keyring.subject_of) of every id under a one-element prefix.
-        store._keyring.destroy(memory_key(prefix))
+    if store._keyring is not None:
+        # Last: while a key exists a crash leaves nothing unreadable that is not erased.
+        # Under a one-element prefix, every key of the subject (keyring.subject_of) at once,
+        # its memories' and its own (which sealed content from before memories had keys of
+        # their own). A longer prefix (("user-42", "tenant-a")) erases some of the subject's
+        # memories, not all: each of their own keys goes, one call each.
+        if len(prefix) == 1:
+            store._keyring.destroy(memory_key(prefix))
+        else:
+            for key in keys:
+                mid = named[key]
+                assert isinstance(mid, tuple)  # noqa: S101 - keys holds tuple ids only (above)
+                store._keyring.destroy_memory(subject_of(mid), key)
     return [
         dataclasses.replace(
             r, memory_id=named[r.record.stream_id] or r.memory_id, cleanup_pending=pending

@@ -138,6 +138,9 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
 
         Memories are erased ``batch`` to a transaction (each memory is untouched or fully
         erased with its receipt, whatever happens), and the files are cleaned once at the end.
+        With a keyring, the content keys go last: under a one-element prefix every key of the
+        subject, under a longer one each erased memory's own key (content sealed under the
+        subject's key, from before memories had keys of their own, goes only with the former).
 
         Args:
             prefix: A non-empty tuple; ids ``(user_id, session_id)`` match ``(user_id,)``.

@@ -151,3 +151,30 @@ def test_the_cli_erase_of_a_tuple_id_shreds_its_key(tmp_path: pathlib.Path) -> N
         with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
             decode_event(record)
         assert texts(old.read(OTHER)) == ["bob's text"]
+
+
+@pytest.mark.parametrize("erasable", [False, True], ids=["clear-ids", "erasable-ids"])
+def test_erase_subject_under_a_longer_prefix_shreds_exactly_those_memories_keys(
+    tmp_path: pathlib.Path, erasable: bool
+) -> None:
+    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
+    ring = MemoryKeyring()
+    gone = [("user-42", "tenant-a", "s1"), ("user-42", "tenant-a", "s2")]
+    kept = [("user-42", "tenant-b", "s1"), ("user-42",), ("user-420", "tenant-a", "s1")]
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store:
+        for memory_id in gone + kept:
+            store.append(memory_id, batch(f"text of {memory_key(memory_id)}"))
+    _backup(path, backup)
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store:
+        receipts = store.erase_subject(("user-42", "tenant-a"), reason="tenant left")
+        assert sorted(r.memory_id for r in receipts) == gone
+    with SQLiteEventStore(backup, keyring=ring, read_only=True) as old:
+        shown = {memory_key(i.memory_id): i.stream_id for i in old.streams()}
+        for memory_id in kept:
+            assert texts(old.read(memory_id)) == [f"text of {memory_key(memory_id)}"]
+        unreadable = [k for k in shown if k not in {memory_key(m) for m in kept}]
+        assert len(unreadable) == len(gone)
+        for key in unreadable:
+            (record,) = old.read(StreamKey(shown[key]))
+            with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
+                decode_event(record)
