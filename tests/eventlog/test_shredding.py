@@ -178,3 +178,42 @@ def test_erase_subject_under_a_longer_prefix_shreds_exactly_those_memories_keys(
             (record,) = old.read(StreamKey(shown[key]))
             with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
                 decode_event(record)
+
+
+def test_langgraph_delete_thread_shreds_the_threads_keys(tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from eventlog.keyring import is_sealed
+    from projections.adapters.langgraph import LedgerSaver
+
+    path, backup = tmp_path / "lg.db", tmp_path / "backup.db"
+    ring = MemoryKeyring()
+    store = SQLiteEventStore(path, keyring=ring)
+    saver = LedgerSaver(store)
+
+    def bot(state: MessagesState) -> dict[str, list[AIMessage]]:
+        return {"messages": [AIMessage("echo: " + str(state["messages"][-1].content))]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("bot", bot)
+    graph.add_edge(START, "bot")
+    app = graph.compile(checkpointer=saver)
+    for thread in ("alice", "bob"):
+        app.invoke({"messages": [HumanMessage(SECRET)]}, {"configurable": {"thread_id": thread}})
+    store.checkpoint()
+    _backup(path, backup)
+    saver.delete_thread("alice")
+    store.close()
+    # Check the backup's copy of alice's checkpoints no longer opens; bob's still does.
+    with SQLiteEventStore(backup, keyring=ring, read_only=True) as old:
+        sealed: dict[str, list[bool]] = {}
+        for info in old.streams():
+            thread = str(info.memory_id[0]) if isinstance(info.memory_id, tuple) else ""
+            sealed.setdefault(thread, []).extend(
+                is_sealed(r.payload) for r in old.read(info.memory_id)
+            )
+    assert set(sealed) == {"alice", "bob"}
+    assert sealed["alice"] and all(sealed["alice"])
+    assert sealed["bob"] and not any(sealed["bob"])
