@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eventlog.hashing import RECEIPT_KINDS
-from eventlog.ids import MemoryId, memory_id_from_key, memory_key
-from eventlog.keyring import subject_of
+from eventlog.hashing import RANGE_ROW_FIELDS, RECEIPT_KINDS
+from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
+from eventlog.keyring import KeyringError, is_sealed, subject_of
 from eventlog.models import ErasureReceipt, MemoryErased, MemoryPurged, NewRecord, StreamHead
 from eventlog.names import is_pseudonym
 
@@ -34,6 +34,7 @@ __all__ = [
     "erasure_record",
     "erasure_step",
     "purged",
+    "refuse_sealed_without_keyring",
     "tombstone",
 ]
 
@@ -151,7 +152,7 @@ def erase(
     key = store._stream_key(memory_id, "erase")
     check_reason("erase", reason)
     store._writable("erase", type(store).__name__)
-    subject = content_subject(store, key)  # before the names row that may tell it goes
+    subject = content_subject(store, key, "erase")  # before the names row that may tell it goes
     receipts = store._erase([key], reason, expected_seq)
     store._name_rows_made.pop(key, None)  # the backend deleted the row with the content
     pending = not store._clean_files("erase")
@@ -167,7 +168,37 @@ def erase(
     return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
 
 
-def content_subject(store: EventStore, key: str) -> tuple[str, bool] | None:
+# Rows read at a time when an erasure without a keyring looks for sealed content.
+_SCAN_PAGE = 2_000
+_KIND, _PAYLOAD = RANGE_ROW_FIELDS.index("kind"), RANGE_ROW_FIELDS.index("payload")
+
+
+def refuse_sealed_without_keyring(store: EventStore, key: str, operation: str) -> None:
+    """Refuse to erase memory ``key`` (stored key) from a store opened without a keyring
+    when its content is sealed under one: the erasure would blank the rows and write a
+    receipt, but leave the content key that opens every backup's copy - an erasure that
+    looks done and is not. Reads the memory's rows (only without a keyring: erasure is rare,
+    and blanking the rows costs more).
+
+    Raises:
+        KeyringError: A record of the memory holds sealed content (nothing was erased).
+    """
+    if store._keyring is not None:
+        return
+    head = store.head(StreamKey(key))
+    for gt in range(0, 0 if head is None else head.seq, _SCAN_PAGE):
+        for row in store._range_rows(key, gt, gt + _SCAN_PAGE):
+            if row[_KIND] not in RECEIPT_KINDS and is_sealed(row[_PAYLOAD]):
+                detail = (
+                    f"memory {key}'s content is sealed under a keyring (seq {row[0]}) and this "
+                    f"store was opened without one, so the {operation} could not destroy the "
+                    "key that opens every backup's copy; open the store with keyring=... "
+                    "(CLI: --keyring FILE); nothing was erased"
+                )
+                raise KeyringError(operation, detail)
+
+
+def content_subject(store: EventStore, key: str, operation: str) -> tuple[str, bool] | None:
     """The keyring subject that sealed memory ``key``'s content (stored key), and whether
     the subject's own key goes with the memory's (a non-tuple id is its own subject); None
     without a keyring, or for a pseudonym whose id cannot be read here. Read it *before* an
@@ -175,8 +206,14 @@ def content_subject(store: EventStore, key: str) -> tuple[str, bool] | None:
 
     Derived from the stored key, never from the id as the caller spelled it: compaction and
     the CLI erase by stored key (a :class:`~eventlog.ids.StreamKey`), whose own text is not
-    the subject of a tuple id's content."""
+    the subject of a tuple id's content.
+
+    Raises:
+        KeyringError: No keyring, and the memory's content is sealed under one (see
+            :func:`refuse_sealed_without_keyring`).
+    """
     if store._keyring is None:
+        refuse_sealed_without_keyring(store, key, operation)
         return None
     names = store._names
     if names is not None and is_pseudonym(key) and names.clear_key(key) is None:
@@ -233,6 +270,8 @@ def erase_subject(
     for key, mid in sorted(named.items()):
         if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
             keys.append(key)
+    for key in keys:  # before anything is erased
+        refuse_sealed_without_keyring(store, key, "erase")
     receipts: list[ErasureReceipt] = []
     for start in range(0, len(keys), batch):
         receipts.extend(store._erase(keys[start : start + batch], reason, None))

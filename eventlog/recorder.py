@@ -119,8 +119,8 @@ class Recorder(ABC):
         As :meth:`erase`, it takes the id too: on a ledger with erasable ids the memory's
         ``names`` row is deleted in the same transaction (the tombstone names the pseudonym),
         and with a keyring the memory's content key is destroyed after the commit, so a backup
-        taken before yields neither. A backend calls :func:`eventlog.erasure.purged` after its
-        commit.
+        taken before yields neither. A backend calls :func:`eventlog.erasure.content_subject`
+        before its transaction and :func:`eventlog.erasure.purged` after its commit.
 
         Args:
             memory_id: The memory id to erase.
@@ -134,6 +134,8 @@ class Recorder(ABC):
         Raises:
             ConcurrencyError: The head is not ``expected_seq`` (nothing is erased).
             ValueError: The stream is empty.
+            KeyringError: Its content is sealed under a keyring and this store was opened
+                without one (:func:`eventlog.erasure.content_subject`; nothing is erased).
         """
 
     @abstractmethod

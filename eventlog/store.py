@@ -124,6 +124,8 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 memory).
             ConcurrencyError: ``expected_seq`` is given and the head moved; nothing erased.
             ChainKeyError: The database is keyed and this store was opened without the key.
+            KeyringError: The memory's content is sealed under a keyring and this store was
+                opened without one (it could not destroy the key); nothing erased.
             PersistenceError: The database failed; nothing was erased.
             StoreClosedError: The store is closed.
         """
@@ -154,6 +156,8 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
             ValueError: ``prefix`` or ``reason`` is empty, ``batch`` < 1, or a matching
                 memory holds format 1 records (memories of earlier batches stay erased).
             TypeError: ``prefix`` is not a tuple.
+            KeyringError: A matching memory's content is sealed under a keyring and this store
+                was opened without one; nothing erased.
         """
         return erasure.erase_subject(self, prefix, reason=reason, batch=batch)
 

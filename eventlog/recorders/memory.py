@@ -173,7 +173,7 @@ class InMemoryEventStore(EventStore):
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = self._stream_key(memory_id, "purge")
-        subject = content_subject(self, key)  # before the names row goes
+        subject = content_subject(self, key, "purge")  # before the names row goes
         with self._lock:
             self._open("purge")
             stream = self._streams.get(key, [])

@@ -38,7 +38,7 @@ class PostgresErasure(PostgresBase):
         marks the space reusable) plus your WAL and backup retention.
         """
         key = self._stream_key(memory_id, "purge")
-        subject = content_subject(self, key)  # before the names row goes
+        subject = content_subject(self, key, "purge")  # before the names row goes
         self._writable("purge", self._name)
         conflict = lambda: ConcurrencyError(key, expected_seq, None)  # noqa: E731
         with self._write("purge", conflict, keys=[key]) as conn:

@@ -36,7 +36,7 @@ class SQLiteErasure(SQLiteBase):
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = self._stream_key(memory_id, "purge")
-        subject = content_subject(self, key)  # before the names row goes
+        subject = content_subject(self, key, "purge")  # before the names row goes
         self._writable("purge", self._where)
 
         def work(conn: sqlite3.Connection) -> Record:

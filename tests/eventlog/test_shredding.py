@@ -217,3 +217,68 @@ def test_langgraph_delete_thread_shreds_the_threads_keys(tmp_path: pathlib.Path)
     assert set(sealed) == {"alice", "bob"}
     assert sealed["alice"] and all(sealed["alice"])
     assert sealed["bob"] and not any(sealed["bob"])
+
+
+def _refused_erasures() -> dict[str, Callable[[EventStore], Any]]:
+    def purge(store: EventStore) -> Any:
+        head = store.head(VICTIM)
+        assert head is not None
+        return store.purge(VICTIM, expected_seq=head.seq, reason="retention")
+
+    return {
+        "erase": lambda store: store.erase(VICTIM, reason="GDPR"),
+        "erase_subject": lambda store: store.erase_subject(VICTIM[:1], reason="GDPR"),
+        "purge": purge,
+    }
+
+
+@pytest.mark.parametrize("operation", sorted(_refused_erasures()))
+def test_an_erasure_without_the_keyring_of_sealed_content_is_refused_and_erases_nothing(
+    backend: Any, operation: str
+) -> None:
+    if backend.name == "memory":
+        pytest.skip("an in-memory store cannot be reopened without its keyring")
+    from eventlog import KeyringError
+
+    ring = MemoryKeyring()
+    store = backend.open(keyring=ring)
+    store.append(VICTIM, batch("first, sealed", "sealed too"))
+    store.append(OTHER, batch("bob's text"))
+    before = [r.hash for r in store.read(VICTIM)]
+    # The move the guarantee is meant to stop: erasing from a process that forgot the keyring.
+    # The rows would be blanked and a receipt written while the key survives, so every backup
+    # taken before would still open with it.
+    keyless = backend.open()
+    with pytest.raises(KeyringError, match=r"sealed under a keyring \(seq 1\).*keyring=") as e:
+        _refused_erasures()[operation](keyless)
+    assert "nothing was erased" in str(e.value)
+    # Check nothing changed: same records, still readable with the keyring, no receipt.
+    assert [r.hash for r in store.read(VICTIM)] == before
+    assert texts(store.read(VICTIM)) == ["first, sealed", "sealed too"]
+    # Check the same erasure with the keyring goes through.
+    _refused_erasures()[operation](store)
+    assert not any(r.kind == "message_added" and r.payload for r in store.read(VICTIM))
+
+
+def test_an_erasure_without_a_keyring_of_content_never_sealed_goes_through(backend: Any) -> None:
+    store = backend.open()
+    store.append(VICTIM, batch("plain"))
+    receipt = store.erase(VICTIM, reason="GDPR")
+    assert receipt.record.kind == "memory_erased"
+
+
+def test_the_cli_refuses_to_erase_sealed_content_without_the_keyring(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eventlog import FileKeyring
+    from projections.cli.app import main
+
+    path, keys = tmp_path / "chat.db", tmp_path / "keys.json"
+    with SQLiteEventStore(path, keyring=FileKeyring(keys)) as store:
+        store.append(VICTIM, batch(SECRET))
+    capsys.readouterr()
+    code = main(["erase", memory_key(VICTIM), "--db", str(path), "--reason", "GDPR", "--yes"])
+    err = capsys.readouterr().err
+    assert code != 0 and "--keyring FILE" in err and "nothing was erased" in err
+    with SQLiteEventStore(path, keyring=FileKeyring(keys), read_only=True) as store:
+        assert texts(store.read(VICTIM)) == [SECRET]
