@@ -273,9 +273,10 @@ def test_an_id_moved_into_a_clear_key_is_listed_and_erased_by_its_subject(backen
 
 def test_with_a_keyring_reads_open_what_the_rows_keep_sealed(backend):
     store = _pseudonymous(backend, keyring=MemoryKeyring())
-    _fill(store)
+    appended = store.append((MARKER, "s1"), batch(f"text of {MARKER} s1", "an answer"))
     found = store.read((MARKER, "s1"))
     assert texts(found) == [f"text of {MARKER} s1", "an answer"]
+    assert appended == found  # the writer's records, field for field, with their ciphertext
     assert all(r.sealed and r.sealed.startswith("enc1:") and MARKER not in r.sealed for r in found)
 
 
