@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from eventlog import (
+    ChainIntegrityError,
     ChainKeyError,
     InMemoryEventStore,
     SQLiteEventStore,
@@ -200,6 +201,83 @@ def _set_name(backend: Backend, stream_id: str, name: str) -> None:
             ),
             (name, stream_id),
         )
+
+
+def _move_stream(backend: Backend, stream_id: str, to: str) -> None:
+    """Move every row of a stream (not its seal) to another stream key, with plain SQL."""
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.path) as conn:
+            conn.execute("UPDATE events SET stream_id = ? WHERE stream_id = ?", (to, stream_id))
+        return
+    import psycopg
+    from psycopg import sql
+
+    from tests.conftest import PG_DSN
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET stream_id = %s WHERE stream_id = %s").format(
+                sql.Identifier(backend.schema, "events")
+            ),
+            (to, stream_id),
+        )
+
+
+@pytest.mark.skip_backend("memory")
+def test_rows_moved_from_a_pseudonym_to_a_clear_key_fail_verify(backend):
+    # No store of an erasable-ids ledger writes a clear key: read() looks an id's pseudonym
+    # up instead. A forger without the chain key moves a memory's rows to its clear key;
+    # verify() once read the (now empty) pseudonym for them and passed, never checking them.
+    store = _pseudonymous(backend, chain_key=KEY)
+    _fill(store)
+    clear = memory_key((MARKER, "s2"))
+    _move_stream(backend, str(store.stream_key((MARKER, "s2"))), clear)
+    for reader in (store, backend.open(chain_key=KEY)):
+        report = reader.verify()
+        assert not report.ok
+        assert report.records == 8  # every row read and checked, the moved ones too
+        seq, reason = report.failures[clear]
+        assert seq == 1 and "hash" in reason
+        with pytest.raises(ChainIntegrityError, match="gone"):
+            reader.read_verified((MARKER, "s2"))
+
+
+@pytest.mark.skip_backend("memory")
+def test_rows_moved_to_a_clear_key_and_rehashed_there_fail_verify_for_want_of_a_seal(backend):
+    from tests.eventlog.test_forger import Db
+
+    # Unkeyed, so the forger can rehash the moved rows under their new key: each then
+    # verifies, but no seal vouches for the newest.
+    store = _pseudonymous(backend)
+    _fill(store)
+    clear = memory_key((MARKER, "s2"))
+    _move_stream(backend, str(store.stream_key((MARKER, "s2"))), clear)
+    Db(backend).rechain_unkeyed(clear, {})
+    report = store.verify()
+    assert report.records == 8
+    assert report.failures[clear] == (2, "it has records but no head seal (a seal deleted by hand)")
+
+
+@pytest.mark.skip_backend("memory")
+def test_an_id_moved_into_a_clear_key_is_listed_and_erased_by_its_subject(backend):
+    store = _pseudonymous(backend)
+    _fill(store)
+    clear = memory_key((MARKER, "s2"))
+    _move_stream(backend, str(store.stream_key((MARKER, "s2"))), clear)
+    # Check the auditor sees the clear key's id, and erasing the subject reaches its rows.
+    assert {i.stream_id: i.memory_id for i in store.streams()}[clear] == (MARKER, "s2")
+    receipts = store.erase_subject((MARKER,), reason="GDPR art. 17 request #882")
+    assert clear in {r.record.stream_id for r in receipts}
+    assert not any(MARKER in r.payload for r in store.read_all())
+
+
+def test_with_a_keyring_reads_open_what_the_rows_keep_sealed(backend):
+    store = _pseudonymous(backend, keyring=MemoryKeyring())
+    appended = store.append((MARKER, "s1"), batch(f"text of {MARKER} s1", "an answer"))
+    found = store.read((MARKER, "s1"))
+    assert texts(found) == [f"text of {MARKER} s1", "an answer"]
+    assert appended == found  # the writer's records, field for field, with their ciphertext
+    assert all(r.sealed and r.sealed.startswith("enc1:") and MARKER not in r.sealed for r in found)
 
 
 def test_the_in_memory_store_takes_erasable_ids():

@@ -149,6 +149,22 @@ def test_keyed_downgrade_to_unkeyed_records_at_positions_below_zero_fails(backen
     assert _served(fresh, "other") == ["unrelated"]  # the rest stays usable
 
 
+def test_unkeyed_records_forged_past_the_first_page_of_the_log_break_the_legacy_seal(
+    backend, db, monkeypatch
+):
+    # verify() reads the whole log page by page for the unkeyed records; pages of 2 records
+    # here, so the forged ones sit on the third page of 6 records (a full page is no end).
+    monkeypatch.setattr("eventlog.ledger_verify._VERIFY_PAGE", 2)
+    store = backend.open(chain_key=KEY)
+    _say(store, "conv", "hello", "pay 10 EUR", "thanks")
+    _say(store, "other", "unrelated", "and more", "bye")
+    db.rechain_unkeyed("other", {3: FORGED})
+    report = backend.open(chain_key=KEY).verify()
+    assert report.records == 6
+    (problem,) = report.ledger_problems
+    assert "3 found, 0 sealed" in problem and "same count" not in problem
+
+
 def test_full_downgrade_with_the_key_check_deleted_is_refused_at_open(backend, db):
     store = backend.open(chain_key=KEY)
     _say(store, "conv", "hello", "pay 10 EUR")
@@ -176,6 +192,9 @@ def test_a_full_downgrade_of_a_ledger_keyed_from_the_start_fails_verify_even_if_
 def test_a_key_is_adopted_only_explicitly_and_the_report_says_what_is_keyed(backend, db):
     plain = backend.open()
     _say(plain, "conv", "before the key")
+    # Unkeyed: nothing keyed and no sealed legacy prefix (its record is not one yet).
+    before = plain.verify()
+    assert (before.ok, before.keyed_since, before.legacy_records) == (True, None, 0)
     last_unkeyed = max(r["position"] for r in db.rows("conv"))
     with pytest.raises(ChainKeyError, match="chatledger key adopt"):
         backend.open(chain_key=KEY)
@@ -189,7 +208,10 @@ def test_a_key_is_adopted_only_explicitly_and_the_report_says_what_is_keyed(back
     # The sealed prefix holds against a forger without the key: a rehashed legacy record fails.
     db.rechain_unkeyed("conv", {1: FORGED})
     again = backend.open(chain_key=KEY)
-    assert not again.verify().ok
+    report = again.verify()
+    assert not report.ok
+    (problem,) = report.ledger_problems
+    assert "1 found, 1 sealed" in problem and "(same count, different records)" in problem
     with pytest.raises(ChainIntegrityError):
         _served(again, "conv")
 
