@@ -2,13 +2,15 @@
 
 Owns the stream key of a memory id (its :func:`~eventlog.ids.memory_key`, or on a ledger with
 erasable ids its keyed pseudonym, see :mod:`eventlog.names`), the ``names`` rows an append makes
-sure of, the memory id back from a stored key, and the keyring: its subjects and the opening of
-sealed payloads on read. :class:`~eventlog.store.EventStore` inherits it; the row builder
-(:mod:`eventlog.ledger_rows`) and the verified reads (:mod:`eventlog.ledger_verify`) build on it.
+sure of, the memory id back from a stored key, and the keyring: its subjects, the opening of
+sealed payloads on read, and the sealing of snapshots (which hold a window's messages).
+:class:`~eventlog.store.EventStore` inherits it; the row builder (:mod:`eventlog.ledger_rows`)
+and the verified reads (:mod:`eventlog.ledger_verify`) build on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from eventlog.ids import (
@@ -25,9 +27,10 @@ from eventlog.keyring import (
     SealBrokenError,
     is_sealed,
     open_sealed,
+    seal,
     subject_of,
 )
-from eventlog.models import Record
+from eventlog.models import Record, Snapshot
 from eventlog.names import IdKeyring, is_pseudonym
 from eventlog.recorder import Recorder
 
@@ -35,6 +38,12 @@ from eventlog.recorder import Recorder
 def _aad(key: str, seq: int, kind: str) -> bytes:
     """What a sealed payload is bound to: a ciphertext copied into another row fails to open."""
     return f"{len(key)}:{key}\x1f{seq}\x1f{kind}".encode()
+
+
+def _snapshot_aad(key: str, name: str, seq: int) -> bytes:
+    """What a sealed snapshot is bound to: its memory, name and seq. Never a record's
+    (:func:`_aad` starts with the key's length, a digit; this with ``\x1e``)."""
+    return f"\x1esnapshot\x1f{len(key)}:{key}\x1f{len(name)}:{name}\x1f{seq}".encode()
 
 
 class LedgerNames(Recorder):
@@ -143,6 +152,35 @@ class LedgerNames(Recorder):
             clear = (None if self._names is None else self._names.clear_key(key)) or key
             subject = cache[key] = subject_of(memory_id_from_key(clear))
         return subject
+
+    def _sealed_state(self, key: str, name: str, seq: int, state: str) -> str:
+        """What a backend's ``save_snapshot`` stores: with a keyring, ``state`` sealed under the
+        memory's content key. A window snapshot holds the window's messages: in clear it would
+        put the text encryption at rest hides into every backup, where no erasure reaches."""
+        ring = self._keyring
+        if ring is None or key.startswith(SYSTEM_PREFIX):
+            return state
+        return seal(ring, self._subject(key), _snapshot_aad(key, name, seq), state, memory=key)
+
+    def _opened_state(self, snapshot: Snapshot | None) -> Snapshot | None:
+        """A backend's ``load_snapshot`` result with its state opened, or None when it is of no
+        use here: sealed under a key this store lacks (or an erasure destroyed), altered, or
+        in clear on a store with a keyring (written before snapshots were sealed). Snapshots
+        are derived data: without one, a memory reads the events its window refers to, and
+        the next compaction writes it again, sealed."""
+        if snapshot is None:
+            return None
+        ring = self._keyring
+        system = snapshot.stream_id.startswith(SYSTEM_PREFIX)
+        if not is_sealed(snapshot.state):
+            return snapshot if ring is None or system else None
+        where = f"load_snapshot of {snapshot.stream_id} {snapshot.name!r} seq {snapshot.seq}"
+        aad = _snapshot_aad(snapshot.stream_id, snapshot.name, snapshot.seq)
+        try:
+            state = open_sealed(ring, aad, snapshot.state, where=where)
+        except (KeyUnavailableError, SealBrokenError):
+            return None
+        return dataclasses.replace(snapshot, state=state)
 
     def _opened(self, records: list[Record]) -> list[Record]:
         """``records`` with sealed payloads decrypted (``Record.sealed`` keeps the stored

@@ -257,7 +257,9 @@ class InMemoryEventStore(EventStore):
             saved = self._snapshots.setdefault((key, name), {})
             for older in [s for s in saved if s < seq]:
                 del saved[older]
-            saved[seq] = Snapshot(key, name, seq, state, self._now())
+            saved[seq] = Snapshot(
+                key, name, seq, self._sealed_state(key, name, seq, state), self._now()
+            )
 
     def read(
         self,
@@ -323,7 +325,8 @@ class InMemoryEventStore(EventStore):
             self._open("load_snapshot")
             saved = self._snapshots.get((key, name), {})
             seqs = [s for s in saved if lte is None or s <= lte]
-            return saved[max(seqs)] if seqs else None
+            found = saved[max(seqs)] if seqs else None
+        return self._opened_state(found)
 
     def _name_rows(self) -> dict[str, str]:
         with self._lock:

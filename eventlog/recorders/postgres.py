@@ -518,6 +518,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = self._stream_key(memory_id, "save_snapshot")
+        stored = self._sealed_state(key, name, seq, state)
         # Under the memory's append lock, so a purge cannot slip between the check and the
         # insert and leave a snapshot of erased messages behind.
         conflict = lambda: ConcurrencyError(key, seq, None)  # noqa: E731
@@ -526,7 +527,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                 msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
                 raise ValueError(msg)
             conn.execute(
-                self._q["save_snapshot"], (key, name, seq, state, format_time(self._now()))
+                self._q["save_snapshot"], (key, name, seq, stored, format_time(self._now()))
             )
             conn.execute(self._q["prune_snapshots"], (key, name, seq))
 

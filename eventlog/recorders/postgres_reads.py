@@ -212,7 +212,7 @@ class PostgresReads(PostgresBase):
                 else Snapshot(row[0], row[1], row[2], row[3], parse_time(row[4]))
             )
 
-        return self._read("load_snapshot", run)
+        return self._opened_state(self._read("load_snapshot", run))
 
     def _name_rows(self) -> dict[str, str]:
         if self._names is None:

@@ -363,7 +363,7 @@ class SQLiteEventStore(SQLiteErasure):
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         key = self._stream_key(memory_id, "save_snapshot")
-        row = (key, name, seq, state, format_time(self._now()))
+        row = (key, name, seq, self._sealed_state(key, name, seq, state), format_time(self._now()))
 
         def work(conn: sqlite3.Connection) -> None:
             # In the write transaction, so a purge cannot erase the stream in between and
@@ -543,7 +543,7 @@ class SQLiteEventStore(SQLiteErasure):
         row = self._read("load_snapshot", lambda c: c.execute(LOAD_SNAPSHOT, params).fetchone())
         if row is None:
             return None
-        return Snapshot(row[0], row[1], row[2], row[3], parse_time(row[4]))
+        return self._opened_state(Snapshot(row[0], row[1], row[2], row[3], parse_time(row[4])))
 
     def _name_rows(self) -> dict[str, str]:
         if self._names is None:

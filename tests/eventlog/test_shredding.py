@@ -6,6 +6,8 @@ read with the live keyring after the erasure."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import pathlib
 import sqlite3
 from collections.abc import Callable
@@ -282,3 +284,101 @@ def test_the_cli_refuses_to_erase_sealed_content_without_the_keyring(
     assert code != 0 and "--keyring FILE" in err and "nothing was erased" in err
     with SQLiteEventStore(path, keyring=FileKeyring(keys), read_only=True) as store:
         assert texts(store.read(VICTIM)) == [SECRET]
+
+
+# ------------------------------------------------------------------ snapshots are sealed too
+
+
+def _window_state(text: str) -> str:
+    message = {"contents": [{"text": text, "type": "TEXT"}], "type": "USER"}
+    return json.dumps({"estimator": None, "entries": [[1, 0, message, None]]})
+
+
+def _sql(backend: Any, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run ``query`` on the backend's database behind the store's back ({t}: the table)."""
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.path) as conn:
+            rows = conn.execute(query.format(t="snapshots"), params).fetchall()
+        conn.close()
+        return rows
+    import psycopg
+
+    from tests.conftest import PG_DSN
+
+    with psycopg.connect(PG_DSN, autocommit=True) as pg:
+        table = f'"{backend.schema}".snapshots'
+        cursor = pg.execute(query.replace("?", "%s").format(t=table), params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def _snapshot_states(backend: Any, store: Any) -> dict[str, str]:
+    """Every stored snapshot's state as stored, by stream key."""
+    if backend.name == "memory":
+        return {k: s.state for (k, _), saved in store._snapshots.items() for s in saved.values()}
+    return dict(_sql(backend, "SELECT stream_id, state FROM {t}"))
+
+
+def _move_snapshot(backend: Any, store: Any, source: str, target: str) -> None:
+    """Put ``source``'s stored snapshot state into ``target``'s snapshot (a forger's copy)."""
+    if backend.name == "memory":
+        (from_snap,) = store._snapshots[(source, "window/v2")].values()
+        (to_seq,) = store._snapshots[(target, "window/v2")]
+        store._snapshots[(target, "window/v2")][to_seq] = dataclasses.replace(
+            store._snapshots[(target, "window/v2")][to_seq], state=from_snap.state
+        )
+        return
+    state = _snapshot_states(backend, store)[source]
+    _sql(backend, "UPDATE {t} SET state = ? WHERE stream_id = ?", (state, target))
+
+
+def test_snapshots_are_sealed_under_the_memorys_key_and_die_with_it(backend: Any) -> None:
+    ring = MemoryKeyring()
+    store = backend.open(keyring=ring)
+    store.append(VICTIM, batch(SECRET))
+    store.append(OTHER, batch("bob's text"))
+    store.save_snapshot(VICTIM, "window/v2", 1, _window_state(SECRET))
+    store.save_snapshot(OTHER, "window/v2", 1, _window_state("bob's window"))
+    # Check a snapshot reads back as saved, and is stored sealed (a backup sees no text).
+    loaded = store.load_snapshot(VICTIM, "window/v2")
+    assert loaded is not None and loaded.state == _window_state(SECRET)
+    assert SECRET not in _snapshot_states(backend, store)[memory_key(VICTIM)]
+    if backend.name != "memory":
+        # Check a store without the keyring does not get it (None: derived data, not an error).
+        assert backend.open().load_snapshot(VICTIM, "window/v2") is None
+    # Check a sealed snapshot moved to another memory (or seq) does not open there.
+    _move_snapshot(backend, store, memory_key(VICTIM), memory_key(OTHER))
+    assert store.load_snapshot(OTHER, "window/v2") is None
+    # Check erasing the memory destroys the key its snapshot was sealed under.
+    sealed = _snapshot_states(backend, store)[memory_key(OTHER)]
+    store.erase(VICTIM, reason="GDPR")
+    from eventlog.keyring import open_sealed
+
+    with pytest.raises(KeyUnavailableError, match="destroyed by an erasure"):
+        open_sealed(ring, b"any", sealed, where="a backup's copy of the snapshot")
+
+
+def test_compaction_on_a_keyring_ledger_leaves_no_text_in_clear_and_reseals_old_snapshots(
+    tmp_path: pathlib.Path,
+) -> None:
+    from eventlog import UserMessage
+    from projections import MessageWindowChatMemory
+
+    path = tmp_path / "chat.db"
+    ring = MemoryKeyring()
+    with freeze_time("2026-01-01"), SQLiteEventStore(path, keyring=ring) as store:
+        MessageWindowChatMemory(VICTIM, 5, store).add(UserMessage(SECRET))
+    with freeze_time("2026-01-05"), SQLiteEventStore(path, keyring=ring) as store:
+        assert compact(store, idle_for=timedelta(days=1)).compacted == (VICTIM,)
+        store.checkpoint()
+        assert SECRET.encode() not in path.read_bytes()
+        # A snapshot in clear, as one written before snapshots were sealed: not used, and
+        # the next compaction writes it again, sealed.
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE snapshots SET state = ?", (_window_state(SECRET),))
+        conn.close()
+        assert store.load_snapshot(VICTIM, "window/v2") is None
+        assert compact(store, idle_for=timedelta(days=1)).compacted == (VICTIM,)
+        store.checkpoint()
+        assert SECRET.encode() not in path.read_bytes()
+        # Check a cold open still shows the window.
+        assert [m.text for m in MessageWindowChatMemory(VICTIM, 5, store).messages()] == [SECRET]
