@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eventlog.hashing import RANGE_ROW_FIELDS, RECEIPT_KINDS
-from eventlog.ids import MemoryId, StreamKey, memory_id_from_key, memory_key
-from eventlog.keyring import KeyringError, is_sealed, subject_of
+from eventlog.hashing import RECEIPT_KINDS
+from eventlog.ids import MemoryId, memory_id_from_key, memory_key
+from eventlog.keyring import KeyringError, subject_of
 from eventlog.models import ErasureReceipt, MemoryErased, MemoryPurged, NewRecord, StreamHead
 from eventlog.names import is_pseudonym
 
@@ -168,34 +168,26 @@ def erase(
     return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
 
 
-# Rows read at a time when an erasure without a keyring looks for sealed content.
-_SCAN_PAGE = 2_000
-_KIND, _PAYLOAD = RANGE_ROW_FIELDS.index("kind"), RANGE_ROW_FIELDS.index("payload")
-
-
 def refuse_sealed_without_keyring(store: EventStore, key: str, operation: str) -> None:
     """Refuse to erase memory ``key`` (stored key) from a store opened without a keyring
     when its content is sealed under one: the erasure would blank the rows and write a
     receipt, but leave the content key that opens every backup's copy - an erasure that
-    looks done and is not. Reads the memory's rows (only without a keyring: erasure is rare,
-    and blanking the rows costs more).
+    looks done and is not. One statement on the SQL stores (``Recorder._first_sealed``).
 
     Raises:
         KeyringError: A record of the memory holds sealed content (nothing was erased).
     """
     if store._keyring is not None:
         return
-    head = store.head(StreamKey(key))
-    for gt in range(0, 0 if head is None else head.seq, _SCAN_PAGE):
-        for row in store._range_rows(key, gt, gt + _SCAN_PAGE):
-            if row[_KIND] not in RECEIPT_KINDS and is_sealed(row[_PAYLOAD]):
-                detail = (
-                    f"memory {key}'s content is sealed under a keyring (seq {row[0]}) and this "
-                    f"store was opened without one, so the {operation} could not destroy the "
-                    "key that opens every backup's copy; open the store with keyring=... "
-                    "(CLI: --keyring FILE); nothing was erased"
-                )
-                raise KeyringError(operation, detail)
+    seq = store._first_sealed(key)
+    if seq is not None:
+        detail = (
+            f"memory {key}'s content is sealed under a keyring (seq {seq}) and this store was "
+            f"opened without one, so the {operation} could not destroy the key that opens "
+            "every backup's copy; open the store with keyring=... (CLI: --keyring FILE); "
+            "nothing was erased"
+        )
+        raise KeyringError(operation, detail)
 
 
 def content_subject(store: EventStore, key: str, operation: str) -> tuple[str, bool] | None:

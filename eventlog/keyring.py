@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KEY_BYTES",
     "NONCE_BYTES",
+    "SEALED_PREFIX",
     "KeyUnavailableError",
     "Keyring",
     "KeyringError",
@@ -56,7 +57,10 @@ __all__ = [
     "subject_of",
 ]
 
-_PREFIX: Final = "enc1:"
+SEALED_PREFIX: Final = "enc1:"
+"""How every sealed payload starts (plaintext, canonical JSON, never does): SQL stores look
+for it in one statement (:meth:`eventlog.recorder.Recorder._first_sealed`)."""
+_PREFIX: Final = SEALED_PREFIX
 KEY_BYTES: Final = 32
 NONCE_BYTES: Final = 12
 _TAG_BYTES: Final = 16

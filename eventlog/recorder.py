@@ -148,6 +148,23 @@ class Recorder(ABC):
         and salt, delete snapshots and append the receipt. Keys with nothing to erase are
         skipped (no receipt)."""
 
+    def _first_sealed(self, key: str) -> int | None:
+        """Backend hook: the lowest seq of memory ``key`` whose stored payload is sealed
+        content (:func:`eventlog.keyring.is_sealed`), receipts aside; None when none is. What
+        an erasure from a store without a keyring looks for (:mod:`eventlog.erasure`). The
+        default reads the memory's rows; the SQL stores ask in one statement."""
+        from eventlog.hashing import RANGE_ROW_FIELDS, RECEIPT_KINDS
+        from eventlog.keyring import is_sealed
+
+        kind, payload = RANGE_ROW_FIELDS.index("kind"), RANGE_ROW_FIELDS.index("payload")
+        head = self.head(StreamKey(key))
+        page = 2_000
+        for gt in range(0, 0 if head is None else head.seq, page):
+            for row in self._range_rows(key, gt, gt + page):
+                if row[kind] not in RECEIPT_KINDS and is_sealed(row[payload]):
+                    return int(row[0])
+        return None
+
     def _name_rows(self) -> dict[str, str]:
         """Backend hook: every ``names`` row, pseudonym -> stored name (empty when the ledger
         has no erasable ids)."""

@@ -4,7 +4,7 @@ versions out of the table files."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg import pq
 
@@ -12,6 +12,7 @@ from eventlog.erasure import content_subject, erasure_record, purged, tombstone
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
+from eventlog.keyring import SEALED_PREFIX
 from eventlog.models import ErasureReceipt, Record, StreamHead
 from eventlog.recorders import postgres_sql as pgsql
 from eventlog.recorders.postgres_base import PostgresBase
@@ -72,6 +73,15 @@ class PostgresErasure(PostgresBase):
         self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum
         purged(self, key, subject)
         return record
+
+    def _first_sealed(self, key: str) -> int | None:
+        params = (key, list(RECEIPT_KINDS), len(SEALED_PREFIX), SEALED_PREFIX)
+
+        def run(conn: Any) -> Any:
+            return conn.execute(self._q["first_sealed"], params).fetchone()
+
+        row = self._read("erase", run)
+        return None if row is None or row[0] is None else int(row[0])
 
     def _erase(
         self, keys: Sequence[str], reason: str, expected_seq: int | None

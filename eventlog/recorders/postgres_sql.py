@@ -263,6 +263,10 @@ _Q_STREAMS = (
 )
 _Q_DELETE_EVENTS = "DELETE FROM {schema}.events WHERE stream_id = %s"
 # Records erase() must blank (format 1 always counts: it cannot be blanked), and the blanking.
+_Q_FIRST_SEALED = (
+    "SELECT min(seq) FROM {schema}.events WHERE stream_id = %s AND kind <> ALL(%s) "
+    "AND left(payload, %s) = %s"
+)
 _Q_TO_ERASE = (
     "SELECT seq, format FROM {schema}.events WHERE stream_id = %s AND kind <> ALL(%s) "
     "AND (format = 1 OR salt <> '' OR payload <> '') ORDER BY seq"
@@ -378,6 +382,7 @@ _TEMPLATES = {
     "streams": _Q_STREAMS,
     "delete_events": _Q_DELETE_EVENTS,
     "delete_snapshots": _Q_DELETE_SNAPSHOTS,
+    "first_sealed": _Q_FIRST_SEALED,
     "to_erase": _Q_TO_ERASE,
     "blank": _Q_BLANK,
     "save_snapshot": _Q_SAVE_SNAPSHOT,

@@ -11,11 +11,13 @@ from eventlog.erasure import content_subject, erasure_record, purged, tombstone
 from eventlog.errors import ConcurrencyError, PersistenceError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
+from eventlog.keyring import SEALED_PREFIX
 from eventlog.models import ErasureReceipt, Record, StreamHead
 from eventlog.recorders.sqlite_base import SQLiteBase
 from eventlog.recorders.sqlite_sql import (
     BLANK,
     DROP_NAME,
+    FIRST_SEALED,
     INSERT,
     SEAL_ERASURE,
     TO_ERASE,
@@ -79,6 +81,11 @@ class SQLiteErasure(SQLiteBase):
         self._clean_files("purge")
         purged(self, key, subject)
         return record
+
+    def _first_sealed(self, key: str) -> int | None:
+        params = (key, *RECEIPT_KINDS, len(SEALED_PREFIX), SEALED_PREFIX)
+        row = self._read("erase", lambda conn: conn.execute(FIRST_SEALED, params).fetchone())
+        return None if row is None or row[0] is None else int(row[0])
 
     def _erase(
         self, keys: Sequence[str], reason: str, expected_seq: int | None

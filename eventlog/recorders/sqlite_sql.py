@@ -12,6 +12,7 @@ __all__ = [
     "ENDS_SEAL",
     "EVENTS_EXIST",
     "EVENT_EXISTS",
+    "FIRST_SEALED",
     "GET_SETTING",
     "HEAD",
     "HEADS_EXIST",
@@ -141,6 +142,11 @@ STREAMS = (
     "FROM events GROUP BY stream_id"
 )
 # Records erase() must blank: content left (format 1 always counts: it cannot be blanked).
+FIRST_SEALED = (
+    # substr, not LIKE: LIKE treats "_" as a wildcard and, for ASCII, ignores case.
+    "SELECT min(seq) FROM events WHERE stream_id = ? AND kind NOT IN (?, ?) "
+    "AND substr(payload, 1, ?) = ?"
+)
 TO_ERASE = (
     "SELECT seq, format FROM events WHERE stream_id = ? AND kind NOT IN (?, ?) "
     "AND (format = 1 OR salt != '' OR payload != '') ORDER BY seq"

@@ -382,3 +382,23 @@ def test_compaction_on_a_keyring_ledger_leaves_no_text_in_clear_and_reseals_old_
         assert SECRET.encode() not in path.read_bytes()
         # Check a cold open still shows the window.
         assert [m.text for m in MessageWindowChatMemory(VICTIM, 5, store).messages()] == [SECRET]
+
+
+def test_first_sealed_finds_the_first_sealed_record_and_nothing_else(backend: Any) -> None:
+    # Recorder._first_sealed, on each backend (the in-memory store runs the default, which a
+    # third-party recorder inherits): what an erasure without a keyring looks for.
+    ring = MemoryKeyring()
+    store = backend.open(keyring=ring)
+    key = str(store.stream_key(VICTIM))
+    assert store._first_sealed(key) is None  # no records
+    store.append(VICTIM, batch("one", "two", "three"))
+    assert store._first_sealed(key) == 1
+    store.erase(VICTIM, reason="GDPR")  # blanked; the receipt is plain
+    assert store._first_sealed(key) is None
+    store.append(VICTIM, batch("after"))
+    assert store._first_sealed(key) == 5
+    # Check plain content (a store without a keyring) is never taken for sealed.
+    if backend.name != "memory":
+        plain = backend.open()
+        plain.append(OTHER, batch("enc1: in the text, not sealed"))
+        assert plain._first_sealed(str(plain.stream_key(OTHER))) is None
