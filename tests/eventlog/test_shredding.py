@@ -402,3 +402,20 @@ def test_first_sealed_finds_the_first_sealed_record_and_nothing_else(backend: An
         plain = backend.open()
         plain.append(OTHER, batch("enc1: in the text, not sealed"))
         assert plain._first_sealed(str(plain.stream_key(OTHER))) is None
+
+
+def test_only_what_is_appended_with_the_keyring_is_sealed() -> None:
+    # The README's limit of encryption at rest: an import keeps the bytes its commitments cover.
+    import io
+
+    from eventlog import InMemoryEventStore, export_jsonl, import_jsonl
+
+    source = InMemoryEventStore()
+    source.append(VICTIM, batch("from before"))
+    exported = io.StringIO()
+    export_jsonl(source, exported)
+    store = InMemoryEventStore(keyring=MemoryKeyring())
+    import_jsonl(store, exported.getvalue().splitlines())
+    store.append(VICTIM, batch("appended"))
+    assert [bool(r.sealed) for r in store.read(VICTIM)] == [False, True]
+    assert store.verify().ok
