@@ -39,8 +39,8 @@ class PostgresErasure(PostgresBase):
         marks the space reusable) plus your WAL and backup retention.
         """
         key = self._stream_key(memory_id, "purge")
-        subject = content_subject(self, key, "purge")  # before the names row goes
         self._writable("purge", self._name)
+        subject = content_subject(self, key, "purge")  # before the names row goes
         conflict = lambda: ConcurrencyError(key, expected_seq, None)  # noqa: E731
         with self._write("purge", conflict, keys=[key]) as conn:
             head = self._head(conn, key)

@@ -38,8 +38,8 @@ class SQLiteErasure(SQLiteBase):
 
     def purge(self, memory_id: MemoryId, *, expected_seq: int, reason: str) -> Record:
         key = self._stream_key(memory_id, "purge")
-        subject = content_subject(self, key, "purge")  # before the names row goes
         self._writable("purge", self._where)
+        subject = content_subject(self, key, "purge")  # before the names row goes
 
         def work(conn: sqlite3.Connection) -> Record:
             self._heads.pop(key, None)  # rare and destructive: decide on the stored head
