@@ -119,3 +119,44 @@ def test_an_emptied_receipt_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="or is a receipt"):
         import_jsonl(target, edited)
     assert target.streams() == []
+
+
+def test_an_incremental_file_claiming_an_erasure_after_content_in_the_target_is_refused(
+    tmp_path: Path,
+) -> None:
+    # Found by the mutation run. The target holds seq 1 with its content; a file continuing
+    # from it empties seq 2 and brings an erasure's receipt: no erase() leaves that (it
+    # empties from seq 1 on), so it is refused, nothing written.
+    source = SQLiteEventStore(tmp_path / "a.db")
+    _say(source, "conv", "kept", "hidden")
+    target = SQLiteEventStore(tmp_path / "b.db")
+    import_jsonl(target, _export(source, memory_id="conv")[:2])  # the header and seq 1
+    source.erase("conv", reason="the user asked")
+    lines = _export(source, memory_id="conv", after=1)
+    assert [(json.loads(x)["seq"], json.loads(x)["payload"]) for x in lines[1:2]] == [(2, "")]
+    with pytest.raises(ValueError, match="is emptied"):
+        import_jsonl(target, lines)
+    assert [r.seq for r in target.read("conv")] == [1]
+
+
+def test_an_incremental_file_with_a_second_erasure_continues_the_target_erased_prefix(
+    tmp_path: Path,
+) -> None:
+    # Found by the mutation run: the target's erased prefix (from its head seal) is where the
+    # file's emptied records must continue from - not from seq 1.
+    source = SQLiteEventStore(tmp_path / "a.db")
+    _say(source, "conv", "secret 1")
+    source.erase("conv", reason="the user asked")
+    target = SQLiteEventStore(tmp_path / "b.db")
+    import_jsonl(target, _export(source))  # its newest record: the erasure's receipt
+    head = len(source.read("conv"))
+    _say(source, "conv", "secret 2")
+    source.erase("conv", reason="again")  # empties what came after the first receipt
+    report = import_jsonl(target, _export(source, memory_id="conv", after=head))
+    assert report.records == len(source.read("conv")) - head
+    assert target.verify().ok
+    # (Import never overwrites: what the second erasure emptied at or before ``head`` is the
+    # target's to erase itself.)
+    assert [r[1:] for r in target.read("conv", gt=head)] == [
+        r[1:] for r in source.read("conv", gt=head)
+    ]
