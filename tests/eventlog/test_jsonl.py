@@ -218,3 +218,15 @@ def test_an_incremental_file_from_a_fork_is_refused_though_it_continues_the_seqs
     with pytest.raises(ValueError, match="import never overwrites"):
         import_jsonl(target, out.getvalue().splitlines())
     assert len(target.read("u1")) == 2
+
+
+def test_a_memory_longer_than_a_write_chunk_is_written_in_chunks_of_that_size(monkeypatch):
+    import eventlog.formats.jsonl
+
+    store = InMemoryEventStore()
+    store.append("u1", batch("a", "b", "c", "d", "e"))
+    lines = _export(store)
+    monkeypatch.setattr(eventlog.formats.jsonl, "_WRITE_CHUNK", 2)
+    written = list[int]()
+    report = import_jsonl(InMemoryEventStore(), lines, progress=written.append)
+    assert (report.records, written[-3:]) == (5, [2, 4, 5])
