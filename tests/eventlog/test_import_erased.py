@@ -107,6 +107,11 @@ def test_emptied_records_without_their_receipt_are_refused_whole_file(tmp_path, 
     with pytest.raises(ValueError, match=r"'conv'#2 \(before line \d+\) is emptied") as caught:
         import_jsonl(target, edited)
     assert "no erasure's receipt follows it" in str(caught.value)
+    # Check the line named is where the receipt should have been: the next record's, or the
+    # end of the file.
+    rows = [json.loads(line) for line in lines]
+    after = [i + 1 for i, r in enumerate(rows) if (r.get("memory"), r.get("seq")) == ("conv", 3)]
+    assert f"(before line {(after or [len(lines) + 1])[0]})" in str(caught.value)
     assert target.streams() == []
 
 
