@@ -230,3 +230,4 @@ def test_a_memory_longer_than_a_write_chunk_is_written_in_chunks_of_that_size(mo
     written = list[int]()
     report = import_jsonl(InMemoryEventStore(), lines, progress=written.append)
     assert (report.records, written[-3:]) == (5, [2, 4, 5])
+    assert report.imported == {"u1": (1, 5)}
