@@ -483,8 +483,10 @@ class PostgresWitness(Witness):
 
     def _load(self) -> str | None:
         with self._connect("read witness") as conn:
+            # The name quoted as the other statements quote it: unquoted, to_regclass folds
+            # "Witness" to witness and never finds the table, so every open would start anew.
             exists = conn.execute(
-                "SELECT to_regclass(%s) IS NOT NULL", (".".join(self._table),)
+                "SELECT to_regclass(%s) IS NOT NULL", (self._sql("{table}").as_string(conn),)
             ).fetchone()
             if not exists or not exists[0]:
                 return None

@@ -107,6 +107,11 @@ def test_emptied_records_without_their_receipt_are_refused_whole_file(tmp_path, 
     with pytest.raises(ValueError, match=r"'conv'#2 \(before line \d+\) is emptied") as caught:
         import_jsonl(target, edited)
     assert "no erasure's receipt follows it" in str(caught.value)
+    # Check the line named is where the receipt should have been: the next record's, or the
+    # end of the file.
+    rows = [json.loads(line) for line in lines]
+    after = [i + 1 for i, r in enumerate(rows) if (r.get("memory"), r.get("seq")) == ("conv", 3)]
+    assert f"(before line {(after or [len(lines) + 1])[0]})" in str(caught.value)
     assert target.streams() == []
 
 
@@ -119,3 +124,44 @@ def test_an_emptied_receipt_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="or is a receipt"):
         import_jsonl(target, edited)
     assert target.streams() == []
+
+
+def test_an_incremental_file_claiming_an_erasure_after_content_in_the_target_is_refused(
+    tmp_path: Path,
+) -> None:
+    # Found by the mutation run. The target holds seq 1 with its content; a file continuing
+    # from it empties seq 2 and brings an erasure's receipt: no erase() leaves that (it
+    # empties from seq 1 on), so it is refused, nothing written.
+    source = SQLiteEventStore(tmp_path / "a.db")
+    _say(source, "conv", "kept", "hidden")
+    target = SQLiteEventStore(tmp_path / "b.db")
+    import_jsonl(target, _export(source, memory_id="conv")[:2])  # the header and seq 1
+    source.erase("conv", reason="the user asked")
+    lines = _export(source, memory_id="conv", after=1)
+    assert [(json.loads(x)["seq"], json.loads(x)["payload"]) for x in lines[1:2]] == [(2, "")]
+    with pytest.raises(ValueError, match="is emptied"):
+        import_jsonl(target, lines)
+    assert [r.seq for r in target.read("conv")] == [1]
+
+
+def test_an_incremental_file_with_a_second_erasure_continues_the_target_erased_prefix(
+    tmp_path: Path,
+) -> None:
+    # Found by the mutation run: the target's erased prefix (from its head seal) is where the
+    # file's emptied records must continue from - not from seq 1.
+    source = SQLiteEventStore(tmp_path / "a.db")
+    _say(source, "conv", "secret 1")
+    source.erase("conv", reason="the user asked")
+    target = SQLiteEventStore(tmp_path / "b.db")
+    import_jsonl(target, _export(source))  # its newest record: the erasure's receipt
+    head = len(source.read("conv"))
+    _say(source, "conv", "secret 2")
+    source.erase("conv", reason="again")  # empties what came after the first receipt
+    report = import_jsonl(target, _export(source, memory_id="conv", after=head))
+    assert report.records == len(source.read("conv")) - head
+    assert target.verify().ok
+    # (Import never overwrites: what the second erasure emptied at or before ``head`` is the
+    # target's to erase itself.)
+    assert [r[1:] for r in target.read("conv", gt=head)] == [
+        r[1:] for r in source.read("conv", gt=head)
+    ]

@@ -140,3 +140,94 @@ def test_every_exported_record_carries_its_global_position():
     bad = _edit(text, 1, position=0)
     with pytest.raises(ValueError, match="position must be an integer >= 1, not 0"):
         import_jsonl(InMemoryEventStore(), io.StringIO("\n".join(bad) + "\n"))
+
+
+# -- found by the mutation run ------------------------------------------------------------
+
+
+def test_export_reads_every_page_and_counts_what_it_wrote(monkeypatch):
+    import eventlog.formats.jsonl
+
+    monkeypatch.setattr(eventlog.formats.jsonl, "_PAGE", 2)
+    store = InMemoryEventStore()
+    store.append("u1", batch("a", "b", "c", "d", "e"))
+    store.append("u2", batch("x", "y"))  # exactly one full page
+    out, seen = io.StringIO(), list[int]()
+    assert export_jsonl(store, out, progress=seen.append) == 7
+    lines = out.getvalue().splitlines()
+    assert [(json.loads(x)["memory"], json.loads(x)["seq"]) for x in lines[1:]] == [
+        *(("u1", seq) for seq in range(1, 6)),
+        ("u2", 1),
+        ("u2", 2),
+    ]
+    assert seen == [2, 4, 5, 7]
+
+
+def test_a_header_of_another_format_is_refused_whatever_its_version():
+    lines = _export(_mixed())
+    header = json.dumps({**json.loads(lines[0]), "format": "other-jsonl"})
+    for first in (header, "[]", "null"):
+        with pytest.raises(ValueError, match="not a chatledger export"):
+            import_jsonl(InMemoryEventStore(), [first, *lines[1:]])
+
+
+def test_a_forged_first_record_not_chained_to_genesis_is_refused():
+    from eventlog.hashing import record_hash
+    from eventlog.models import Record
+
+    lines = _export(_mixed())
+    obj = json.loads(lines[1])
+    obj["prev_hash"] = "ab" * 32
+    fields = {k: obj[k] for k in ("kind", "schema_version", "payload", "meta", "prev_hash")}
+    record = Record(
+        position=0,
+        stream_id=obj["memory"],
+        seq=obj["seq"],
+        recorded_at_text=obj["recorded_at"],
+        hash="",
+        salt=obj["salt"],
+        commitment=obj["commitment"],
+        format=obj["format"],
+        **fields,
+    )
+    obj["hash"] = record_hash(record)  # the hash agrees: only the link is forged
+    with pytest.raises(ValueError, match="breaks at seq 1: prev_hash is not genesis"):
+        import_jsonl(InMemoryEventStore(), [lines[0], json.dumps(obj)])
+
+
+def test_a_memory_purged_after_one_record_is_refused_or_skipped_by_name():
+    store = InMemoryEventStore()
+    store.append("u1", batch("a"))
+    store.purge("u1", expected_seq=1, reason="retention")
+    store.append("u2", batch("x"))
+    lines = _export(store)
+    assert [json.loads(x)["seq"] for x in lines[1:] if json.loads(x)["memory"] == "u1"] == [2]
+    with pytest.raises(ValueError, match="starts with a memory_purged tombstone at seq 2"):
+        import_jsonl(InMemoryEventStore(), lines)
+    copy = InMemoryEventStore()
+    report = import_jsonl(copy, lines, skip_purged=True)
+    assert (report.skipped, report.records) == (("u1",), 1)
+
+
+def test_an_incremental_file_from_a_fork_is_refused_though_it_continues_the_seqs():
+    target, fork = InMemoryEventStore(), InMemoryEventStore()
+    target.append("u1", batch("a", "b"))
+    fork.append("u1", batch("a", "B", "c"))  # same seqs, another history
+    out = io.StringIO()
+    export_jsonl(fork, out, memory_id="u1", after=2)
+    with pytest.raises(ValueError, match="import never overwrites"):
+        import_jsonl(target, out.getvalue().splitlines())
+    assert len(target.read("u1")) == 2
+
+
+def test_a_memory_longer_than_a_write_chunk_is_written_in_chunks_of_that_size(monkeypatch):
+    import eventlog.formats.jsonl
+
+    store = InMemoryEventStore()
+    store.append("u1", batch("a", "b", "c", "d", "e"))
+    lines = _export(store)
+    monkeypatch.setattr(eventlog.formats.jsonl, "_WRITE_CHUNK", 2)
+    written = list[int]()
+    report = import_jsonl(InMemoryEventStore(), lines, progress=written.append)
+    assert (report.records, written[-3:]) == (5, [2, 4, 5])
+    assert report.imported == {"u1": (1, 5)}

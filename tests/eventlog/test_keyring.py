@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import multiprocessing
 import os
@@ -361,6 +362,8 @@ GOOD_KEY = base64.b64encode(b"k" * 32).decode()
             f'"{GOOD_KEY}"}}}}}}'.encode(),
             "non-text subject",
         ),
+        (b'{"format": 1, "keys": {}, "destroyed": []}', '"destroyed" is not an object'),
+        (b'{"format": 1, "keys": {}, "destroyed": {"a": 5}}', '"destroyed" is not an object'),
     ],
 )
 def test_corrupt_file_is_a_clear_error_never_an_empty_keyring(tmp_path, content, reason):
@@ -733,3 +736,109 @@ def test_only_text_starting_with_the_prefix_is_sealed():
     # A BLOB put in the payload column by hand is not sealed content (and no TypeError).
     assert not is_sealed(b"enc1:k:AAAA")  # type: ignore[arg-type]
     assert sealed_key_id("enc1:kms:key:1:AAAA") == "kms:key:1"
+
+
+# -- attacks found by the mutation run ------------------------------------------------------
+
+
+def _stat_sees_no_change(monkeypatch):
+    """As if every change to the file came within one mtime tick, to the same size, on a
+    reused inode: only a forced read sees it."""
+    real = FileKeyring._refresh
+
+    def refresh(self, *, force=False):
+        if force:
+            real(self, force=True)
+
+    monkeypatch.setattr(FileKeyring, "_refresh", refresh)
+
+
+def test_a_destroy_rereads_under_the_lock_and_never_drops_another_process_key(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "keys.json"
+    a, b = FileKeyring(path), FileKeyring(path)
+    alice, _ = a.current("alice")
+    _stat_sees_no_change(monkeypatch)
+    bob, bob_key = b.current("bob")  # written after a's last read
+    assert a.destroy("alice") == 1
+    monkeypatch.undo()
+    fresh = FileKeyring(path)
+    assert fresh.get(bob) == bob_key
+    assert fresh.destroyed(alice) and fresh.get(alice) is None
+
+
+def test_wrap_rereads_under_the_lock_and_never_drops_a_key_made_meanwhile(tmp_path, monkeypatch):
+    path = tmp_path / "keys.json"
+    other = FileKeyring(path)
+    other.current("alice")
+    _stat_sees_no_change(monkeypatch)
+    real = FileKeyring._flocked
+    made: dict[str, tuple[str, bytes]] = {}
+
+    @contextlib.contextmanager
+    def flocked(self, operation):
+        if operation == "wrap" and not made:  # another process's write, just before ours
+            made["bob"] = other.current("bob")
+        with real(self, operation):
+            yield
+
+    monkeypatch.setattr(FileKeyring, "_flocked", flocked)
+    wrapped = FileKeyring.wrap(path, MASTER)
+    bob, bob_key = made["bob"]
+    assert wrapped.get(bob) == bob_key
+
+
+def test_a_missing_key_id_costs_one_read_of_the_file_not_one_per_lookup(tmp_path, monkeypatch):
+    keyring = FileKeyring(tmp_path / "keys.json")
+    keyring.current("user-42")
+    assert keyring.get("0123456789abcdef") is None  # the one real read
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("the file was re-read")
+
+    monkeypatch.setattr(FileKeyring, "_parse", no_reading)
+    for _ in range(3):
+        assert keyring.get("0123456789abcdef") is None
+
+
+def test_a_wrapped_key_with_characters_outside_base64_is_refused_not_cleaned(tmp_path):
+    path, _, (alice, _), _ = _wrapped_pair(tmp_path)
+
+    def garble(doc):
+        wrapped = doc["keys"][alice]["wrapped"]
+        doc["keys"][alice]["wrapped"] = wrapped[:8] + "*" + wrapped[8:]
+
+    _edit(path, garble)
+    with pytest.raises(KeyringError, match=f"key '{alice}' is malformed") as info:
+        FileKeyring(path, master_key=MASTER)
+    assert info.value.path == str(path)
+    assert "restore it from its own backup" in str(info.value)
+
+
+@pytest.mark.parametrize("crash", ["fsync", "replace"])
+def test_a_write_that_fails_midway_leaves_the_old_file_whole_and_says_so(
+    tmp_path, monkeypatch, crash
+):
+    path = tmp_path / "keys.json"
+    keyring = FileKeyring(path)
+    alice, alice_key = keyring.current("alice")
+    before = path.read_bytes()
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, crash, fail)
+    with pytest.raises(KeyringError, match="No space left on device") as info:
+        keyring.current("bob")
+    monkeypatch.undo()
+    e = info.value
+    assert (e.operation, e.path) == ("create a key", str(path))
+    assert "check the directory" in str(e)
+    # Check nothing half-written is left: the old file as it was, no temporary file beside it.
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.json", "keys.json.lock"]
+    # ... and no key was handed out that the file does not hold.
+    bob, bob_key = keyring.current("bob")
+    fresh = FileKeyring(path)
+    assert (fresh.get(alice), fresh.get(bob)) == (alice_key, bob_key)

@@ -465,3 +465,149 @@ def test_one_memory_put_back_from_a_backup_needs_the_tree_check_or_a_digest(back
     with pytest.raises(RollbackError) as caught:
         backend.open(chain_key=key, witness=FileWitness(path, check="tree"))
     assert caught.value.behind is True
+
+
+# ---------------------------------------------------------------- attacks (mutation run)
+
+
+def test_a_one_record_ledger_forked_is_refused(backend, tmp_path):
+    # The smallest ledger a witness has seen still has an anchor: its one record.
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a"))
+    store.close()
+    assert _witnessed(path)["size"] == 1
+    backend.tamper(backend.open(), "u1", 1, "hash", "f" * 64)  # a fork of one record
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=path)
+    e = caught.value
+    assert (e.witnessed_size, e.ledger_size, e.behind) == (1, 1, False)
+
+
+class _Counting:
+    """A store as the witness sees it, counting the records it reads."""
+
+    def __init__(self, store):
+        self.store, self.rows = store, 0
+
+    def read_all(self, *, gt=0, limit=None):
+        page = self.store.read_all(gt=gt, limit=limit)
+        self.rows += len(page)
+        return page
+
+
+def test_the_anchor_check_reads_one_record_whatever_the_ledger_grew_to(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b", "c"))
+    store.close()
+    backend.open().append("u2", batch("x", "y"))  # appended without the witness
+    _until_shown(backend, 5)
+    counting = _Counting(backend.open())
+    FileWitness(path).check(counting, "ledger", write=False)  # type: ignore[arg-type]
+    assert counting.rows == 1
+    # Check a witness of an empty ledger is anchored without reading any record.
+    empty = tmp_path / "empty"
+    FileWitness(empty)._write(TreeState())
+    counting = _Counting(backend.open())
+    FileWitness(empty).check(counting, "ledger", write=False)  # type: ignore[arg-type]
+    assert counting.rows == 0
+
+
+def test_every_one_append_is_allowed_and_counted_from_each_move(backend, tmp_path, monkeypatch):
+    import types
+
+    import eventlog.witness
+
+    monkeypatch.setattr(eventlog.witness, "time", types.SimpleNamespace(monotonic=lambda: 1e3))
+    path = tmp_path / "w"
+    witness = FileWitness(path, every=3)
+    assert witness.writes == 0
+    store = backend.open(witness=witness)
+    assert witness.writes == 1  # created
+    for expected in (1, 1, 2, 2, 2, 3):  # moved at the 3rd and 6th append only
+        store.append("u1", batch("a"))
+        assert witness.writes == expected
+    one = FileWitness(tmp_path / "w1", every=1)
+    store = backend.open(witness=one)
+    store.append("u1", batch("b"))
+    assert (one.writes, _witnessed(tmp_path / "w1")["size"]) == (2, 7)
+
+
+def test_appends_move_the_witness_once_the_seconds_have_passed(backend, tmp_path, monkeypatch):
+    import types
+
+    import eventlog.witness
+
+    clock = [1e4]
+    fake = types.SimpleNamespace(monotonic=lambda: clock[0])
+    monkeypatch.setattr(eventlog.witness, "time", fake)
+    path = tmp_path / "w"
+    witness = FileWitness(path, every=10**6)  # seconds=5.0
+    store = backend.open(witness=witness)
+    writes = witness.writes
+    store.append("u1", batch("a"))
+    clock[0] += 4.5
+    store.append("u1", batch("b"))
+    assert witness.writes == writes  # 4.5 s: not yet
+    clock[0] += 0.5
+    store.append("u1", batch("c"))
+    assert witness.writes == writes + 1  # 5 s exactly
+    # Check seconds=0 moves it on every append, even within one tick of the clock.
+    zero = FileWitness(tmp_path / "w0", every=10**6, seconds=0)
+    store = backend.open(witness=zero)
+    store.append("u1", batch("d"))
+    assert _witnessed(tmp_path / "w0")["size"] == 4
+
+
+def test_garbage_inside_a_witness_hash_is_refused():
+    state = TreeState()
+    for i in range(3):
+        state.push(i + 1, f"{i:064x}")
+    data = json.loads(state.to_json())
+    frontier = [data["frontier"][0][:8] + "*" + data["frontier"][0][8:], data["frontier"][1]]
+    for edited in ({**data, "frontier": frontier}, {**data, "root": "*" + data["root"]}):
+        with pytest.raises(ValueError):
+            TreeState.from_json(json.dumps(edited))
+
+
+def test_the_witness_lock_file_is_private(backend, tmp_path):
+    import stat
+
+    backend.open(witness=tmp_path / "w").close()
+    assert stat.S_IMODE((tmp_path / "w.lock").stat().st_mode) & 0o077 == 0
+
+
+def test_a_postgres_witness_names_the_default_port():
+    from eventlog.witness import PostgresWitness
+
+    witness = PostgresWitness("host=db.example dbname=ledger", name="n", table="t")
+    assert witness.where == "witness 'n' in t at db.example:5432/ledger"
+
+
+def test_a_postgres_witness_in_a_table_named_with_capitals_and_a_dot_is_read_back(
+    backend, pg_witness_table
+):
+    # Found by the mutation run: the table was looked up unquoted, so "Witness" was never
+    # found, every open started a new witness, and a restored older copy was accepted.
+    from eventlog.witness import PostgresWitness
+
+    schema = pg_witness_table.split(".")[0]
+    table = f"{schema}.Chat.Witness"
+
+    def witness():
+        return PostgresWitness(PG_DSN, name="ledger", table=table)
+
+    store = backend.open(witness=witness())
+    store.append("u1", batch("a", "b"))
+    store.close()
+    _snapshot(backend)
+    store = backend.open(witness=witness())
+    store.append("u1", batch("c"))
+    store.close()
+    _restore(backend)
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=witness())
+    assert (caught.value.witnessed_size, caught.value.ledger_size) == (3, 2)
+    state = witness().read()
+    assert state is not None and state.size == 3
