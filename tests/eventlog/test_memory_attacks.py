@@ -1,0 +1,90 @@
+"""The in-memory store under attack: a forger who edits its rows and seals directly (its
+"database" is the object's own lists) must be caught as on SQLite, and its write paths must
+honour the contract's edges exactly (conflicts, snapshots, the ledger tree, closing)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from eventlog import ChainIntegrityError, InMemoryEventStore, SQLiteEventStore
+from eventlog.ledger import digest
+from eventlog.ledger_tree import BLOCK
+from eventlog.store import EventStore
+from eventlog.testing.records import batch
+
+KEY = b"k" * 32
+
+
+def test_a_blanked_seal_does_not_hide_a_truncated_tail() -> None:
+    store = InMemoryEventStore()
+    store.append("m", batch("a", "b", "c"))
+    # The forger drops the newest record and blanks the seal's mac, as if the memory came from
+    # before head seals: an in-memory store never had such memories, so it is refused.
+    store._streams["m"].pop()
+    store._all.pop()
+    store._seals["m"] = store._seals["m"]._replace(mac="")
+    with pytest.raises(ChainIntegrityError, match="head seal is missing"):
+        store.read_verified("m")
+
+
+def test_a_keyed_ledger_reports_unkeyed_records_slipped_in_below_every_position() -> None:
+    store = InMemoryEventStore(chain_key=KEY)
+    store.append("m", batch("a", "b"))
+    # The forger, without the key, builds an unkeyed memory elsewhere and slips it in at
+    # position 0: below every position a keyed append gives, so the "records after the key
+    # was adopted must be keyed" rule does not reach it. A keyed in-memory ledger never had
+    # unkeyed records, so its sealed legacy prefix is empty and these are not it.
+    elsewhere = InMemoryEventStore()
+    (forged,) = elsewhere.append("x", batch("planted"))
+    forged = forged._replace(position=0)
+    store._streams["x"] = [forged]
+    store._all.insert(0, forged)
+    store._seals["x"] = elsewhere._seals["x"]
+    report = store.verify()
+    assert not report.ok
+    assert any(
+        "not the sealed legacy prefix: 1 found, 0 sealed" in p for p in report.ledger_problems
+    )
+
+
+def test_positions_are_numbered_as_sqlite_numbers_them(tmp_path: pathlib.Path) -> None:
+    # A tailing reader keeps the last position it saw and may move between backends (tests on
+    # memory, production on SQLite): both must hand out the same positions for the same log,
+    # from 1 (the first after the "nothing read yet" 0), gapless, never reused after a purge.
+    def positions(store: EventStore) -> list[int]:
+        store.append("a", batch("a1", "a2"))
+        store.append("b", batch("b1"))
+        store.purge("a", expected_seq=2, reason="retention")
+        store.append("b", batch("b2"))
+        return [r.position for r in store.read_all()]
+
+    with SQLiteEventStore(tmp_path / "chat.db") as sqlite_store:
+        expected = positions(sqlite_store)
+    assert expected == [3, 4, 5]
+    assert positions(InMemoryEventStore()) == expected
+
+
+def test_the_ledger_tree_hook_answers_as_sqlites_does(tmp_path: pathlib.Path) -> None:
+    # The tree saves its blocks through _save_tree_blocks and trusts the answer: True (stored:
+    # not sent again), False (a purge or a gap: rebuild). Both backends answer alike.
+    def answers(store: EventStore) -> list[bool | None]:
+        for i in range(0, BLOCK + 5, 50):
+            store.append(f"m{i % 3}", batch(*(f"message {k}" for k in range(i, i + 50))))
+        digest(store)
+        generation, blocks = store._tree_blocks()
+        assert [b.block for b in blocks] == [0]
+        return [
+            store._save_tree_blocks(blocks, replace=True, generation=generation),
+            store._save_tree_blocks(blocks, replace=False, generation=generation),
+            store._save_tree_blocks(blocks, replace=False, generation=generation + 1),
+            store._save_tree_blocks(
+                [blocks[0]._replace(block=2)], replace=False, generation=generation
+            ),
+        ]
+
+    with SQLiteEventStore(tmp_path / "chat.db") as sqlite_store:
+        expected = answers(sqlite_store)
+    assert expected == [True, True, False, False]
+    assert answers(InMemoryEventStore()) == expected
