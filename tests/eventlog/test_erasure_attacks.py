@@ -18,10 +18,12 @@ from eventlog.testing.records import batch, texts
 def test_an_erase_receipt_says_whether_a_reader_kept_the_old_pages(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "chat.db"
     with SQLiteEventStore(path) as store:
-        store.append("a", batch("first secret"))
-        store.append("b", batch("second secret"))
-        # No reader: the files were cleaned, and the receipt must not claim otherwise.
-        assert not store.erase("a", reason="GDPR").cleanup_pending
+        for user in ("u1", "u2", "u3", "u4"):
+            store.append((user, "s1"), batch(f"secret of {user}"))
+        # No reader: the files were cleaned, and the receipts must not claim otherwise.
+        assert not store.erase(("u1", "s1"), reason="GDPR").cleanup_pending
+        (receipt,) = store.erase_subject(("u2",), reason="GDPR")
+        assert not receipt.cleanup_pending
         store.checkpoint()
         # A backup holding a read snapshot keeps the WAL's old pages: the receipt must say so,
         # or the operator would think no copy of the text is left in the files.
@@ -29,7 +31,9 @@ def test_an_erase_receipt_says_whether_a_reader_kept_the_old_pages(tmp_path: pat
         backup.execute("BEGIN")
         backup.execute("SELECT count(*) FROM events").fetchone()
         try:
-            assert store.erase("b", reason="GDPR").cleanup_pending
+            assert store.erase(("u3", "s1"), reason="GDPR").cleanup_pending
+            (receipt,) = store.erase_subject(("u4",), reason="GDPR")
+            assert receipt.cleanup_pending
         finally:
             backup.close()
 
@@ -90,3 +94,26 @@ def test_a_rerun_erasure_by_pseudonym_says_nothing_to_erase(tmp_path: pathlib.Pa
         assert head is not None
         # A purge by the same spelling goes through: it shreds nothing more and still works.
         store.purge(pseudonym, expected_seq=head.seq, reason="retention")
+
+
+def test_erase_subject_shreds_the_subjects_own_key_only_under_a_one_element_prefix(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Content sealed before memories had keys of their own is under the subject's key: an
+    # erasure of the whole subject must destroy it (a backup's old rows open with it), one of
+    # some of its memories (a longer prefix) must not (its other memories' old rows need it).
+    path = tmp_path / "chat.db"
+    ring = MemoryKeyring()
+    with SQLiteEventStore(path, keyring=ring) as store:
+        store.append(("user-42", "tenant-a", "s1"), batch("a"))
+        store.append(("user-42", "tenant-b", "s1"), batch("b"))
+        store.append(("user-7", "s1"), batch("c"))
+    old_42, _ = ring.current(subject_of(("user-42",)))
+    old_7, _ = ring.current(subject_of(("user-7",)))
+    with SQLiteEventStore(path, keyring=ring) as store:
+        store.erase_subject(("user-42", "tenant-a"), reason="tenant left")
+        assert ring.get(old_42) is not None
+        assert texts(store.read(("user-42", "tenant-b", "s1"))) == ["b"]
+        store.erase_subject(("user-42",), reason="GDPR")
+    assert ring.get(old_42) is None and ring.destroyed(old_42)
+    assert ring.get(old_7) is not None

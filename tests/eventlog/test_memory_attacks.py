@@ -52,17 +52,20 @@ def test_a_keyed_ledger_reports_unkeyed_records_slipped_in_below_every_position(
 def test_positions_are_numbered_as_sqlite_numbers_them(tmp_path: pathlib.Path) -> None:
     # A tailing reader keeps the last position it saw and may move between backends (tests on
     # memory, production on SQLite): both must hand out the same positions for the same log,
-    # from 1 (the first after the "nothing read yet" 0), gapless, never reused after a purge.
+    # from 1 (the first after the "nothing read yet" 0), gapless, never reused after a purge,
+    # a tombstone or a receipt taking the next one.
     def positions(store: EventStore) -> list[int]:
         store.append("a", batch("a1", "a2"))
         store.append("b", batch("b1"))
         store.purge("a", expected_seq=2, reason="retention")
         store.append("b", batch("b2"))
+        store.erase("b", reason="GDPR")
+        store.append("c", batch("c1"))
         return [r.position for r in store.read_all()]
 
     with SQLiteEventStore(tmp_path / "chat.db") as sqlite_store:
         expected = positions(sqlite_store)
-    assert expected == [3, 4, 5]
+    assert expected == [3, 4, 5, 6, 7]
     assert positions(InMemoryEventStore()) == expected
 
 
