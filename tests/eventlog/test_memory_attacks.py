@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from eventlog import ChainIntegrityError, InMemoryEventStore, SQLiteEventStore
+from eventlog import ChainIntegrityError, ConcurrencyError, InMemoryEventStore, SQLiteEventStore
 from eventlog.ledger import digest
 from eventlog.ledger_tree import BLOCK
 from eventlog.store import EventStore
@@ -91,3 +91,20 @@ def test_the_ledger_tree_hook_answers_as_sqlites_does(tmp_path: pathlib.Path) ->
         expected = answers(sqlite_store)
     assert expected == [True, True, False, False]
     assert answers(InMemoryEventStore()) == expected
+
+
+def test_an_erase_of_an_empty_memory_conflicts_as_on_sqlite(tmp_path: pathlib.Path) -> None:
+    # An erase guarded by expected_seq: on a memory with no records the actual seq is 0, so
+    # expected_seq=0 finds nothing to erase and any other expected_seq conflicts with 0.
+    def outcomes(store: EventStore) -> list[object]:
+        store.append("other", batch("x"))
+        with pytest.raises(ValueError, match="nothing to erase"):
+            store.erase("nobody", reason="GDPR", expected_seq=0)
+        with pytest.raises(ConcurrencyError) as caught:
+            store.erase("nobody", reason="GDPR", expected_seq=1)
+        return [caught.value.expected, caught.value.actual, store.head("nobody")]
+
+    with SQLiteEventStore(tmp_path / "chat.db") as sqlite_store:
+        expected = outcomes(sqlite_store)
+    assert expected == [1, 0, None]
+    assert outcomes(InMemoryEventStore()) == expected
