@@ -108,3 +108,23 @@ def test_an_erase_of_an_empty_memory_conflicts_as_on_sqlite(tmp_path: pathlib.Pa
         expected = outcomes(sqlite_store)
     assert expected == [1, 0, None]
     assert outcomes(InMemoryEventStore()) == expected
+
+
+def test_read_all_limit_0_and_a_snapshot_at_lte_answer_as_on_sqlite(tmp_path: pathlib.Path) -> None:
+    # A tailer asking for no rows gets none (not one it would then skip past), and a
+    # snapshot saved at seq n is "at or before" lte=n: a projection resuming at n finds it.
+    def answers(store: EventStore) -> list[object]:
+        store.append("u1", batch("1", "2", "3"))
+        store.save_snapshot("u1", "window", 2, '{"s":2}')
+        snap = store.load_snapshot("u1", "window", lte=2)
+        return [
+            store.read_all(limit=0),
+            store.read_all(gt=1, limit=0),
+            None if snap is None else (snap.seq, snap.state),
+            store.load_snapshot("u1", "window", lte=1),
+        ]
+
+    with SQLiteEventStore(tmp_path / "chat.db") as sqlite_store:
+        expected = answers(sqlite_store)
+    assert expected == [[], [], (2, '{"s":2}'), None]
+    assert answers(InMemoryEventStore()) == expected
