@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pathlib
 import sqlite3
+from datetime import UTC, datetime
 
 import pytest
 
 from eventlog import SQLiteEventStore
+from eventlog.erasure import erasure_record
 from eventlog.ids import StreamKey
 from eventlog.keyring import MemoryKeyring, subject_of
 from eventlog.testing.records import batch, texts
@@ -117,3 +119,18 @@ def test_erase_subject_shreds_the_subjects_own_key_only_under_a_one_element_pref
         store.erase_subject(("user-42",), reason="GDPR")
     assert ring.get(old_42) is None and ring.destroyed(old_42)
     assert ring.get(old_7) is not None
+
+
+def test_the_refusal_to_erase_format_1_records_names_them_exactly() -> None:
+    # The operator must learn which records block the erasure: up to five are named in full,
+    # "..." only when more were left out.
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    five = [(seq, 1) for seq in range(1, 6)]
+    with pytest.raises(ValueError, match=r"5 record\(s\) \(seq 1, 2, 3, 4, 5\) are format 1"):
+        erasure_record("k", five, "GDPR", now)
+    with pytest.raises(ValueError, match=r"6 record\(s\) \(seq 1, 2, 3, 4, 5, \.\.\.\)"):
+        erasure_record("k", [*five, (6, 1)], "GDPR", now)
+    # A mix refuses too, naming only the format 1 ones; none at all builds no receipt.
+    with pytest.raises(ValueError, match=r"1 record\(s\) \(seq 2\)"):
+        erasure_record("k", [(1, 3), (2, 1)], "GDPR", now)
+    assert erasure_record("k", [], "GDPR", now) is None
