@@ -184,10 +184,11 @@ def test_a_names_row_moved_to_another_memory_does_not_name_it(backend):
     assert sum(memory_key(m) == memory_key((MARKER, "s2")) for m in shown.values()) == 1
 
 
-def _set_name(backend: Backend, stream_id: str, name: str) -> None:
+def _update(backend: Backend, table: str, column: str, value: str, stream_id: str) -> None:
+    """Set ``column`` of ``table``'s rows of ``stream_id`` behind the store's back, with SQL."""
     if backend.name == "sqlite":
         with sqlite3.connect(backend.path) as conn:
-            conn.execute("UPDATE names SET name = ? WHERE stream_id = ?", (name, stream_id))
+            conn.execute(f"UPDATE {table} SET {column} = ? WHERE stream_id = ?", (value, stream_id))
         return
     import psycopg
     from psycopg import sql
@@ -196,31 +197,20 @@ def _set_name(backend: Backend, stream_id: str, name: str) -> None:
 
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(
-            sql.SQL("UPDATE {} SET name = %s WHERE stream_id = %s").format(
-                sql.Identifier(backend.schema, "names")
+            sql.SQL("UPDATE {} SET {} = %s WHERE stream_id = %s").format(
+                sql.Identifier(backend.schema, table), sql.Identifier(column)
             ),
-            (name, stream_id),
+            (value, stream_id),
         )
+
+
+def _set_name(backend: Backend, stream_id: str, name: str) -> None:
+    _update(backend, "names", "name", name, stream_id)
 
 
 def _move_stream(backend: Backend, stream_id: str, to: str) -> None:
     """Move every row of a stream (not its seal) to another stream key, with plain SQL."""
-    if backend.name == "sqlite":
-        with sqlite3.connect(backend.path) as conn:
-            conn.execute("UPDATE events SET stream_id = ? WHERE stream_id = ?", (to, stream_id))
-        return
-    import psycopg
-    from psycopg import sql
-
-    from tests.conftest import PG_DSN
-
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("UPDATE {} SET stream_id = %s WHERE stream_id = %s").format(
-                sql.Identifier(backend.schema, "events")
-            ),
-            (to, stream_id),
-        )
+    _update(backend, "events", "stream_id", to, stream_id)
 
 
 @pytest.mark.skip_backend("memory")

@@ -78,18 +78,28 @@ def _check_backup(backup: pathlib.Path, ring: MemoryKeyring, erasable: bool) -> 
             assert isinstance(victim, StreamKey)  # its names row was sealed under that key
 
 
+def _ledger_and_backup(
+    tmp_path: pathlib.Path, erasable: bool
+) -> tuple[pathlib.Path, pathlib.Path, MemoryKeyring, StreamKey]:
+    """A keyring ledger holding VICTIM's secret and OTHER's text, and a backup of it taken
+    now; returns both paths, the keyring and VICTIM's stream key."""
+    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
+    ring = MemoryKeyring()
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store:
+        store.append(VICTIM, batch(SECRET))
+        store.append(OTHER, batch("bob's text"))
+        stream = _pseudonym(store) if erasable else _stored_key(store)
+    _backup(path, backup)
+    return path, backup, ring, stream
+
+
 @pytest.mark.parametrize("erasable", [False, True], ids=["clear-ids", "erasable-ids"])
 @pytest.mark.parametrize("spelling", sorted(SPELLINGS))
 @pytest.mark.parametrize("how", [_erase, _purge], ids=["erase", "purge"])
 def test_an_erasure_shreds_the_key_however_the_id_is_spelled(
     tmp_path: pathlib.Path, erasable: bool, spelling: str, how: Any
 ) -> None:
-    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
-    ring = MemoryKeyring()
-    with SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store:
-        store.append(VICTIM, batch(SECRET))
-        store.append(OTHER, batch("bob's text"))
-    _backup(path, backup)
+    path, backup, ring, _ = _ledger_and_backup(tmp_path, erasable)
     # A new store object, as a separate process erasing later would open.
     with SQLiteEventStore(path, keyring=ring, erasable_ids=erasable) as store:
         how(store, SPELLINGS[spelling])
@@ -100,13 +110,7 @@ def test_an_erasure_shreds_the_key_however_the_id_is_spelled(
 def test_an_erasure_by_pseudonym_in_a_new_process_shreds_the_key(
     tmp_path: pathlib.Path, how: Any
 ) -> None:
-    path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
-    ring = MemoryKeyring()
-    with SQLiteEventStore(path, keyring=ring, erasable_ids=True) as store:
-        store.append(VICTIM, batch(SECRET))
-        store.append(OTHER, batch("bob's text"))
-        pseudonym = _pseudonym(store)
-    _backup(path, backup)
+    path, backup, ring, pseudonym = _ledger_and_backup(tmp_path, erasable=True)
     with SQLiteEventStore(path, keyring=ring, erasable_ids=True) as store:
         how(store, lambda _store: pseudonym)  # the id was never named in this process
     _check_backup(backup, ring, erasable=True)
