@@ -114,7 +114,8 @@ class LedgerVerify(LedgerNames):
         keys = (
             [self._stream_key(memory_id, "verify")]
             if memory_id is not None
-            else sorted(row[0] for row in self._stream_rows())
+            # A sealed memory with no rows left is a deletion to report, not nothing to check.
+            else sorted({row[0] for row in self._stream_rows()} | set(self._sealed_keys()))
         )
         failures: dict[str, tuple[int, str]] = {}
         bad_rows: list[tuple[str, int, str]] = []

@@ -148,6 +148,13 @@ class Recorder(ABC):
         and salt, delete snapshots and append the receipt. Keys with nothing to erase are
         skipped (no receipt)."""
 
+    def _sealed_keys(self) -> list[str]:
+        """Backend hook: the stream key of every head seal, so ``verify()`` also checks a
+        memory whose rows were all deleted behind the store's back while its seal stayed
+        (``_stream_rows`` lists only keys that have rows). The default keeps no seals apart
+        from the rows: none."""
+        return []
+
     def _first_sealed(self, key: str) -> int | None:
         """Backend hook: the lowest seq of memory ``key`` whose stored payload is sealed
         content (:func:`eventlog.keyring.is_sealed`), receipts aside; None when none is. What

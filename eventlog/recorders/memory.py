@@ -162,6 +162,10 @@ class InMemoryEventStore(EventStore):
         with self._lock:
             return self._seals.get(key)
 
+    def _sealed_keys(self) -> list[str]:
+        with self._lock:
+            return list(self._seals)
+
     def _ends(self, key: str) -> tuple[HeadSeal | None, Record | None, Record | None]:
         with self._lock:  # one snapshot, as the SQL stores' one statement
             self._open("read")

@@ -80,7 +80,7 @@ class PostgresErasure(PostgresBase):
         def run(conn: Any) -> Any:
             return conn.execute(self._q["first_sealed"], params).fetchone()
 
-        row = self._read("erase", run)
+        row = self._read("read", run)
         return None if row is None or row[0] is None else int(row[0])
 
     def _erase(

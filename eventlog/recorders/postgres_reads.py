@@ -184,6 +184,12 @@ class PostgresReads(PostgresBase):
 
         return self._read("read", run)
 
+    def _sealed_keys(self) -> list[str]:
+        def run(conn: Conn) -> list[str]:
+            return [str(r[0]) for r in conn.execute(self._q["seals"])]
+
+        return self._read("streams", run)
+
     def seq_at(self, memory_id: MemoryId, at: datetime) -> int | None:
         check_at("seq_at", at)
         params = (self._stream_key(memory_id, "seq_at"), format_time(at))

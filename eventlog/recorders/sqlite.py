@@ -59,6 +59,7 @@ from eventlog.recorders.sqlite_sql import (
     SAVE_SNAPSHOT,
     SCAN_ROWS,
     SEAL_ERASURE,
+    SEALS,
     SEQ_AT,
     STREAMS,
     TREE_COUNT,
@@ -532,6 +533,11 @@ class SQLiteEventStore(SQLiteErasure):
             return NO_SEALS
         row = self._read("read", lambda conn: conn.execute(HEAD_SEAL, (key,)).fetchone())
         return None if row is None else HeadSeal(*row)
+
+    def _sealed_keys(self) -> list[str]:
+        if not self._sealed_schema:
+            return []
+        return self._read("streams", lambda conn: [r[0] for r in conn.execute(SEALS)])
 
     def load_snapshot(
         self, memory_id: MemoryId, name: str, *, lte: int | None = None

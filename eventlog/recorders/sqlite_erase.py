@@ -84,7 +84,7 @@ class SQLiteErasure(SQLiteBase):
 
     def _first_sealed(self, key: str) -> int | None:
         params = (key, *RECEIPT_KINDS, len(SEALED_PREFIX), SEALED_PREFIX)
-        row = self._read("erase", lambda conn: conn.execute(FIRST_SEALED, params).fetchone())
+        row = self._read("read", lambda conn: conn.execute(FIRST_SEALED, params).fetchone())
         return None if row is None or row[0] is None else int(row[0])
 
     def _erase(

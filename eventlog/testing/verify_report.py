@@ -59,9 +59,12 @@ class VerifyReportContract:
         report = backend.open().verify()
         reason = f"malformed stream key {key!r}: not the canonical key of a memory id"
         # Check every row of the stream is reported, and the listing of keys did not abort.
-        assert report.failures == {key: (1, reason)}
+        # ("u1" keeps its head seal with no rows left: a backend that lists its seals,
+        # Recorder._sealed_keys, reports that deletion as well.)
+        assert report.failures[key] == (1, reason)
+        assert set(report.failures) - {key} <= {"u1"}
         assert report.malformed == ((key, 1, reason), (key, 2, reason))
-        assert set(report.checked) == {key, "u2"}
+        assert set(report.checked) - {"u1"} == {key, "u2"}
         assert report.records == 3
 
     def test_the_report_is_complete(self, backend, store):

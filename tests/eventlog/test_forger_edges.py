@@ -152,3 +152,25 @@ def test_a_seq_stored_as_text_is_damage_not_a_type_error(backend) -> None:
         with pytest.raises(ChainIntegrityError, match="not an integer"):
             read()
     assert json.dumps(fresh.verify().failures["conv"][1]).count("not an integer") == 1
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_a_memory_whose_every_row_was_deleted_fails_the_whole_ledgers_verify(
+    backend, keyed
+) -> None:
+    store = backend.open(chain_key=KEY if keyed else None)
+    _say(store, "gone", "my card is 4111 1111 1111 1111", "expires 12/29")
+    _say(store, "kept", "hello")
+    store.close()
+    # The forger deletes every row of one memory and leaves its head seal (deleting the seal
+    # too is a deletion only a digest or a witness can show).
+    Db(backend).run("DELETE FROM {events} WHERE stream_id = ?", "gone")
+    fresh = backend.open(chain_key=KEY if keyed else None)
+    report = fresh.verify()
+    assert not report.ok
+    assert set(report.failures) == {"gone"} and "gone" in report.checked
+    seq, reason = report.failures["gone"]
+    assert seq == 2 and "seal" in reason
+    # Check verify() of that memory alone says the same, and the other memory is intact.
+    assert fresh.verify("gone").failures["gone"] == (seq, reason)
+    assert fresh.verify("kept").ok

@@ -128,3 +128,15 @@ def test_read_all_limit_0_and_a_snapshot_at_lte_answer_as_on_sqlite(tmp_path: pa
         expected = answers(sqlite_store)
     assert expected == [[], [], (2, '{"s":2}'), None]
     assert answers(InMemoryEventStore()) == expected
+
+
+def test_a_memory_whose_every_record_was_dropped_fails_the_whole_ledgers_verify() -> None:
+    store = InMemoryEventStore()
+    store.append("gone", batch("a", "b"))
+    store.append("kept", batch("c"))
+    # The forger drops every record of one memory and leaves its seal.
+    del store._streams["gone"]
+    store._all = [r for r in store._all if r.stream_id != "gone"]
+    report = store.verify()
+    assert set(report.failures) == {"gone"} and report.failures["gone"][0] == 2
+    assert store.verify("kept").ok
