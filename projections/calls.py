@@ -37,7 +37,7 @@ from eventlog.store import EventStore
 from projections.adapters.item_list import loads, tail
 from projections.adapters.selection import ITEM_KEY, Choice, choose, fold, item_of
 from projections.replay import read_checked, records, window_meta
-from projections.window import TokenWindowPolicy, WindowPolicy
+from projections.window import TokenWindowPolicy, WindowPolicy, check_policy
 
 __all__ = [
     "NO_WINDOW",
@@ -199,8 +199,10 @@ def what_if_call(
     Raises:
         ValueError: Event ``seq`` is not a recorded model call ("no window recorded"), or
             the content it ran over was erased.
+        TypeError: ``policy`` is not a :class:`~projections.window.WindowPolicy`.
         ChainIntegrityError: A record read does not verify.
     """
+    check_policy("what_if_call", policy)
     found = read_checked(store, memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
     if not found or found[0].kind != "context_sent" or found[0].erased:
         what = (

@@ -41,7 +41,14 @@ from projections.checked import (
 )
 from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
 from projections.validity import profile_of, valid_view
-from projections.window import Departure, Entry, MessageWindowPolicy, Window, WindowPolicy
+from projections.window import (
+    Departure,
+    Entry,
+    MessageWindowPolicy,
+    Window,
+    WindowPolicy,
+    check_policy,
+)
 
 __all__ = [
     "ContentErasedError",
@@ -436,7 +443,11 @@ def what_if(
         seq: The event after which to look.
         at: Or a time: the last event recorded at or before it.
         valid_for: ``"openai"``, ``"anthropic"``, ``"gemini"`` or None (the window as is).
+
+    Raises:
+        TypeError: ``policy`` is not a :class:`~projections.window.WindowPolicy`.
     """
+    check_policy("what_if", policy)
     if valid_for is not None:
         profile_of(valid_for)  # refused before any read
         return valid_view(what_if(store, memory_id, policy, seq=seq, at=at), valid_for)

@@ -111,6 +111,21 @@ def check_limit(name: str, value: object) -> int:
     return value
 
 
+def check_policy(operation: str, policy: object) -> None:
+    """Refuse, naming ``operation``, anything but a :class:`WindowPolicy` (a string such as
+    ``"messages:20"`` is the CLI's spelling, not the API's).
+
+    Raises:
+        TypeError: ``policy`` is not a :class:`WindowPolicy`.
+    """
+    if not isinstance(policy, WindowPolicy):
+        msg = (
+            f"{operation}: policy must be a WindowPolicy such as MessageWindowPolicy(20) or "
+            f"TokenWindowPolicy(2000, estimator), not {type(policy).__name__} {policy!r:.60}"
+        )
+        raise TypeError(msg)
+
+
 class WindowPolicy(ABC):
     """A window's rule set: its limit (static or dynamic) and how it counts and evicts.
 

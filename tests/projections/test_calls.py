@@ -84,6 +84,11 @@ def test_no_window_recorded_at_other_events(db) -> None:
         what_if_call(db, "conv", 9, MessageWindowPolicy(5))
 
 
+def test_what_if_call_names_a_policy_that_is_not_one(db) -> None:
+    with pytest.raises(TypeError, match=r"^what_if_call: policy must be a WindowPolicy .* str"):
+        what_if_call(db, "conv", 10, "messages:5")  # type: ignore[arg-type]
+
+
 def test_the_recorded_policy_reproduces_the_call_exactly(db) -> None:
     again = what_if_call(db, "conv", 10, MessageWindowPolicy(5), valid_for="openai")
     assert again.same

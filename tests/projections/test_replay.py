@@ -184,3 +184,16 @@ def test_what_if_other_policies(reopen, make):
     assert tokens == [UserMessage("after clear")]
     with pytest.raises(ValueError, match="max_messages"):
         MessageWindowPolicy(0)
+
+
+@pytest.mark.parametrize("policy", ["messages:3", 3, None])
+def test_what_if_names_a_policy_that_is_not_one(reopen, make, policy):
+    # The CLI's spelling ("messages:3") passed to the API used to fail deep in the window
+    # with "must be str, not SystemMessage".
+    store = reopen()
+    live = make(store)
+    _play(live)
+    with pytest.raises(TypeError, match=r"^what_if: policy must be a WindowPolicy .*, not "):
+        live.what_if(policy)
+    with pytest.raises(TypeError, match=r"^what_if: policy must be a WindowPolicy"):
+        what_if(store, "conv", policy, seq=1)
