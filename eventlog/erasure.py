@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eventlog.hashing import RECEIPT_KINDS
+from eventlog.hashing import RANGE_ROW_FIELDS, RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key, memory_key
-from eventlog.keyring import KeyringError, subject_of
+from eventlog.keyring import Keyring, KeyringError, is_sealed, sealed_key_id, subject_of
 from eventlog.models import ErasureReceipt, MemoryErased, MemoryPurged, NewRecord, StreamHead
 from eventlog.names import is_pseudonym
 
@@ -34,7 +34,7 @@ __all__ = [
     "erasure_record",
     "erasure_step",
     "purged",
-    "refuse_sealed_without_keyring",
+    "refuse_without_its_keyring",
     "tombstone",
 ]
 
@@ -168,24 +168,47 @@ def erase(
     return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
 
 
-def refuse_sealed_without_keyring(store: EventStore, key: str, operation: str) -> None:
-    """Refuse to erase memory ``key`` (stored key) from a store opened without a keyring
-    when its content is sealed under one: the erasure would blank the rows and write a
-    receipt, but leave the content key that opens every backup's copy - an erasure that
-    looks done and is not. One statement on the SQL stores (``Recorder._first_sealed``).
+def refuse_without_its_keyring(store: EventStore, key: str, operation: str) -> None:
+    """Refuse to erase memory ``key`` (stored key) when its content is sealed and this store
+    cannot destroy the key that sealed it: opened without a keyring, or with a keyring that
+    neither holds that key nor records destroying it (another keyring, or an older copy of
+    the right one). Either way the erasure would blank the rows and write a receipt while the
+    key that opens every backup's copy survives - an erasure that looks done and is not. The
+    first sealed record is found in one statement on the SQL stores
+    (``Recorder._first_sealed``) and read raw, never opened.
 
     Raises:
-        KeyringError: A record of the memory holds sealed content (nothing was erased).
+        KeyringError: The content is sealed and this store's keyring cannot destroy its key
+            (nothing was erased).
     """
-    if store._keyring is not None:
-        return
     seq = store._first_sealed(key)
-    if seq is not None:
+    if seq is None:
+        return
+    ring = store._keyring
+    if ring is None:
         detail = (
             f"memory {key}'s content is sealed under a keyring (seq {seq}) and this store was "
             f"opened without one, so the {operation} could not destroy the key that opens "
             "every backup's copy; open the store with keyring=... (CLI: --keyring FILE); "
             "nothing was erased"
+        )
+        raise KeyringError(operation, detail)
+    if type(ring).destroyed is Keyring.destroyed:
+        # A keyring that keeps no record of what it destroyed cannot tell "not mine" from
+        # "shredded by an earlier erasure" (a backup restored over it, say): not refused.
+        return
+    rows = store._range_rows(key, seq - 1, seq)
+    payload = rows[0][RANGE_ROW_FIELDS.index("payload")] if rows else ""
+    if not is_sealed(payload):
+        return  # erased or purged since _first_sealed looked: nothing sealed to check
+    key_id = sealed_key_id(payload)
+    if ring.get(key_id) is None and not ring.destroyed(key_id):
+        detail = (
+            f"memory {key}'s content is sealed under key {key_id!r} (seq {seq}), which this "
+            f"store's keyring neither holds nor records destroying: it is another keyring, or "
+            f"an older copy of the right one, and the {operation} could not destroy the key "
+            "that opens every backup's copy; open the store with the keyring the content was "
+            "sealed with (CLI: --keyring FILE); nothing was erased"
         )
         raise KeyringError(operation, detail)
 
@@ -201,11 +224,11 @@ def content_subject(store: EventStore, key: str, operation: str) -> tuple[str, b
     the subject of a tuple id's content.
 
     Raises:
-        KeyringError: No keyring, and the memory's content is sealed under one (see
-            :func:`refuse_sealed_without_keyring`).
+        KeyringError: The memory's content is sealed and this store's keyring (none, or
+            another) cannot destroy its key (see :func:`refuse_without_its_keyring`).
     """
+    refuse_without_its_keyring(store, key, operation)
     if store._keyring is None:
-        refuse_sealed_without_keyring(store, key, operation)
         return None
     names = store._names
     if names is not None and is_pseudonym(key) and names.clear_key(key) is None:
@@ -263,7 +286,7 @@ def erase_subject(
         if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
             keys.append(key)
     for key in keys:  # before anything is erased
-        refuse_sealed_without_keyring(store, key, "erase")
+        refuse_without_its_keyring(store, key, "erase")
     receipts: list[ErasureReceipt] = []
     for start in range(0, len(keys), batch):
         receipts.extend(store._erase(keys[start : start + batch], reason, None))
@@ -277,14 +300,18 @@ def erase_subject(
         # Under a one-element prefix, every key of the subject (keyring.subject_of) at once,
         # its memories' and its own (which sealed content from before memories had keys of
         # their own). A longer prefix (("user-42", "tenant-a")) erases some of the subject's
-        # memories, not all: each of their own keys goes, one call each.
+        # memories, not all: each of their own keys goes, in one call per subject (one
+        # rewrite of a key file, not one per memory).
         if len(prefix) == 1:
             store._keyring.destroy(memory_key(prefix))
         else:
+            by_subject: dict[str, list[str]] = {}
             for key in keys:
                 mid = named[key]
                 assert isinstance(mid, tuple)  # noqa: S101 - keys holds tuple ids only (above)
-                store._keyring.destroy_memory(subject_of(mid), key)
+                by_subject.setdefault(subject_of(mid), []).append(key)
+            for subject, memories in by_subject.items():
+                store._keyring.destroy_memories(subject, memories)
     return [
         dataclasses.replace(
             r, memory_id=named[r.record.stream_id] or r.memory_id, cleanup_pending=pending

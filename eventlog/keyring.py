@@ -28,7 +28,7 @@ import binascii
 import os
 import secrets
 import threading
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from typing import TYPE_CHECKING, Final
 
 from eventlog.errors import EventLogError
@@ -257,6 +257,19 @@ class Keyring(abc.ABC):
         del subject, memory
         return 0
 
+    def destroy_memories(self, subject: str, memories: Sequence[str]) -> int:
+        """Destroy the keys of several memories of one subject (see :meth:`destroy_memory`),
+        which ``erase_subject`` under a longer prefix erases together. Idempotent.
+
+        The default calls :meth:`destroy_memory` once per memory; a keyring that writes its
+        keys somewhere (a file, a KMS) should destroy them in one write: once per memory,
+        a file of N keys is rewritten N times.
+
+        Returns:
+            How many keys were destroyed.
+        """
+        return sum(self.destroy_memory(subject, memory) for memory in memories)
+
 
 def new_key_id(taken: Container[str]) -> str:
     # 64 random bits: unrelated to the subject, so a sealed row does not say whose it is.
@@ -301,6 +314,10 @@ class MemoryKeyring(Keyring):
 
     def destroy_memory(self, subject: str, memory: str) -> int:
         return self._destroy(lambda s, m: (s, m) == (subject, memory))
+
+    def destroy_memories(self, subject: str, memories: Sequence[str]) -> int:
+        wanted = set(memories)
+        return self._destroy(lambda s, m: s == subject and m in wanted)
 
     def _destroy(self, doomed_if: Callable[[str, str], bool]) -> int:
         with self._lock:

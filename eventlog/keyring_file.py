@@ -16,7 +16,7 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -198,6 +198,11 @@ class FileKeyring(Keyring):
 
     def destroy_memory(self, subject: str, memory: str) -> int:
         return self._destroy(lambda e: (e.subject, e.memory) == (subject, memory))
+
+    def destroy_memories(self, subject: str, memories: Sequence[str]) -> int:
+        # One locked rewrite for all of them: once per memory rewrote a file of N keys N times.
+        wanted = set(memories)
+        return self._destroy(lambda e: e.subject == subject and e.memory in wanted)
 
     def _destroy(self, doomed: Callable[[_Entry], bool]) -> int:
         with self._lock, self._flocked("destroy keys"):

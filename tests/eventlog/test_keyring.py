@@ -28,6 +28,8 @@ from eventlog.keyring import (
     subject_of,
 )
 from eventlog.keyring_file import FileKeyring
+from eventlog.sqlite import SQLiteEventStore
+from eventlog.testing.records import batch, texts
 
 AAD = b"user-42\x00seq=3\x00message_added"
 WHERE = "read of ('user-42','s1') seq 3"
@@ -548,6 +550,56 @@ def test_each_memory_has_its_own_key_and_destroying_one_keeps_the_others(keyring
     assert keyring.memory_key("dave", "m1")[0] != one  # a new key after the erasure
     assert keyring.destroy("dave") == 3  # the subject's key and both memories' keys
     assert keyring.get(two) is None
+
+
+def test_destroy_memories_destroys_exactly_those_memories_keys(keyring):
+    subject_id, _ = keyring.current("dave")
+    ids = {m: keyring.memory_key("dave", m)[0] for m in ("m1", "m2", "m3")}
+    other, _ = keyring.memory_key("erin", "m1")  # same memory name, another subject
+    assert keyring.destroy_memories("dave", ["m1", "m3", "m1"]) == 2
+    assert keyring.destroyed(ids["m1"]) and keyring.destroyed(ids["m3"])
+    # Check nothing else went: the other memory, the subject's own key, another subject's.
+    assert all(keyring.get(k) is not None for k in (ids["m2"], subject_id, other))
+    assert keyring.destroy_memories("dave", ["m1", "m3"]) == 0  # idempotent
+    assert keyring.destroy_memories("dave", []) == 0
+
+
+def test_the_default_destroy_memories_calls_destroy_memory_per_memory():
+    class Counting(_OneKeyPerSubject):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[str, str]] = []
+
+        def destroy_memory(self, subject: str, memory: str) -> int:
+            self.calls.append((subject, memory))
+            return 1
+
+    ring = Counting()
+    assert ring.destroy_memories("dave", ["m1", "m2"]) == 2
+    assert ring.calls == [("dave", "m1"), ("dave", "m2")]
+
+
+def test_erase_subject_under_a_longer_prefix_rewrites_the_key_file_once(tmp_path):
+    # Once per memory, erasing 1,000 sessions under ("user-42", "tenant-a") took 35 s (each
+    # rewrite of a file of N keys); it is one rewrite per subject (0.5 s).
+    writes: list[str] = []
+
+    class Counted(FileKeyring):
+        def _write(self, operation, keys, destroyed):
+            writes.append(operation)
+            super()._write(operation, keys, destroyed)
+
+    ring = Counted(tmp_path / "keys.json")
+    with SQLiteEventStore(tmp_path / "chat.db", keyring=ring) as store:
+        for i in range(5):
+            store.append(("user-42", "tenant-a", i), batch(f"secret {i}"))
+        store.append(("user-42", "tenant-b", 0), batch("kept"))
+        writes.clear()
+        receipts = store.erase_subject(("user-42", "tenant-a"), reason="GDPR")
+        assert len(receipts) == 5
+        assert writes == ["destroy keys"]
+        assert texts(store.read(("user-42", "tenant-b", 0))) == ["kept"]
+    assert len(ring._destroyed) == 5
 
 
 # -- a master key: the file alone yields nothing and cannot be edited ------------------------

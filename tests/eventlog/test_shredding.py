@@ -266,6 +266,100 @@ def test_an_erasure_without_the_keyring_of_sealed_content_is_refused_and_erases_
     assert not any(r.kind == "message_added" and r.payload for r in store.read(VICTIM))
 
 
+@pytest.mark.parametrize("operation", sorted(_refused_erasures()))
+def test_an_erasure_with_another_keyring_is_refused_and_erases_nothing(
+    backend: Any, operation: str
+) -> None:
+    if backend.name == "memory":
+        pytest.skip("an in-memory store cannot be reopened with another keyring")
+    from eventlog import KeyringError
+
+    ring = MemoryKeyring()
+    store = backend.open(keyring=ring)
+    store.append(VICTIM, batch("first, sealed", "sealed too"))
+    store.append(OTHER, batch("bob's text"))
+    before = [r.hash for r in store.read(VICTIM)]
+    # The move: erasing through a keyring that is not the one the content was sealed with
+    # (a wrong --keyring file, a fresh keyring after a redeploy). It destroys nothing, so
+    # the rows would be blanked and the receipt written while the real key survives.
+    wrong = backend.open(keyring=MemoryKeyring())
+    with pytest.raises(KeyringError, match=r"neither holds nor records destroying") as e:
+        _refused_erasures()[operation](wrong)
+    assert "(seq 1)" in str(e.value) and "nothing was erased" in str(e.value)
+    # Check nothing changed, and the same erasure through the right keyring goes through.
+    assert [r.hash for r in store.read(VICTIM)] == before
+    assert texts(store.read(VICTIM)) == ["first, sealed", "sealed too"]
+    _refused_erasures()[operation](store)
+    assert not any(r.kind == "message_added" and r.payload for r in store.read(VICTIM))
+
+
+def test_an_older_copy_of_the_keyring_file_is_refused_by_the_cli(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from eventlog import FileKeyring
+    from projections.cli.app import main
+
+    path, keys, old = tmp_path / "chat.db", tmp_path / "keys.json", tmp_path / "keys-old.json"
+    with SQLiteEventStore(path, keyring=FileKeyring(keys)) as store:
+        store.append(OTHER, batch("bob's text"))
+        shutil.copy2(keys, old)  # a copy (mode kept) taken before VICTIM's key was made
+        store.append(VICTIM, batch(SECRET))
+    capsys.readouterr()
+    argv = ["erase", memory_key(VICTIM), "--db", str(path), "--reason", "GDPR", "--yes"]
+    assert main([*argv, "--keyring", str(old)]) != 0
+    err = capsys.readouterr().err
+    assert "older copy" in err and "nothing was erased" in err
+    with SQLiteEventStore(path, keyring=FileKeyring(keys), read_only=True) as store:
+        assert texts(store.read(VICTIM)) == [SECRET]
+    # Check the live keyring file erases it, and its key is gone.
+    assert main([*argv, "--keyring", str(keys)]) == 0
+    with SQLiteEventStore(path, keyring=FileKeyring(keys), read_only=True) as store:
+        assert not any(r.payload for r in store.read(VICTIM) if r.kind == "message_added")
+
+
+def test_content_under_a_key_the_keyring_destroyed_is_erased_again(tmp_path: pathlib.Path) -> None:
+    # A database restored from a backup taken before an erasure holds content under a key the
+    # keyring records as destroyed: erasing it again is the right keyring's work, not refused.
+    path, backup, ring = tmp_path / "chat.db", tmp_path / "backup.db", MemoryKeyring()
+    with SQLiteEventStore(path, keyring=ring) as store:
+        store.append(VICTIM, batch(SECRET))
+        store.append(OTHER, batch("bob's text"))
+        store.checkpoint()
+        _backup(path, backup)
+        store.erase(VICTIM, reason="GDPR")
+    with SQLiteEventStore(backup, keyring=ring) as restored:
+        receipt = restored.erase(VICTIM, reason="GDPR, again after a restore")
+        assert receipt.event.record_count == 1
+
+
+def test_a_keyring_that_records_no_erasures_is_not_second_guessed(backend: Any) -> None:
+    # A third-party keyring without destroyed() cannot tell "not mine" from "destroyed":
+    # the erasure goes ahead, as before the check (documented in the README).
+    from eventlog.keyring import Keyring
+
+    class Recordless(Keyring):
+        def __init__(self) -> None:
+            self.keys: dict[str, tuple[str, bytes]] = {}
+
+        def current(self, subject: str) -> tuple[str, bytes]:
+            return self.keys.setdefault(subject, (f"kms{len(self.keys)}", bytes(range(32))))
+
+        def get(self, key_id: str) -> bytes | None:
+            return next((k for i, k in self.keys.values() if i == key_id), None)
+
+        def destroy(self, subject: str) -> int:
+            return int(self.keys.pop(subject, None) is not None)
+
+    if backend.name == "memory":
+        pytest.skip("an in-memory store cannot be reopened with another keyring")
+    store = backend.open(keyring=Recordless())
+    store.append(VICTIM, batch(SECRET))
+    other = backend.open(keyring=Recordless())
+    assert other.erase(VICTIM, reason="GDPR").event.record_count == 1
+
+
 def test_an_erasure_without_a_keyring_of_content_never_sealed_goes_through(backend: Any) -> None:
     store = backend.open()
     store.append(VICTIM, batch("plain"))
