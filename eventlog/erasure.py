@@ -11,7 +11,8 @@ and ``purge`` appends the :func:`tombstone`. An import may bring records an eras
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "erasure_step",
     "purged",
     "refuse_without_its_keyring",
+    "shred",
     "tombstone",
 ]
 
@@ -153,10 +155,11 @@ def erase(
     check_reason("erase", reason)
     store._writable("erase", type(store).__name__)
     subject = content_subject(store, key, "erase")  # before the names row that may tell it goes
-    receipts = store._erase([key], reason, expected_seq)
+    # The key goes inside the erasure's transaction (also when nothing is left to erase: a
+    # rerun after a crash between the destruction and the commit finishes the job).
+    receipts = _erase_then(store, [key], reason, expected_seq, lambda: shred(store, key, subject))
     store._name_rows_made.pop(key, None)  # the backend deleted the row with the content
     pending = not store._clean_files("erase")
-    _shred(store, key, subject)
     if not receipts:
         msg = (
             f"erase of {key}: nothing to erase (no records, or their content was erased "
@@ -240,20 +243,43 @@ def content_subject(store: EventStore, key: str, operation: str) -> tuple[str, b
     return subject_of(memory_id), not isinstance(memory_id, tuple)
 
 
-def purged(store: EventStore, key: str, subject: tuple[str, bool] | None) -> None:
+def _erase_then(
+    store: EventStore,
+    keys: Sequence[str],
+    reason: str,
+    expected_seq: int | None,
+    before_commit: Callable[[], None],
+) -> list[ErasureReceipt]:
+    """``store._erase(...)`` with ``before_commit`` (the content keys' destruction) run inside
+    its transaction, just before the commit, while it holds the lock every append of those
+    memories takes. An append then lands before the erasure (and is erased with the rest) or
+    after it, under a new key - never in between, sealed under the key being destroyed: that
+    message would be unreadable, and so would every later read of the window holding it.
+
+    The price: a commit that fails after the destruction leaves the content unreadable but
+    not blanked and no receipt; the erasure raised, and running it again finishes it. A
+    recorder whose ``_erase`` predates the parameter gets the old order: after the commit.
+    """
+    if "before_commit" in inspect.signature(type(store)._erase).parameters:
+        return store._erase(keys, reason, expected_seq, before_commit=before_commit)
+    receipts = store._erase(keys, reason, expected_seq)
+    before_commit()
+    return receipts
+
+
+def purged(store: EventStore, key: str) -> None:
     """What a backend's ``purge`` does after its commit: forget the ``names`` row it deleted
-    in its transaction and, with a keyring, shred the memory's content key as :func:`erase`
-    does (``subject``: :func:`content_subject`, read before the transaction). Without that a
-    purge - the stronger erasure - left the id of a ledger with erasable ids in its ``names``
-    row, and the key that opens a backup's copy of the purged content in the keyring."""
+    in its transaction (where it also called :func:`shred`, as :func:`erase` does). Without
+    those a purge - the stronger erasure - left the id of a ledger with erasable ids in its
+    ``names`` row, and the key that opens a backup's copy of the purged content in the
+    keyring."""
     store._name_rows_made.pop(key, None)
-    _shred(store, key, subject)
 
 
-def _shred(store: EventStore, key: str, subject: tuple[str, bool] | None) -> None:
+def shred(store: EventStore, key: str, subject: tuple[str, bool] | None) -> None:
     """Destroy the content key of memory ``key`` (stored key) filed under ``subject`` (see
-    :func:`content_subject`). Last: while the key exists, a crash leaves nothing unreadable
-    that is not erased."""
+    :func:`content_subject`). Called inside the erasure's (or purge's) transaction, just
+    before its commit (see :func:`_erase_then`)."""
     if store._keyring is None or subject is None:
         return
     # The memory's own key goes (content sealed before memories had their own keys shares
@@ -287,31 +313,44 @@ def erase_subject(
             keys.append(key)
     for key in keys:  # before anything is erased
         refuse_without_its_keyring(store, key, "erase")
-    receipts: list[ErasureReceipt] = []
-    for start in range(0, len(keys), batch):
-        receipts.extend(store._erase(keys[start : start + batch], reason, None))
-    for key in keys:
-        store._name_rows_made.pop(key, None)  # the backend deleted the rows
-    # Always, even with nothing left to erase: a rerun finishes an earlier run's cleanup
-    # and destroys the key if a crash came between the rows and the key.
-    pending = not store._clean_files("erase")
-    if store._keyring is not None:
-        # Last: while a key exists a crash leaves nothing unreadable that is not erased.
+    ring = store._keyring
+
+    def destroy_keys() -> None:
         # Under a one-element prefix, every key of the subject (keyring.subject_of) at once,
         # its memories' and its own (which sealed content from before memories had keys of
         # their own). A longer prefix (("user-42", "tenant-a")) erases some of the subject's
         # memories, not all: each of their own keys goes, in one call per subject (one
         # rewrite of a key file, not one per memory).
+        if ring is None:
+            return
         if len(prefix) == 1:
-            store._keyring.destroy(memory_key(prefix))
+            ring.destroy(memory_key(prefix))
+            return
+        by_subject: dict[str, list[str]] = {}
+        for key in keys:
+            mid = named[key]
+            assert isinstance(mid, tuple)  # noqa: S101 - keys holds tuple ids only (above)
+            by_subject.setdefault(subject_of(mid), []).append(key)
+        for subject, memories in by_subject.items():
+            ring.destroy_memories(subject, memories)
+
+    # The keys go in the last batch's transaction, before its commit (see _erase_then): in
+    # one batch (up to `batch` memories) no append can land between the rows and the keys.
+    # Always, even with nothing left to erase: a rerun destroys the keys if a crash came
+    # between them and the commit, and finishes an earlier run's cleanup.
+    receipts: list[ErasureReceipt] = []
+    starts = range(0, len(keys), batch)
+    for start in starts:
+        chunk = keys[start : start + batch]
+        if start == starts[-1]:
+            receipts.extend(_erase_then(store, chunk, reason, None, destroy_keys))
         else:
-            by_subject: dict[str, list[str]] = {}
-            for key in keys:
-                mid = named[key]
-                assert isinstance(mid, tuple)  # noqa: S101 - keys holds tuple ids only (above)
-                by_subject.setdefault(subject_of(mid), []).append(key)
-            for subject, memories in by_subject.items():
-                store._keyring.destroy_memories(subject, memories)
+            receipts.extend(store._erase(chunk, reason, None))
+    if not keys:
+        destroy_keys()
+    for key in keys:
+        store._name_rows_made.pop(key, None)  # the backend deleted the rows
+    pending = not store._clean_files("erase")
     return [
         dataclasses.replace(
             r, memory_id=named[r.record.stream_id] or r.memory_id, cleanup_pending=pending

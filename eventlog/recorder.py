@@ -16,7 +16,7 @@ digests, checkpoints, the witness).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -140,13 +140,21 @@ class Recorder(ABC):
 
     @abstractmethod
     def _erase(
-        self, keys: Sequence[str], reason: str, expected_seq: int | None
+        self,
+        keys: Sequence[str],
+        reason: str,
+        expected_seq: int | None,
+        before_commit: Callable[[], None] | None = None,
     ) -> list[ErasureReceipt]:
         """Backend hook of :meth:`erase`, all ``keys`` in one write transaction: for each,
         read the head (``expected_seq`` checked against it when given), fetch the records to
         erase, build their receipt (:func:`eventlog.erasure.erasure_record`), blank payload
         and salt, delete snapshots and append the receipt. Keys with nothing to erase are
-        skipped (no receipt)."""
+        skipped (no receipt). Then call ``before_commit`` (when given: the ledger destroys the
+        content keys there), still in the transaction and holding the lock appends to those
+        memories take, also when nothing was left to erase; if it raises, roll back. A
+        recorder whose ``_erase`` has no ``before_commit`` parameter still works: the keys
+        are then destroyed after the commit (see ``eventlog.erasure._erase_then``)."""
 
     def _sealed_keys(self) -> list[str]:
         """Backend hook: the stream key of every head seal, so ``verify()`` also checks a

@@ -98,6 +98,11 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         keeps working for new messages. Receipts (``memory_erased``, ``memory_purged``) are
         never erased: they hold no message.
 
+        With a keyring, the memory's content key is destroyed in the same transaction, just
+        before the commit, holding the lock appends to the memory take: a message another
+        writer adds meanwhile lands before (erased with the rest) or after, under a new key.
+        A keyring that fails to destroy rolls the erasure back.
+
         After the commit the backend cleans its files (:meth:`_clean_files`): SQLite
         checkpoints and truncates its WAL (``secure_delete`` zeroed the old bytes). A reader
         that holds an old snapshot open (a backup) keeps that from running: the erase waits
@@ -125,8 +130,12 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
             ConcurrencyError: ``expected_seq`` is given and the head moved; nothing erased.
             ChainKeyError: The database is keyed and this store was opened without the key.
             KeyringError: The memory's content is sealed under a keyring and this store was
-                opened without one (it could not destroy the key); nothing erased.
-            PersistenceError: The database failed; nothing was erased.
+                opened without one, or with one that neither holds its key nor records
+                destroying it (it could not destroy the key); nothing erased.
+            PersistenceError: The database failed; nothing was erased. The memory's content
+                key is destroyed inside the erasure's transaction, just before the commit
+                (so no append lands sealed under it): a commit that fails after it leaves the
+                content unreadable but not blanked, with no receipt; run the erase again.
             StoreClosedError: The store is closed.
         """
         return erasure.erase(self, memory_id, reason=reason, expected_seq=expected_seq)

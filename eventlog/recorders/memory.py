@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from eventlog.erasure import (
     erased_after,
     erasure_record,
     purged,
+    shred,
     tombstone,
 )
 from eventlog.errors import ConcurrencyError, StoreClosedError
@@ -128,10 +129,7 @@ class InMemoryEventStore(EventStore):
             self._seal(key, records[-1], erased_through=erased)
         return self._revealed(records, items)
 
-    def _seal(self, key: str, head: Record, erased_through: int | None = None) -> None:
-        if erased_through is None:
-            old = self._seals.get(key)
-            erased_through = 0 if old is None else old.erased_through
+    def _seal(self, key: str, head: Record, *, erased_through: int) -> None:
         mac = self._seal_of(key, head.seq, head.hash, erased_through)
         self._seals[key] = HeadSeal(head.seq, head.hash, mac, erased_through)
 
@@ -189,6 +187,10 @@ class InMemoryEventStore(EventStore):
                 raise ConcurrencyError(key, expected_seq, head.seq)
             now = self._now()
             tomb = tombstone(head, len(stream), reason, now)
+            (row,) = self._build(key, head, [tomb], now)
+            # First, under the lock appends take (see erasure._erase_then): a keyring that
+            # fails leaves everything as it was.
+            shred(self, key, subject)
             erased = {id(r) for r in stream}
             self._all = [r for r in self._all if id(r) not in erased]
             for snap_key in [k for k in self._snapshots if k[0] == key]:
@@ -197,17 +199,20 @@ class InMemoryEventStore(EventStore):
             self._tree_gen += 1
             self._streams[key] = []
             self._names_of.pop(key, None)  # the id goes with the content, as in _erase
-            (row,) = self._build(key, head, [tomb], now)
             self._position += 1
             record = Record(self._position, *row)
             self._streams[key].append(record)
             self._all.append(record)
             self._seal(key, record, erased_through=record.seq)  # purged records: never back
-        purged(self, key, subject)
+        purged(self, key)
         return record
 
     def _erase(
-        self, keys: Sequence[str], reason: str, expected_seq: int | None
+        self,
+        keys: Sequence[str],
+        reason: str,
+        expected_seq: int | None,
+        before_commit: Callable[[], None] | None = None,
     ) -> list[ErasureReceipt]:
         with self._lock:
             self._open("erase")
@@ -231,6 +236,10 @@ class InMemoryEventStore(EventStore):
                 item, event = built
                 (row,) = self._build(key, head, [item], now)  # validates before writing
                 plans.append((key, stream, pending, row, event))
+            if before_commit is not None:
+                # Under the lock appends take (see erasure._erase_then), and before any change:
+                # a keyring that fails leaves everything as it was.
+                before_commit()
             receipts = []
             blanked: dict[int, Record] = {}
             for key in keys:

@@ -3,12 +3,12 @@ versions out of the table files."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from psycopg import pq
 
-from eventlog.erasure import content_subject, erasure_record, purged, tombstone
+from eventlog.erasure import content_subject, erasure_record, purged, shred, tombstone
 from eventlog.errors import ConcurrencyError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -66,12 +66,13 @@ class PostgresErasure(PostgresBase):
             query = self._insert_query(rows, after_purge=True, erased_through=rows[0][1])
             ((_, position),) = conn.execute(*query).fetchall()
             conn.execute(self._q["seal_erasure"], (rows[0][1], key))
+            shred(self, key, subject)  # before the commit: see erasure._erase_then
         record = Record(position, *rows[0])
         self._erased[key] = record.seq
         self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
         self._wrote(record.position)
         self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum
-        purged(self, key, subject)
+        purged(self, key)
         return record
 
     def _first_sealed(self, key: str) -> int | None:
@@ -84,7 +85,11 @@ class PostgresErasure(PostgresBase):
         return None if row is None or row[0] is None else int(row[0])
 
     def _erase(
-        self, keys: Sequence[str], reason: str, expected_seq: int | None
+        self,
+        keys: Sequence[str],
+        reason: str,
+        expected_seq: int | None,
+        before_commit: Callable[[], None] | None = None,
     ) -> list[ErasureReceipt]:
         """See :meth:`EventStore.erase`. As with :meth:`purge`, the old row versions (with the
         erased text) stay in the table and TOAST files as dead tuples: :meth:`vacuum` makes
@@ -117,6 +122,8 @@ class PostgresErasure(PostgresBase):
                 record = Record(position, *rows[0])
                 conn.execute(self._q["seal_erasure"], (record.seq, key))
                 done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
+            if before_commit is not None:
+                before_commit()  # holding the memories' locks: see erasure._erase_then
         for record, _ in done:
             self._erased[record.stream_id] = record.seq
             self._remember(

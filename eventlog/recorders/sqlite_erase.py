@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from eventlog.erasure import content_subject, erasure_record, purged, tombstone
+from eventlog.erasure import content_subject, erasure_record, purged, shred, tombstone
 from eventlog.errors import ConcurrencyError, PersistenceError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
@@ -69,6 +69,7 @@ class SQLiteErasure(SQLiteBase):
             if self._tree_table:
                 conn.execute(TREE_DROP)  # their records are gone: the next digest rebuilds
                 conn.execute(TREE_BUMP)  # and a tree read before this must not be saved
+            shred(self, key, subject)  # before the commit: see erasure._erase_then
             return record
 
         record = self._write("purge", work)
@@ -79,7 +80,7 @@ class SQLiteErasure(SQLiteBase):
         # it is checkpointed and truncated - which readers in other connections can delay
         # (then cleanup_pending says so, and the next erase, purge or checkpoint finishes it).
         self._clean_files("purge")
-        purged(self, key, subject)
+        purged(self, key)
         return record
 
     def _first_sealed(self, key: str) -> int | None:
@@ -88,7 +89,11 @@ class SQLiteErasure(SQLiteBase):
         return None if row is None or row[0] is None else int(row[0])
 
     def _erase(
-        self, keys: Sequence[str], reason: str, expected_seq: int | None
+        self,
+        keys: Sequence[str],
+        reason: str,
+        expected_seq: int | None,
+        before_commit: Callable[[], None] | None = None,
     ) -> list[ErasureReceipt]:
         def work(conn: sqlite3.Connection) -> list[tuple[Record, ErasureReceipt]]:
             done = []
@@ -116,6 +121,8 @@ class SQLiteErasure(SQLiteBase):
                 record = Record(cursor.lastrowid or 0, *row)
                 conn.execute(SEAL_ERASURE, (record.seq, key))
                 done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
+            if before_commit is not None:
+                before_commit()  # holding the write lock: see erasure._erase_then
             return done
 
         try:

@@ -116,6 +116,33 @@ def test_an_erasure_by_pseudonym_in_a_new_process_shreds_the_key(
     _check_backup(backup, ring, erasable=True)
 
 
+@pytest.mark.parametrize("how", [_erase, _purge], ids=["erase", "purge"])
+def test_an_erasure_by_pseudonym_cut_short_at_the_key_is_finished_by_a_rerun(
+    tmp_path: pathlib.Path, how: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The erasure dies where the key is destroyed (a keyring that fails, a crash). Before,
+    # the rows and the names row were committed first: a rerun by pseudonym could no longer
+    # learn whose key it was, said "nothing to erase", and the key that opens every backup's
+    # copy stayed. Now the destruction is inside the transaction: nothing is committed.
+    path, backup, ring, pseudonym = _ledger_and_backup(tmp_path, erasable=True)
+
+    def die(subject: str, memory: str) -> int:
+        msg = "killed while destroying the key"
+        raise RuntimeError(msg)
+
+    with (
+        SQLiteEventStore(path, keyring=ring, erasable_ids=True) as store,
+        monkeypatch.context() as patch,
+    ):
+        patch.setattr(ring, "destroy_memory", die)
+        with pytest.raises(RuntimeError, match="killed while destroying"):
+            how(store, lambda _store: pseudonym)
+    # A new process reruns it, knowing only the pseudonym.
+    with SQLiteEventStore(path, keyring=ring, erasable_ids=True) as store:
+        how(store, lambda _store: pseudonym)
+    _check_backup(backup, ring, erasable=True)
+
+
 @pytest.mark.parametrize("erasable", [False, True], ids=["clear-ids", "erasable-ids"])
 def test_retention_shreds_the_key_of_an_idle_memory(tmp_path: pathlib.Path, erasable: bool) -> None:
     path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
