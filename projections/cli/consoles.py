@@ -14,24 +14,63 @@ from __future__ import annotations
 import copy
 import errno
 import os
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-__all__ = ["PipedConsole", "TerminalConsole"]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from rich.console import ConsoleOptions, RenderableType
+    from rich.segment import Segment
+
+__all__ = ["PipedConsole", "TerminalConsole", "inert"]
 
 # Width for output that is not a terminal: rich would wrap at 80 columns (or $COLUMNS), which
 # splits lines that scripts grep. Tables only take the width their cells need.
 _PIPE_WIDTH = 100_000
 
 
+# Message texts and memory ids come from whoever talked to the model. rich drops only BEL, BS,
+# VT, FF and CR: an ESC or a C1 control (CSI, OSC) would reach the terminal and clear it, set
+# its title or hide the rest of a line from whoever audits the history. Each is shown as one
+# visible character (a control picture, or U+FFFD for C1), so rich's spans and widths still fit.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
+
+
+def inert(text: str) -> str:
+    """``text`` with every control character but newline and tab shown instead of obeyed."""
+    return _CONTROLS.sub(_picture, text)
+
+
 class TerminalConsole(Console):
     """A console whose closed pipe raises :class:`BrokenPipeError` for the entry point.
 
     rich's own handler raises ``SystemExit(1)``; a reader that stops early (``| head``) is not
-    a failure, so the entry point decides the status (0) in one place.
+    a failure, so the entry point decides the status (0) in one place. Every text it renders,
+    however it got into a table or a line, goes through :func:`inert` first.
     """
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        """Like :meth:`rich.console.Console.render`, with control characters made inert."""
+        if isinstance(renderable, Text) and _CONTROLS.search(renderable.plain):
+            renderable = renderable.copy()
+            renderable.plain = inert(renderable.plain)  # one character each: spans still fit
+        return super().render(renderable, options)
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Like :meth:`rich.console.Console.render_str`, of the text made inert."""
+        return super().render_str(inert(text), **kwargs)
 
     def on_broken_pipe(self) -> None:
         """Stop writing and let :func:`projections.cli.app.main` end the command quietly."""
