@@ -14,12 +14,13 @@ from __future__ import annotations
 import copy
 import errno
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from projections.cli.errors import CONTROLS, inert
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -27,28 +28,11 @@ if TYPE_CHECKING:
     from rich.console import ConsoleOptions, RenderableType
     from rich.segment import Segment
 
-__all__ = ["PipedConsole", "TerminalConsole", "inert"]
+__all__ = ["PipedConsole", "TerminalConsole"]
 
 # Width for output that is not a terminal: rich would wrap at 80 columns (or $COLUMNS), which
 # splits lines that scripts grep. Tables only take the width their cells need.
 _PIPE_WIDTH = 100_000
-
-
-# Message texts and memory ids come from whoever talked to the model. rich drops only BEL, BS,
-# VT, FF and CR: an ESC or a C1 control (CSI, OSC) would reach the terminal and clear it, set
-# its title or hide the rest of a line from whoever audits the history. Each is shown as one
-# visible character (a control picture, or U+FFFD for C1), so rich's spans and widths still fit.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _picture(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
-
-
-def inert(text: str) -> str:
-    """``text`` with every control character but newline and tab shown instead of obeyed."""
-    return _CONTROLS.sub(_picture, text)
 
 
 class TerminalConsole(Console):
@@ -63,7 +47,7 @@ class TerminalConsole(Console):
         self, renderable: RenderableType, options: ConsoleOptions | None = None
     ) -> Iterable[Segment]:
         """Like :meth:`rich.console.Console.render`, with control characters made inert."""
-        if isinstance(renderable, Text) and _CONTROLS.search(renderable.plain):
+        if isinstance(renderable, Text) and CONTROLS.search(renderable.plain):
             renderable = renderable.copy()
             renderable.plain = inert(renderable.plain)  # one character each: spans still fit
         return super().render(renderable, options)

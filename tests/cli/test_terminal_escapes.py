@@ -5,6 +5,7 @@ of a line from whoever audits the history)."""
 from __future__ import annotations
 
 import re
+import sqlite3
 
 import pytest
 
@@ -50,3 +51,15 @@ def test_control_characters_in_messages_and_ids_are_shown_not_sent(
     for control in ("\x00", "\x7f", CSI):
         assert control not in out
     assert ("\u241b[2J" if command != ["ids"] else "id\u241b[31m") in out
+
+
+def test_an_error_naming_a_memory_shows_its_id_not_its_escape_sequences(cli, evil):
+    # Check a broken chain's message (which names the stored id) reaches stderr inert.
+    connection = sqlite3.connect(evil)
+    with connection:
+        connection.execute("UPDATE events SET payload = replace(payload, 'hi', 'HI')")
+    connection.close()
+    result = cli("history", "--id-json", '"id\\u001b[31m"', "--db", evil)
+    assert result.returncode == 1
+    assert "hash chain of id\u241b[31m breaks at seq 1" in result.stderr
+    assert "\x1b" not in result.stderr
