@@ -304,17 +304,46 @@ def windowed_refs(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], lis
             kept = _fold(items, policy, tail(runs, None), None, cache)
             return [cache[ref] for ref in kept], kept
         wide = tail(runs, 2 * span)
-        narrow = _fold(items, policy, wide[span:], _seed(system or [], wide[span]), cache)
-        broad = _fold(items, policy, wide, _seed(system or [], wide[0]), cache)
+        narrow = _fold(
+            items, policy, wide[span:], _seed(items, system or [], wide[span], cache), cache
+        )
+        broad = _fold(items, policy, wide, _seed(items, system or [], wide[0], cache), cache)
         if narrow == broad:
             return [cache[ref] for ref in broad], broad
         span *= 4
 
 
-def _seed(system: list[Ref], start: Ref) -> Ref | None:
-    """The newest system message before ``start``."""
+def _seed(items: ItemList, system: list[Ref], start: Ref, cache: dict[Ref, Any]) -> Ref | None:
+    """The system message the window holds when ``start`` is added: the newest one before it,
+    or the first of the run of equal ones that ends with it (LangChain4j ignores a system
+    message equal to the one the window has, so the window keeps the earlier one)."""
     before = [ref for ref in system if ref < start]
-    return before[-1] if before else None
+    if not before:
+        return None
+    kept = before.pop()
+    newest = _system_rules(items, [kept], cache)[0]
+    while before:
+        # Pages from the back: a history that repeats its system message reads only that run.
+        page = before[-_SYSTEM_PAGE:]
+        del before[-_SYSTEM_PAGE:]
+        for ref, rules in zip(
+            reversed(page), reversed(_system_rules(items, page, cache)), strict=True
+        ):
+            if rules != newest:
+                return kept
+            kept = ref
+    return kept
+
+
+_SYSTEM_PAGE = 64
+
+
+def _system_rules(items: ItemList, refs: list[Ref], cache: dict[Ref, Any]) -> list[Any]:
+    """The messages the window rules see for ``refs`` (their objects cached)."""
+    missing = [ref for ref in refs if ref not in cache]
+    for ref, obj in zip(missing, items.objects(missing), strict=True):
+        cache[ref] = obj
+    return [_for_rules(message_from_obj(cache[ref])) for ref in refs]
 
 
 def _fold(

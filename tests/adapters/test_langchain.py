@@ -29,7 +29,7 @@ from eventlog import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from projections import MessageWindowPolicy
+from projections import MessageWindowPolicy, what_if_call
 from projections.adapters.langchain import (
     LedgerChatMessageHistory,
     from_langchain,
@@ -161,3 +161,22 @@ def test_runnable_with_message_history_end_to_end(tmp_path, cli) -> None:
     assert result.returncode == 0, result.stderr
     assert "Capital of France?" in result.stdout
     assert cli("verify", "--db", path).returncode == 0
+
+
+@pytest.mark.parametrize("size", [3, 12])
+def test_a_repeated_system_message_leaves_the_first_in_the_window_however_long_the_history(
+    store: EventStore, size: int
+) -> None:
+    history = LedgerChatMessageHistory("c", store=store)
+    history.add_messages([SystemMessage("Be brief.", id="first")])
+    history.add_messages([HumanMessage(f"h{i}") for i in range(3)])
+    history.add_messages([SystemMessage("Be brief.", id="again")])  # equal: LangChain4j ignores it
+    history.add_messages([HumanMessage(f"h{i}") for i in range(3, 40)])
+    # Check the window read in O(window) rows keeps the system message the whole fold keeps,
+    # for a window short enough to stop before the system messages (3) and one that does not.
+    window = LedgerChatMessageHistory("c", store=store, window=MessageWindowPolicy(size))
+    shown = window.messages
+    assert [m.id for m in shown if isinstance(m, SystemMessage)] == ["first"]
+    assert [m.content for m in shown[1:]] == [f"h{i}" for i in range(41 - size, 40)]
+    # Check the recorded call (event 43) is what re-running its policy sends.
+    assert what_if_call(store, "c", 43, MessageWindowPolicy(size)).same
