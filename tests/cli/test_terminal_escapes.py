@@ -4,6 +4,7 @@ of a line from whoever audits the history)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -63,3 +64,34 @@ def test_an_error_naming_a_memory_shows_its_id_not_its_escape_sequences(cli, evi
     assert result.returncode == 1
     assert "hash chain of id\u241b[31m breaks at seq 1" in result.stderr
     assert "\x1b" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["history", "conv", "--json"],
+        ["show", "conv", "--json"],
+        ["explain", "conv", "1", "--json"],
+        ["diff", "conv", "0", "2", "--json"],
+        ["replay", "conv", "--json"],
+    ],
+    ids=" ".join,
+)
+def test_json_output_escapes_every_control_character_and_keeps_the_text(ok, evil, command):
+    out = ok(*command, "--db", evil).stdout
+    # Check JSON's own escapes cover C0; DEL and C1 (CSI) are escaped too, and parse back.
+    for control in ("\x1b", "\x00", "\x7f", CSI):
+        assert control not in out
+    assert "\\u009b31m" in out
+    assert EVIL in _strings([json.loads(line) for line in out.splitlines()])
+
+
+def _strings(value):
+    """Every string in a parsed JSON value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
