@@ -285,13 +285,26 @@ class ItemList(ItemListReader):
             stored = self._write(lambda *_: [cleared_record(_CLEARED_META)], need_system=False)
             return stored[-1]
 
-    def record_sent(self, event: ContextSent) -> Record:
+    def record_sent(
+        self, event: ContextSent, *, chosen_from: Sequence[Run] | None = None
+    ) -> Record:
         """Append a ``context_sent`` event (what one model call was sent), one append; its
-        meta keeps the list, so the list is still read from the newest event."""
+        meta keeps the list, so the list is still read from the newest event.
+
+        Args:
+            event: The call.
+            chosen_from: The list the call chose from (its runs; None: the current list). The
+                event keeps that list, which the audit re-runs the policy over: when another
+                writer changed it, nothing is written and the caller chooses again.
+
+        Raises:
+            ConcurrencyError: The list is no longer ``chosen_from``.
+        """
         with self._lock:
             (stored,) = self._write(
                 lambda _base, runs, found: [encode_event(event, self._meta(runs, found))],
                 need_system=True,
+                same_list=chosen_from,
             )
             return stored
 
@@ -304,7 +317,11 @@ class ItemList(ItemListReader):
         ).encode()
 
     def _write(
-        self, build: Callable[[int, list[Run], list[Ref]], list[NewRecord]], *, need_system: bool
+        self,
+        build: Callable[[int, list[Run], list[Ref]], list[NewRecord]],
+        *,
+        need_system: bool,
+        same_list: Sequence[Run] | None = None,
     ) -> list[Record]:
         if self._broken is not None:
             broken = self._broken
@@ -321,6 +338,8 @@ class ItemList(ItemListReader):
             if need_system and self._system is None:
                 self._system = self._find_system()
             runs = list(self._runs)
+            if same_list is not None and runs != list(same_list):
+                raise ConcurrencyError(self._key, self._seq, None)
             found = list(self._system or [])
             records = build(self._seq, runs, found)
             if not records:

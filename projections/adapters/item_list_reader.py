@@ -390,12 +390,16 @@ class ItemListReader:
 
         Raises:
             ValueError: Event ``seq`` is not a ``context_sent`` event ("no window recorded").
+            ContentErasedError: It is one, whose content was erased (naming when and why).
             ChainIntegrityError: A record read does not verify.
         """
         found = self._verified(gt=seq - 1, lte=seq) if seq >= 1 else []
         if not found:
             msg = f"sent({seq}): {self._id!r} has no event {seq}"
             raise ValueError(msg)
+        if found[0].erased and found[0].kind == "context_sent":
+            # A model call whose content an erasure deleted: say when and why, as as_of does.
+            raise erased_error(self._store, found[0])
         event = decode_event(found[0])
         if not isinstance(event, ContextSent):
             msg = (

@@ -18,6 +18,7 @@ Requires the ``langchain`` extra; from your chatledger clone: ``pip install -e '
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ except ImportError as e:
 
 from eventlog import messages as cl
 from eventlog.aio import off_loop
+from eventlog.errors import ConcurrencyError
 from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
@@ -52,6 +54,7 @@ from projections.adapters.item_list import (
     describe,
     tail,
 )
+from projections.adapters.item_list_runs import Run
 from projections.adapters.selection import fold
 from projections.adapters.selection import rules_message as _for_rules
 from projections.memories import MessageWindowChatMemory
@@ -190,23 +193,33 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
             # As aget_messages reads it: each message built as soon as its event is decoded.
             return [m for part in self.items.chunks(None, _to_langchain_one) for m in part]
         policy = self.window
-        stored, refs = windowed_refs(self.items, policy)
-        if not self.record:
-            return _to_langchain_all(stored)
-        # What the model is sent, recorded: one append per read of the window.
-        tokens = None
-        if isinstance(policy, TokenWindowPolicy):
-            rules = [_for_rules(message_from_obj(obj)) for obj in stored]
-            tokens = int(policy.estimator.estimate_token_count_in_messages(rules))
-        self.items.record_sent(
-            ContextSent(
+        deadline = 0.0  # set at the first lost race, as the list's own writes retry
+        while True:
+            stored, refs, runs = windowed_at(self.items, policy)
+            if not self.record:
+                return _to_langchain_all(stored)
+            # What the model is sent, recorded: one append per read of the window.
+            tokens = None
+            if isinstance(policy, TokenWindowPolicy):
+                rules = [_for_rules(message_from_obj(obj)) for obj in stored]
+                tokens = int(policy.estimator.estimate_token_count_in_messages(rules))
+            event = ContextSent(
                 sent=tuple({"ref": list(ref)} for ref in refs),
                 policy=describe(policy, self.items.id),
                 tokens=tokens,
                 adapter="langchain",
             )
-        )
-        return _to_langchain_all(stored)
+            try:
+                # With the list the window was chosen from, which the audit re-runs it over.
+                self.items.record_sent(event, chosen_from=runs)
+            except ConcurrencyError:
+                # Another writer changed the list meanwhile: choose the window again.
+                now = time.monotonic()
+                deadline = deadline or now + _RETRY_FOR
+                if now > deadline:
+                    raise
+                continue
+            return _to_langchain_all(stored)
 
     def sent(self, seq: int) -> list[BaseMessage]:
         """The messages the window read recorded at event ``seq`` returned (what the model was
@@ -258,6 +271,9 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         await off_loop(self.store, self.items.clear)
 
 
+_RETRY_FOR = 30.0  # seconds of lost races before a window read gives up, as the list's writes
+
+
 def _to_langchain_all(stored: list[Any]) -> list[BaseMessage]:
     """The LangChain messages of stored message objects (see :func:`_to_langchain_one`)."""
     return [_to_langchain_one(obj) for obj in stored]
@@ -281,8 +297,15 @@ def windowed(items: ItemList, policy: WindowPolicy) -> list[Any]:
 
 
 def windowed_refs(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], list[Ref]]:
+    """The stored objects and refs of the window ``policy`` keeps over the list (see
+    :func:`windowed_at`)."""
+    stored, refs, _ = windowed_at(items, policy)
+    return stored, refs
+
+
+def windowed_at(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], list[Ref], list[Run]]:
     """The stored objects of the window ``policy`` keeps over the list, by LangChain4j's rules,
-    reading O(window) items.
+    reading O(window) items, their refs, and the list they were chosen from (its runs).
 
     The rules evict from the front and keep the newest system message, so the window is that
     system message plus a suffix of the list. It is folded over the newest ``span`` items
@@ -295,26 +318,55 @@ def windowed_refs(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], lis
     cache: dict[Ref, Any] = {}
     if refs is not None:
         kept = _fold(items, policy, refs, None, cache)
-        return [cache[ref] for ref in kept], kept
+        return [cache[ref] for ref in kept], kept, runs
     size = sum(run[-1] - run[-2] + 1 for run in runs)
     limit = policy.limit_for(items.id)
     span = limit + 8 if isinstance(policy, MessageWindowPolicy) else 32
     while True:
         if 2 * span >= size:
             kept = _fold(items, policy, tail(runs, None), None, cache)
-            return [cache[ref] for ref in kept], kept
+            return [cache[ref] for ref in kept], kept, runs
         wide = tail(runs, 2 * span)
-        narrow = _fold(items, policy, wide[span:], _seed(system or [], wide[span]), cache)
-        broad = _fold(items, policy, wide, _seed(system or [], wide[0]), cache)
+        narrow = _fold(
+            items, policy, wide[span:], _seed(items, system or [], wide[span], cache), cache
+        )
+        broad = _fold(items, policy, wide, _seed(items, system or [], wide[0], cache), cache)
         if narrow == broad:
-            return [cache[ref] for ref in broad], broad
+            return [cache[ref] for ref in broad], broad, runs
         span *= 4
 
 
-def _seed(system: list[Ref], start: Ref) -> Ref | None:
-    """The newest system message before ``start``."""
+def _seed(items: ItemList, system: list[Ref], start: Ref, cache: dict[Ref, Any]) -> Ref | None:
+    """The system message the window holds when ``start`` is added: the newest one before it,
+    or the first of the run of equal ones that ends with it (LangChain4j ignores a system
+    message equal to the one the window has, so the window keeps the earlier one)."""
     before = [ref for ref in system if ref < start]
-    return before[-1] if before else None
+    if not before:
+        return None
+    kept = before.pop()
+    newest = _system_rules(items, [kept], cache)[0]
+    while before:
+        # Pages from the back: a history that repeats its system message reads only that run.
+        page = before[-_SYSTEM_PAGE:]
+        del before[-_SYSTEM_PAGE:]
+        for ref, rules in zip(
+            reversed(page), reversed(_system_rules(items, page, cache)), strict=True
+        ):
+            if rules != newest:
+                return kept
+            kept = ref
+    return kept
+
+
+_SYSTEM_PAGE = 64
+
+
+def _system_rules(items: ItemList, refs: list[Ref], cache: dict[Ref, Any]) -> list[Any]:
+    """The messages the window rules see for ``refs`` (their objects cached)."""
+    missing = [ref for ref in refs if ref not in cache]
+    for ref, obj in zip(missing, items.objects(missing), strict=True):
+        cache[ref] = obj
+    return [_for_rules(message_from_obj(cache[ref])) for ref in refs]
 
 
 def _fold(

@@ -14,10 +14,19 @@ from __future__ import annotations
 import copy
 import errno
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from projections.cli.errors import CONTROLS, inert
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from rich.console import ConsoleOptions, RenderableType
+    from rich.segment import Segment
 
 __all__ = ["PipedConsole", "TerminalConsole"]
 
@@ -30,8 +39,22 @@ class TerminalConsole(Console):
     """A console whose closed pipe raises :class:`BrokenPipeError` for the entry point.
 
     rich's own handler raises ``SystemExit(1)``; a reader that stops early (``| head``) is not
-    a failure, so the entry point decides the status (0) in one place.
+    a failure, so the entry point decides the status (0) in one place. Every text it renders,
+    however it got into a table or a line, goes through :func:`inert` first.
     """
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        """Like :meth:`rich.console.Console.render`, with control characters made inert."""
+        if isinstance(renderable, Text) and CONTROLS.search(renderable.plain):
+            renderable = renderable.copy()
+            renderable.plain = inert(renderable.plain)  # one character each: spans still fit
+        return super().render(renderable, options)
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Like :meth:`rich.console.Console.render_str`, of the text made inert."""
+        return super().render_str(inert(text), **kwargs)
 
     def on_broken_pipe(self) -> None:
         """Stop writing and let :func:`projections.cli.app.main` end the command quietly."""

@@ -7,7 +7,9 @@ command or option that fixes it, so every message reaching stderr passes through
 
 from __future__ import annotations
 
-__all__ = ["Failure", "UsageError", "message", "one_line"]
+import re
+
+__all__ = ["CONTROLS", "Failure", "UsageError", "inert", "message", "one_line"]
 
 
 class UsageError(Exception):
@@ -34,13 +36,36 @@ _REMEDIES = (
 )
 
 
+# Message texts and memory ids come from whoever talked to the model, and reach stdout (the
+# consoles) and stderr (an error naming a memory). rich drops only BEL, BS, VT, FF and CR: an
+# ESC or a C1 control (CSI, OSC) would reach the terminal and clear it, set its title or hide
+# the rest of a line from whoever audits the history. Each is shown as one visible character
+# (a control picture, or U+FFFD for C1), so rich's spans and widths still fit.
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
+
+
+def inert(text: str) -> str:
+    """``text`` with every control character but newline and tab shown instead of obeyed."""
+    return CONTROLS.sub(_picture, text)
+
+
 def one_line(error: BaseException) -> str:
     """The error's text on one line (driver messages may span several)."""
     return " ".join(str(error).split()) or type(error).__name__
 
 
 def message(error: BaseException) -> str:
-    """The one-line text shown for ``error``, with Python remedies replaced by CLI ones."""
+    """The one-line text shown for ``error``, with Python remedies replaced by CLI ones and
+    control characters made :func:`inert`."""
+    return inert(_message(error))
+
+
+def _message(error: BaseException) -> str:
     if isinstance(error, FileNotFoundError) and error.filename is not None:
         return f"no such file: {error.filename}"
     if isinstance(error, IsADirectoryError) and error.filename is not None:

@@ -25,6 +25,7 @@ from projections.cli.render import (
     console,
     describe,
     emit,
+    json_text,
     message_obj,
     plain,
     plural,
@@ -304,13 +305,11 @@ def diff_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.json:
         # The same single object as ever, written change by change.
         head_obj = {"memory": str(key), "from": result.start, "to": result.end, "changes": []}
-        sys.stdout.write(json.dumps(head_obj, ensure_ascii=False)[:-2])
+        sys.stdout.write(json_text(head_obj)[:-2])
         for i, change in enumerate(result):
-            sys.stdout.write(
-                (", " if i else "") + json.dumps(_change_json(change), ensure_ascii=False)
-            )
+            sys.stdout.write((", " if i else "") + json_text(_change_json(change)))
         calls = [sessions.call_obj(call) for call in _calls(store, key, args.a, args.b)]
-        sys.stdout.write(f"], {json.dumps('model_calls')}: {json.dumps(calls)}}}\n")
+        sys.stdout.write(f"], {json.dumps('model_calls')}: {json_text(calls)}}}\n")
         return 0
     entered, left, passed = result.counts()
     total = entered + left + passed

@@ -40,6 +40,7 @@ __all__ = [
     "console",
     "describe",
     "emit",
+    "json_text",
     "message_obj",
     "plain",
     "plural",
@@ -76,9 +77,19 @@ def console(*, stderr: bool = False) -> Console:
     return out
 
 
+# JSON escapes C0 controls but writes DEL and the C1 controls (CSI, OSC: terminal commands,
+# in a UTF-8 terminal too) as they are; in a string they may be written \u escaped instead.
+_C1_ESCAPES = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
+
+
+def json_text(obj: object) -> str:
+    """``obj`` as JSON, non-ASCII text kept readable and every control character escaped."""
+    return json.dumps(obj, ensure_ascii=False).translate(_C1_ESCAPES)
+
+
 def emit(obj: object) -> None:
     """Write one JSON line to stdout."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(obj) + "\n")
 
 
 def when(moment: datetime) -> str:

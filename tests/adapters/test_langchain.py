@@ -29,7 +29,7 @@ from eventlog import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from projections import MessageWindowPolicy
+from projections import MessageWindowPolicy, what_if_call
 from projections.adapters.langchain import (
     LedgerChatMessageHistory,
     from_langchain,
@@ -161,3 +161,60 @@ def test_runnable_with_message_history_end_to_end(tmp_path, cli) -> None:
     assert result.returncode == 0, result.stderr
     assert "Capital of France?" in result.stdout
     assert cli("verify", "--db", path).returncode == 0
+
+
+@pytest.mark.parametrize("size", [3, 12])
+def test_a_repeated_system_message_leaves_the_first_in_the_window_however_long_the_history(
+    store: EventStore, size: int
+) -> None:
+    history = LedgerChatMessageHistory("c", store=store)
+    history.add_messages([SystemMessage("Be brief.", id="first")])
+    history.add_messages([HumanMessage(f"h{i}") for i in range(3)])
+    history.add_messages([SystemMessage("Be brief.", id="again")])  # equal: LangChain4j ignores it
+    history.add_messages([HumanMessage(f"h{i}") for i in range(3, 40)])
+    # Check the window read in O(window) rows keeps the system message the whole fold keeps,
+    # for a window short enough to stop before the system messages (3) and one that does not.
+    window = LedgerChatMessageHistory("c", store=store, window=MessageWindowPolicy(size))
+    shown = window.messages
+    assert [m.id for m in shown if isinstance(m, SystemMessage)] == ["first"]
+    assert [m.content for m in shown[1:]] == [f"h{i}" for i in range(41 - size, 40)]
+    # Check the recorded call (event 43) is what re-running its policy sends.
+    assert what_if_call(store, "c", 43, MessageWindowPolicy(size)).same
+
+
+class _RacedStore(SQLiteEventStore):
+    """A real SQLite store whose first append is preceded by another writer's (another
+    connection to the same file): a message added between a window read and its record."""
+
+    raced = False
+    raced_path: Any = None
+
+    def append(self, memory_id: Any, items: Any, **kwargs: Any) -> list[Any]:
+        if not self.raced and kwargs.get("expected_seq") is not None:
+            self.raced = True
+            with SQLiteEventStore(self.raced_path) as other:
+                LedgerChatMessageHistory(memory_id, store=other).add_messages(
+                    [HumanMessage("added meanwhile")]
+                )
+        return super().append(memory_id, items, **kwargs)
+
+
+def test_a_window_read_records_the_list_it_chose_from_when_another_writer_adds(
+    tmp_path,
+) -> None:
+    path = tmp_path / "race.db"
+    with SQLiteEventStore(path) as store:
+        LedgerChatMessageHistory("c", store=store).add_messages(
+            [HumanMessage(f"h{i}") for i in range(4)]
+        )
+    with _RacedStore(path) as store:
+        store.raced_path = path
+        window = LedgerChatMessageHistory("c", store=store, window=MessageWindowPolicy(2))
+        shown = window.messages
+        assert store.raced
+        # Check the window and its record are of one list: the record's seq holds the list the
+        # window was chosen from, so re-running the recorded policy sends what was sent.
+        (call,) = [r for r in store.read("c") if r.kind == "context_sent"]
+        assert [m.content for m in window.sent(call.seq)] == [m.content for m in shown]
+        assert what_if_call(store, "c", call.seq, MessageWindowPolicy(2)).same
+        assert [m.content for m in shown] == ["h3", "added meanwhile"]

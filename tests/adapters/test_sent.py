@@ -15,7 +15,7 @@ pytest.importorskip("langchain_core", reason="the langchain extra is not install
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from eventlog import SQLiteEventStore
+from eventlog import ContentErasedError, SQLiteEventStore
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.models import ContextSent
 from eventlog.serialization import decode_event
@@ -176,3 +176,32 @@ def test_a_recorded_call_survives_export_and_import(tmp_path) -> None:
     copy = SQLiteEventStore(tmp_path / "b.db")
     import_jsonl(copy, out.getvalue().splitlines(), check=check_window_record)
     assert _canonical(asyncio.run(LedgerSession("conv", store=copy).sent(6))) == _canonical(chosen)
+
+
+def test_a_call_whose_content_was_erased_says_so_not_that_no_window_was_recorded(
+    tmp_path, cli
+) -> None:
+    path = tmp_path / "s.db"
+    with SQLiteEventStore(path) as store:
+        session = LedgerSession("conv", store=store)
+        asyncio.run(session.add_items(HISTORY))
+        _call(session, MessageWindowPolicy(3), NEW)
+        history = LedgerChatMessageHistory("lc", store=store, window=MessageWindowPolicy(2))
+        history.add_messages([HumanMessage("My card is 4111")])
+        assert [m.content for m in history.messages] == ["My card is 4111"]  # event 2 records it
+        store.erase("conv", reason="GDPR request 17")
+        store.erase("lc", reason="GDPR request 18")
+        # Check event 6 is still a model call, whose content is gone: the error names the
+        # erasure (a ContentErasedError, as as_of gives), not "no window recorded".
+        with pytest.raises(ContentErasedError, match=r"erased on .*reason 'GDPR request 17'"):
+            asyncio.run(LedgerSession("conv", store=store).sent(6))
+        with pytest.raises(ContentErasedError, match="reason 'GDPR request 18'"):
+            LedgerChatMessageHistory("lc", store=store).sent(2)
+        # Check an event that never recorded a window still says that.
+        with pytest.raises(ValueError, match="no window recorded at seq 1"):
+            asyncio.run(LedgerSession("conv", store=store).sent(1))
+    shown = cli("sent", "--db", path, "conv", "6")
+    assert shown.returncode == 1
+    assert "was erased on" in shown.stderr
+    assert "GDPR request 17" in shown.stderr
+    assert "no window recorded" not in shown.stderr
