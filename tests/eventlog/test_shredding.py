@@ -143,6 +143,21 @@ def test_an_erasure_by_pseudonym_cut_short_at_the_key_is_finished_by_a_rerun(
     _check_backup(backup, ring, erasable=True)
 
 
+def test_erase_subject_with_no_memory_left_still_destroys_the_subjects_keys(
+    tmp_path: pathlib.Path,
+) -> None:
+    # A rerun after the memories went (purged on a ledger with erasable ids, their names rows
+    # with them) still shreds what the keyring holds for the subject.
+    from eventlog.keyring import subject_of
+
+    ring = MemoryKeyring()
+    key_id, _ = ring.memory_key(subject_of(VICTIM), memory_key(VICTIM))
+    with SQLiteEventStore(tmp_path / "chat.db", keyring=ring) as store:
+        store.append(OTHER, batch("bob's text"))
+        assert store.erase_subject(VICTIM[:1], reason="GDPR") == []
+    assert ring.get(key_id) is None and ring.destroyed(key_id)
+
+
 @pytest.mark.parametrize("erasable", [False, True], ids=["clear-ids", "erasable-ids"])
 def test_retention_shreds_the_key_of_an_idle_memory(tmp_path: pathlib.Path, erasable: bool) -> None:
     path, backup = tmp_path / "chat.db", tmp_path / "backup.db"
