@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from projections.cli.errors import CONTROLS, inert
+from projections.display import CONTROLS, inert
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -7,9 +7,9 @@ command or option that fixes it, so every message reaching stderr passes through
 
 from __future__ import annotations
 
-import re
+from projections.display import inert
 
-__all__ = ["CONTROLS", "Failure", "UsageError", "inert", "message", "one_line"]
+__all__ = ["Failure", "UsageError", "message", "one_line"]
 
 
 class UsageError(Exception):
@@ -34,24 +34,6 @@ _REMEDIES = (
     ("open it with chain_key= to write", "pass --key-file FILE (the chain key) to write"),
     ("open the store with chain_key= to verify", "pass --key-file FILE (the chain key) to verify"),
 )
-
-
-# Message texts and memory ids come from whoever talked to the model, and reach stdout (the
-# consoles) and stderr (an error naming a memory). rich drops only BEL, BS, VT, FF and CR: an
-# ESC or a C1 control (CSI, OSC) would reach the terminal and clear it, set its title or hide
-# the rest of a line from whoever audits the history. Each is shown as one visible character
-# (a control picture, or U+FFFD for C1), so rich's spans and widths still fit.
-CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _picture(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
-
-
-def inert(text: str) -> str:
-    """``text`` with every control character but newline and tab shown instead of obeyed."""
-    return CONTROLS.sub(_picture, text)
 
 
 def one_line(error: BaseException) -> str:

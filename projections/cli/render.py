@@ -19,6 +19,7 @@ from eventlog.models import (
     Record,
 )
 from eventlog.serialization import require_opened
+from projections.display import BIDI_CONTROLS
 from projections.readmodel import (
     Ref,
     call_names,
@@ -77,9 +78,12 @@ def console(*, stderr: bool = False) -> Console:
     return out
 
 
-# JSON escapes C0 controls but writes DEL and the C1 controls (CSI, OSC: terminal commands,
-# in a UTF-8 terminal too) as they are; in a string they may be written \u escaped instead.
-_C1_ESCAPES = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
+# JSON escapes C0 controls but writes DEL, the C1 controls (CSI, OSC: terminal commands, in a
+# UTF-8 terminal too) and the bidi controls (which reorder what the reader sees) as they are;
+# in a string they may be written \u escaped instead (see projections.display).
+_C1_ESCAPES = {
+    code: f"\\u{code:04x}" for code in [*range(0x7F, 0xA0), *(ord(char) for char in BIDI_CONTROLS)]
+}
 
 
 def json_text(obj: object) -> str:

@@ -13,11 +13,9 @@ import re
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-__all__ = ["BIDI_CONTROLS", "link_target", "visible"]
+from projections.display import BIDI_CONTROLS
 
-BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-"""Characters that change the display order of the text around them (Unicode's explicit
-directional formatting characters, plus the implicit marks ALM, LRM and RLM)."""
+__all__ = ["BIDI_CONTROLS", "link_target", "visible"]
 
 _BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 _LINK_SCHEMES = frozenset({"http", "https"})

@@ -13,8 +13,11 @@ import pytest
 from eventlog import AiMessage, SQLiteEventStore, UserMessage
 from projections import MessageWindowChatMemory
 
-ESC, CSI = "\x1b", "\x9b"
-EVIL = f"hi {ESC}[2J{ESC}]0;owned{ESC}\\ {ESC}[8mhidden{ESC}[0m {CSI}31m \x00 \x7f end"
+ESC, CSI, RLO = "\x1b", "\x9b", "\u202e"  # RLO: shows "admin<RLO>txt.exe" as "adminexe.txt"
+EVIL = (
+    f"hi {ESC}[2J{ESC}]0;owned{ESC}\\ {ESC}[8mhidden{ESC}[0m {CSI}31m \x00 \x7f "
+    f"admin{RLO}txt.exe end"
+)
 
 
 @pytest.fixture
@@ -49,9 +52,11 @@ def test_control_characters_in_messages_and_ids_are_shown_not_sent(
     # Check rich's own colours are the only escape sequences left: the message's are visible.
     assert "\x1b" not in re.sub(r"\x1b\[[0-9;]*m", "", out)
     assert ("\x1b[" in out) is terminal  # on a terminal the console did draw in colour
-    for control in ("\x00", "\x7f", CSI):
+    for control in ("\x00", "\x7f", CSI, RLO):
         assert control not in out
     assert ("\u241b[2J" if command != ["ids"] else "id\u241b[31m") in out
+    if command != ["ids"]:
+        assert "admin\ufffdtxt.exe" in out
 
 
 def test_an_error_naming_a_memory_shows_its_id_not_its_escape_sequences(cli, evil):
@@ -80,9 +85,9 @@ def test_an_error_naming_a_memory_shows_its_id_not_its_escape_sequences(cli, evi
 def test_json_output_escapes_every_control_character_and_keeps_the_text(ok, evil, command):
     out = ok(*command, "--db", evil).stdout
     # Check JSON's own escapes cover C0; DEL and C1 (CSI) are escaped too, and parse back.
-    for control in ("\x1b", "\x00", "\x7f", CSI):
+    for control in ("\x1b", "\x00", "\x7f", CSI, RLO):
         assert control not in out
-    assert "\\u009b31m" in out
+    assert "\\u009b31m" in out and "admin\\u202etxt.exe" in out
     assert EVIL in _strings([json.loads(line) for line in out.splitlines()])
 
 
