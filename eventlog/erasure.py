@@ -37,6 +37,7 @@ __all__ = [
     "purged",
     "refuse_without_its_keyring",
     "shred",
+    "snapshot_problem",
     "tombstone",
 ]
 
@@ -169,6 +170,23 @@ def erase(
     clear = None if store._names is None else store._names.clear_key(key)
     named = receipts[0].memory_id if clear is None else memory_id_from_key(clear)
     return dataclasses.replace(receipts[0], memory_id=named, cleanup_pending=pending)
+
+
+def snapshot_problem(key: str, seq: int, exists: bool, erased_at: int | None) -> str | None:
+    """Why a window snapshot of memory ``key`` at ``seq`` must not be saved, or None. A
+    backend checks, in the transaction that saves it, whether event ``seq`` ``exists`` and
+    the seq of the first erasure receipt or purge tombstone after it (``erased_at``): a
+    compaction reads the window, then saves it, and an erasure landing in between would see
+    its content come back in the snapshot - readable, and in every later backup."""
+    if not exists:
+        return f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
+    if erased_at is not None:
+        return (
+            f"save_snapshot of {key} at seq {seq}: the memory was erased at seq {erased_at}, "
+            "after it, and a snapshot of the window before would bring the erased content "
+            "back; snapshot the head instead"
+        )
+    return None
 
 
 def refuse_without_its_keyring(store: EventStore, key: str, operation: str) -> None:

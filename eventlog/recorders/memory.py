@@ -15,6 +15,7 @@ from eventlog.erasure import (
     erasure_record,
     purged,
     shred,
+    snapshot_problem,
     tombstone,
 )
 from eventlog.errors import ConcurrencyError, StoreClosedError
@@ -264,9 +265,13 @@ class InMemoryEventStore(EventStore):
         key = self._stream_key(memory_id, "save_snapshot")
         with self._lock:
             self._open("save_snapshot")
-            if not any(r.seq == seq for r in self._streams.get(key, ())):
-                msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
-                raise ValueError(msg)
+            stream = self._streams.get(key, ())
+            erased_at = min(
+                (r.seq for r in stream if r.seq > seq and r.kind in RECEIPT_KINDS), default=None
+            )
+            problem = snapshot_problem(key, seq, any(r.seq == seq for r in stream), erased_at)
+            if problem is not None:
+                raise ValueError(problem)
             saved = self._snapshots.setdefault((key, name), {})
             for older in [s for s in saved if s < seq]:
                 del saved[older]

@@ -35,13 +35,14 @@ except ImportError as e:
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from eventlog.erasure import brings_erasure, erased_after
+from eventlog.erasure import brings_erasure, erased_after, snapshot_problem
 from eventlog.errors import (
     ConcurrencyError,
     OutcomeUnknownError,
     PersistenceError,
     StoreClosedError,
 )
+from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId
 from eventlog.keycheck import chain_key_argument
 from eventlog.keyring import Keyring
@@ -523,9 +524,13 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         # insert and leave a snapshot of erased messages behind.
         conflict = lambda: ConcurrencyError(key, seq, None)  # noqa: E731
         with self._write("save_snapshot", conflict, keys=[key]) as conn:
-            if conn.execute(self._q["event_exists"], (key, seq)).fetchone() is None:
-                msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
-                raise ValueError(msg)
+            row = conn.execute(
+                self._q["snapshot_check"], (key, seq, key, seq, list(RECEIPT_KINDS))
+            ).fetchone()
+            assert row is not None  # noqa: S101 - a SELECT of two subqueries has one row
+            problem = snapshot_problem(key, seq, row[0] is not None, row[1])
+            if problem is not None:
+                raise ValueError(problem)
             conn.execute(
                 self._q["save_snapshot"], (key, name, seq, stored, format_time(self._now()))
             )

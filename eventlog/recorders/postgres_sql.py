@@ -284,7 +284,12 @@ _Q_SAVE_SNAPSHOT = (
 _Q_PRUNE_SNAPSHOTS = (
     "DELETE FROM {schema}.snapshots WHERE stream_id = %s AND name = %s AND seq < %s"
 )
-_Q_EVENT_EXISTS = "SELECT 1 FROM {schema}.events WHERE stream_id = %s AND seq = %s"
+# (event seq exists, the first erasure receipt or purge tombstone after it): see
+# eventlog.erasure.snapshot_problem. Params: key, seq, key, seq, the receipt kinds.
+_Q_SNAPSHOT_CHECK = (
+    "SELECT (SELECT 1 FROM {schema}.events WHERE stream_id = %s AND seq = %s), (SELECT min(seq) "
+    "FROM {schema}.events WHERE stream_id = %s AND seq > %s AND kind = ANY(%s))"
+)
 _Q_LOAD_SNAPSHOT = (
     "SELECT stream_id, name, seq, state, created_at FROM {schema}.snapshots "
     "WHERE stream_id = %s AND name = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"
@@ -386,7 +391,7 @@ _TEMPLATES = {
     "to_erase": _Q_TO_ERASE,
     "blank": _Q_BLANK,
     "save_snapshot": _Q_SAVE_SNAPSHOT,
-    "event_exists": _Q_EVENT_EXISTS,
+    "snapshot_check": _Q_SNAPSHOT_CHECK,
     "prune_snapshots": _Q_PRUNE_SNAPSHOTS,
     "load_snapshot": _Q_LOAD_SNAPSHOT,
     "get_setting": _Q_GET_SETTING,

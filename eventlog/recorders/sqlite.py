@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import sqlite_utils
 
-from eventlog.erasure import brings_erasure, erased_after
+from eventlog.erasure import brings_erasure, erased_after, snapshot_problem
 from eventlog.errors import ConcurrencyError, PersistenceError
-from eventlog.hashing import GENESIS
+from eventlog.hashing import GENESIS, RECEIPT_KINDS
 from eventlog.ids import MemoryId
 from eventlog.keycheck import chain_key_argument, settle_keys
 from eventlog.keyring import Keyring
@@ -43,7 +43,6 @@ from eventlog.recorders.sqlite_sql import (
     COLUMNS,
     ENDS_RECORDS,
     ENDS_SEAL,
-    EVENT_EXISTS,
     EVENTS_EXIST,
     HEAD_SEAL,
     HEADS_EXIST,
@@ -61,6 +60,7 @@ from eventlog.recorders.sqlite_sql import (
     SEAL_ERASURE,
     SEALS,
     SEQ_AT,
+    SNAPSHOT_CHECK,
     STREAMS,
     TREE_COUNT,
     TREE_DROP,
@@ -369,9 +369,12 @@ class SQLiteEventStore(SQLiteErasure):
         def work(conn: sqlite3.Connection) -> None:
             # In the write transaction, so a purge cannot erase the stream in between and
             # leave a snapshot of erased messages behind.
-            if conn.execute(EVENT_EXISTS, (key, seq)).fetchone() is None:
-                msg = f"save_snapshot of {key} at seq {seq}: no such event (purged?)"
-                raise ValueError(msg)
+            found, erased_at = conn.execute(
+                SNAPSHOT_CHECK, (key, seq, key, seq, *RECEIPT_KINDS)
+            ).fetchone()
+            problem = snapshot_problem(key, seq, found is not None, erased_at)
+            if problem is not None:
+                raise ValueError(problem)
             conn.execute(SAVE_SNAPSHOT, row)
             conn.execute(PRUNE_SNAPSHOTS, (key, name, seq))
 

@@ -11,7 +11,6 @@ __all__ = [
     "ENDS_RECORDS",
     "ENDS_SEAL",
     "EVENTS_EXIST",
-    "EVENT_EXISTS",
     "FIRST_SEALED",
     "GET_SETTING",
     "HEAD",
@@ -40,6 +39,7 @@ __all__ = [
     "SELECT",
     "SEQ_AT",
     "SETTINGS_EXIST",
+    "SNAPSHOT_CHECK",
     "STREAMS",
     "TO_ERASE",
     "TREE_BUMP",
@@ -155,7 +155,12 @@ BLANK = (
     "UPDATE events SET payload = '', salt = '' WHERE stream_id = ? AND kind NOT IN (?, ?) "
     "AND (salt != '' OR payload != '')"
 )
-EVENT_EXISTS = "SELECT 1 FROM events WHERE stream_id = ? AND seq = ?"
+# (event seq exists, the first erasure receipt or purge tombstone after it): see
+# eventlog.erasure.snapshot_problem. Params: key, seq, key, seq, the two receipt kinds.
+SNAPSHOT_CHECK = (
+    "SELECT (SELECT 1 FROM events WHERE stream_id = ? AND seq = ?), (SELECT min(seq) FROM "
+    "events WHERE stream_id = ? AND seq > ? AND kind IN (?, ?))"
+)
 EVENTS_EXIST = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
 PRUNE_SNAPSHOTS = "DELETE FROM snapshots WHERE stream_id = ? AND name = ? AND seq < ?"
 SAVE_SNAPSHOT = "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?)"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from eventlog import AiMessage, UserMessage
 from eventlog.ids import memory_key
 from eventlog.keyring import MemoryKeyring, sealed_key_id
 from eventlog.serialization import require_opened
@@ -154,3 +155,56 @@ def test_a_recorder_without_before_commit_still_destroys_the_key(tmp_path: Any) 
         assert calls == [1]
         key_id = sealed_key_id(record.stored_payload)
         assert ring.get(key_id) is None and ring.destroyed(key_id)
+
+
+@pytest.mark.parametrize("how", [_erase, _purge], ids=["erase", "purge"])
+def test_a_snapshot_of_the_window_before_an_erasure_is_refused(backend: Any, how: Any) -> None:
+    # What a compaction racing an erasure does: it reads the window, the erasure lands, then
+    # it saves what it read. The snapshot would hold the erased messages again, readable (in
+    # clear, or under the memory's new key) and in every later backup.
+    from projections import MessageWindowChatMemory
+    from projections.replay import view_at
+    from projections.snapshots import SNAPSHOT_NAME, save_window_snapshot
+
+    store = backend.open(keyring=MemoryKeyring())
+    memory = MessageWindowChatMemory(id=VICTIM, max_messages=5, store=store)
+    memory.add(UserMessage("the secret"), AiMessage("noted"))
+    key = store.stream_key(VICTIM)
+    entries = view_at(store, key, 2, identity=None)
+    how(store)
+    refusal = "erased at seq 3, after it" if how is _erase else r"no such event \(purged\?\)"
+    with pytest.raises(ValueError, match=refusal):
+        save_window_snapshot(store, key, 2, entries, None)
+    assert store.load_snapshot(key, SNAPSHOT_NAME, lte=10) is None
+    # Check a snapshot of the head after the erasure is still taken.
+    memory = MessageWindowChatMemory(id=VICTIM, max_messages=5, store=store)
+    memory.add(UserMessage("after"))
+    head = store.head(key)
+    assert head is not None
+    save_window_snapshot(store, key, head.seq, view_at(store, key, head.seq), None)
+    snapshot = store.load_snapshot(key, SNAPSHOT_NAME, lte=head.seq)
+    assert snapshot is not None and "the secret" not in snapshot.state
+
+
+def test_a_compaction_that_an_erasure_overtakes_skips_the_memory(
+    backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from projections import MessageWindowChatMemory, compact
+    from projections.replay import view_at
+    from projections.snapshots import SNAPSHOT_NAME
+
+    store = backend.open(keyring=MemoryKeyring())
+    memory = MessageWindowChatMemory(id=VICTIM, max_messages=5, store=store)
+    memory.add(UserMessage("the secret"), AiMessage("noted"))
+
+    def view_then_erase(*args: Any, **kwargs: Any) -> Any:
+        entries = view_at(*args, **kwargs)
+        store.erase(VICTIM, reason="GDPR")  # lands between the read and the save
+        return entries
+
+    monkeypatch.setattr("projections.compaction.view_at", view_then_erase)
+    report = compact(store, idle_for=timedelta(0))
+    assert report.errors == () and VICTIM in report.skipped
+    assert store.load_snapshot(store.stream_key(VICTIM), SNAPSHOT_NAME, lte=10) is None
