@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 
 import pytest
 
@@ -18,6 +19,54 @@ from eventlog.testing._base import reopens
 from eventlog.testing.records import added, batch, texts
 
 SECRET = "my IBAN is DE89 3704 0044 0532 0130 00"  # noqa: S105 - a message, not a password
+
+
+class _AppendWhileDestroying(MemoryKeyring):
+    """A keyring that, asked to destroy a memory's keys, first lets another writer (another
+    store object on the database: another process's) append to that memory, and waits a
+    moment for it to land."""
+
+    def __init__(self):
+        super().__init__()
+        self.writer = None
+        self.thread = None
+        self.errors = []
+
+    def destroy(self, subject):
+        self._race()
+        return super().destroy(subject)
+
+    def destroy_memory(self, subject, memory):
+        self._race()
+        return super().destroy_memory(subject, memory)
+
+    def _race(self):
+        if self.writer is None or self.thread is not None:
+            return
+        writer = self.writer
+
+        def append():
+            try:
+                writer.append(RACED, batch("said during the erasure"))
+            except BaseException as e:  # reported by the test
+                self.errors.append(e)
+
+        self.thread = threading.Thread(target=append)
+        self.thread.start()
+        # Long enough for an append with nothing in its way to land (milliseconds); one that
+        # waits for the erasure's lock waits it out.
+        self.thread.join(timeout=1.0)
+
+
+RACED = ("user-42", "s1")
+
+_ERASURES = {
+    "erase": lambda store: store.erase(RACED, reason="GDPR"),
+    "purge": lambda store: store.purge(
+        RACED, expected_seq=store.head(RACED).seq, reason="retention"
+    ),
+    "erase_subject": lambda store: store.erase_subject(RACED[:1], reason="GDPR"),
+}
 
 
 def _stored(backend, stream_id):
@@ -94,6 +143,26 @@ class EncryptionContract:
             import_jsonl(copy, lines)
             assert texts(copy.read(("dan", "s1"))) == [SECRET]
             assert copy.verify().ok
+
+    @pytest.mark.parametrize("operation", sorted(_ERASURES))
+    def test_an_append_racing_an_erasure_stays_readable(self, backend, operation):
+        # The key goes inside the erasure's transaction, holding the lock appends take
+        # (Recorder._erase's before_commit): an append lands before the erasure (erased with
+        # the rest) or after it under a new key, never sealed under the key being destroyed.
+        ring = _AppendWhileDestroying()
+        store = backend.open(keyring=ring)
+        store.append(RACED, batch("before the erasure"))
+        ring.writer = backend.open(keyring=ring)  # the in-memory store: the same object
+        _ERASURES[operation](store)
+        assert ring.thread is not None
+        ring.thread.join(timeout=60)
+        assert not ring.thread.is_alive() and ring.errors == []
+        for reader in (store, ring.writer):
+            said = [r for r in reader.read(RACED) if r.kind == "message_added" and not r.erased]
+            for record in said:
+                decode_event(record)  # KeyUnavailableError for one sealed under a shredded key
+            assert texts(said) == ["said during the erasure"]
+        assert store.verify().ok
 
     def test_a_keyring_of_the_wrong_type_is_refused(self, backend):
         with pytest.raises(TypeError, match=r"keyring must be an eventlog.keyring.Keyring"):

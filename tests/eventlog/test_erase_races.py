@@ -1,18 +1,15 @@
-"""An append racing an erasure of its memory is never sealed under the key the erasure is
-about to destroy: it lands before the erasure (and is erased with the rest) or after it, under
-a new key - never in between, where it would be unreadable and break every later read of the
-memory's window. Each test makes the move: another writer appends at the very moment the
-erasure destroys the key."""
+"""What races an erasure, and what an erasure cut short leaves. The append racing the key's
+destruction is in the shipped kit (``EncryptionContract.test_an_append_racing_an_erasure_
+stays_readable``); here: a keyring that fails to destroy, a recorder written before
+``before_commit``, and a compaction that read the window just before an erasure."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 
 from eventlog import AiMessage, UserMessage
-from eventlog.ids import memory_key
 from eventlog.keyring import MemoryKeyring, sealed_key_id
 from eventlog.serialization import require_opened
 from eventlog.store import EventStore
@@ -31,41 +28,6 @@ def _said(store: EventStore) -> list[str]:
 VICTIM = ("user-42", "s1")
 
 
-class _AppendWhileDestroying(MemoryKeyring):
-    """A keyring that, when asked to destroy a memory's keys, first lets another writer
-    append to that memory, and gives it a moment to land."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writer: EventStore | None = None
-        self.thread: threading.Thread | None = None
-        self.errors: list[BaseException] = []
-
-    def destroy(self, subject: str) -> int:
-        self._race()
-        return super().destroy(subject)
-
-    def destroy_memory(self, subject: str, memory: str) -> int:
-        self._race()
-        return super().destroy_memory(subject, memory)
-
-    def _race(self) -> None:
-        if self.writer is not None and self.thread is None:
-            writer = self.writer
-
-            def append() -> None:
-                try:
-                    writer.append(VICTIM, batch("said during the erasure"))
-                except BaseException as e:  # reported by the test
-                    self.errors.append(e)
-
-            self.thread = threading.Thread(target=append)
-            self.thread.start()
-            # Long enough for an append with nothing in its way to land (it takes
-            # milliseconds); an append that waits for the erasure's lock waits it out.
-            self.thread.join(timeout=1.0)
-
-
 def _erase(store: EventStore) -> None:
     store.erase(VICTIM, reason="GDPR")
 
@@ -74,31 +36,6 @@ def _purge(store: EventStore) -> None:
     head = store.head(VICTIM)
     assert head is not None
     store.purge(VICTIM, expected_seq=head.seq, reason="retention")
-
-
-def _erase_subject(store: EventStore) -> None:
-    store.erase_subject(VICTIM[:1], reason="GDPR")
-
-
-@pytest.mark.parametrize(
-    "how", [_erase, _purge, _erase_subject], ids=["erase", "purge", "erase_subject"]
-)
-def test_an_append_racing_an_erasure_stays_readable(backend: Any, how: Any) -> None:
-    ring = _AppendWhileDestroying()
-    store = backend.open(keyring=ring)
-    store.append(VICTIM, batch("before the erasure"))
-    # Another store object on the same database: another process's writer (the in-memory
-    # store has one object per database: another thread of it).
-    ring.writer = backend.open(keyring=ring)
-    how(store)
-    assert ring.thread is not None
-    ring.thread.join(timeout=60)
-    assert not ring.thread.is_alive() and ring.errors == []
-    # Check the message said during the erasure is there and readable, the erased one not.
-    for reader in (store, ring.writer, backend.open(keyring=ring)):
-        assert _said(reader) == ["said during the erasure"]
-    assert store.verify().ok
-    assert memory_key(VICTIM) in {i.stream_id for i in store.streams()}
 
 
 class _Failing(MemoryKeyring):
