@@ -137,3 +137,24 @@ def test_erasure_never_waits_out_a_reader_more_than_once(tmp_path):
     assert not report.cleanup_pending and not store.cleanup_pending
     assert _on_disk(path, MARKER) == []
     store.close()
+
+
+def test_a_checkpoint_finishes_a_pending_cleanup_and_says_so(tmp_path):
+    path = tmp_path / "chat.db"
+    store = SQLiteEventStore(path, busy_timeout=0.3)
+    _fill(store, 12, 6)
+    store.checkpoint()
+    assert not store.cleanup_pending
+    backup = sqlite3.connect(path, isolation_level=None)
+    backup.execute("BEGIN")
+    backup.execute("SELECT count(*) FROM events").fetchone()  # holds a read snapshot
+    store.erase_subject(("user1",), reason="request 9")
+    assert store.cleanup_pending
+    backup.execute("COMMIT")
+    backup.close()
+    # Check checkpoint() - not only another erase - completes the cleanup and clears the flag.
+    store.checkpoint()
+    assert not store.cleanup_pending
+    assert _on_disk(path, MARKER) == []
+    assert store.finish_cleanup() is True
+    store.close()

@@ -140,3 +140,23 @@ def test_a_conflict_caught_by_the_unique_key_names_the_seq_the_caller_expected(t
     assert texts(a.read("u1")) == ["from b"]
     a.close()
     b.close()
+
+
+def test_a_limit_of_zero_reads_nothing(tmp_path):
+    with SQLiteEventStore(tmp_path / "chat.db") as store:
+        store.append("u1", batch("a", "b"))
+        # Check limit=0 means no record (not SQLite's "no limit", nor one).
+        assert store.read_all(limit=0) == []
+        assert store.read("u1", limit=0) == []
+        assert texts(store.read_all(limit=1)) == ["a"]
+
+
+def test_a_loaded_snapshot_names_its_memory_and_projection(tmp_path):
+    with SQLiteEventStore(tmp_path / "chat.db") as store:
+        store.append("u1", batch("a", "b"))
+        store.save_snapshot("u1", "window", 2, '{"n": 2}')
+        snap = store.load_snapshot("u1", "window")
+        # Check every field comes from its own column.
+        assert snap is not None
+        assert (snap.stream_id, snap.name, snap.seq, snap.state) == ("u1", "window", 2, '{"n": 2}')
+        assert store.load_snapshot("u1", "window", lte=1) is None
