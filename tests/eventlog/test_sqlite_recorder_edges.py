@@ -160,3 +160,12 @@ def test_a_loaded_snapshot_names_its_memory_and_projection(tmp_path):
         assert snap is not None
         assert (snap.stream_id, snap.name, snap.seq, snap.state) == ("u1", "window", 2, '{"n": 2}')
         assert store.load_snapshot("u1", "window", lte=1) is None
+
+
+def test_streams_counts_records_apart_from_the_last_seq(tmp_path):
+    with SQLiteEventStore(tmp_path / "chat.db") as store:
+        store.append("u1", batch("a", "b", "c"))
+        store.purge("u1", expected_seq=3, reason="retention")
+        # Check a purged memory counts its one record (the tombstone) at seq 4.
+        (info,) = store.streams()
+        assert (info.stream_id, info.event_count, info.last_seq) == ("u1", 1, 4)
