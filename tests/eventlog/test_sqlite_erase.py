@@ -8,6 +8,7 @@ import sqlite3
 import time
 
 import pytest
+import sqlite_utils
 
 from eventlog import SQLiteEventStore
 from eventlog.testing.records import batch, texts
@@ -136,4 +137,36 @@ def test_erasure_never_waits_out_a_reader_more_than_once(tmp_path):
     )
     assert not report.cleanup_pending and not store.cleanup_pending
     assert _on_disk(path, MARKER) == []
+    store.close()
+
+
+def test_a_checkpoint_finishes_a_pending_cleanup_and_says_so(tmp_path):
+    path = tmp_path / "chat.db"
+    store = SQLiteEventStore(path, busy_timeout=0.3)
+    _fill(store, 12, 6)
+    store.checkpoint()
+    assert not store.cleanup_pending
+    backup = sqlite3.connect(path, isolation_level=None)
+    backup.execute("BEGIN")
+    backup.execute("SELECT count(*) FROM events").fetchone()  # holds a read snapshot
+    store.erase_subject(("user1",), reason="request 9")
+    assert store.cleanup_pending
+    backup.execute("COMMIT")
+    backup.close()
+    # Check checkpoint() - not only another erase - completes the cleanup and clears the flag.
+    store.checkpoint()
+    assert not store.cleanup_pending
+    assert _on_disk(path, MARKER) == []
+    assert store.finish_cleanup() is True
+    store.close()
+
+
+def test_an_in_memory_database_has_no_wal_to_wait_for():
+    store = SQLiteEventStore(sqlite_utils.Database(memory=True), busy_timeout=0.2)
+    store.append(("user1", "s1"), batch(f"{MARKER} hello"))
+    # Check the checkpoint of a database without a WAL (it reports no log: -1) completes:
+    # the erasure is not left "pending" and checkpoint() does not fail.
+    receipt = store.erase(("user1", "s1"), reason="request 10")
+    assert not receipt.cleanup_pending and not store.cleanup_pending
+    store.checkpoint()
     store.close()
