@@ -118,9 +118,11 @@ class Recorder(ABC):
         last erased hash, so :meth:`verify` still passes and an auditor sees that the id existed.
         As :meth:`erase`, it takes the id too: on a ledger with erasable ids the memory's
         ``names`` row is deleted in the same transaction (the tombstone names the pseudonym),
-        and with a keyring the memory's content key is destroyed after the commit, so a backup
-        taken before yields neither. A backend calls :func:`eventlog.erasure.content_subject`
-        before its transaction and :func:`eventlog.erasure.purged` after its commit.
+        and with a keyring the memory's content key is destroyed in that transaction, just
+        before the commit (holding the lock appends take), so a backup taken before yields
+        neither. A backend calls :func:`eventlog.erasure.content_subject` before its
+        transaction, :func:`eventlog.erasure.shred` inside it and
+        :func:`eventlog.erasure.purged` after its commit.
 
         Args:
             memory_id: The memory id to erase.
@@ -134,8 +136,9 @@ class Recorder(ABC):
         Raises:
             ConcurrencyError: The head is not ``expected_seq`` (nothing is erased).
             ValueError: The stream is empty.
-            KeyringError: Its content is sealed under a keyring and this store was opened
-                without one (:func:`eventlog.erasure.content_subject`; nothing is erased).
+            KeyringError: Its content is sealed and this store's keyring (none, or another)
+                cannot destroy its key (:func:`eventlog.erasure.content_subject`; nothing is
+                erased).
         """
 
     @abstractmethod
@@ -166,7 +169,7 @@ class Recorder(ABC):
     def _first_sealed(self, key: str) -> int | None:
         """Backend hook: the lowest seq of memory ``key`` whose stored payload is sealed
         content (:func:`eventlog.keyring.is_sealed`), receipts aside; None when none is. What
-        an erasure from a store without a keyring looks for (:mod:`eventlog.erasure`). The
+        an erasure checks its store's keyring against (:mod:`eventlog.erasure`). The
         default reads the memory's rows; the SQL stores ask in one statement."""
         from eventlog.hashing import RANGE_ROW_FIELDS, RECEIPT_KINDS
         from eventlog.keyring import is_sealed

@@ -149,8 +149,9 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
 
         Memories are erased ``batch`` to a transaction (each memory is untouched or fully
         erased with its receipt, whatever happens), and the files are cleaned once at the end.
-        With a keyring, the content keys go last: under a one-element prefix every key of the
-        subject, under a longer one each erased memory's own key (content sealed under the
+        With a keyring, the content keys go in the last batch's transaction, just before its
+        commit (as in :meth:`erase`): under a one-element prefix every key of the subject,
+        under a longer one each erased memory's own key (content sealed under the
         subject's key, from before memories had keys of their own, goes only with the former).
 
         Args:
@@ -165,8 +166,8 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
             ValueError: ``prefix`` or ``reason`` is empty, ``batch`` < 1, or a matching
                 memory holds format 1 records (memories of earlier batches stay erased).
             TypeError: ``prefix`` is not a tuple.
-            KeyringError: A matching memory's content is sealed under a keyring and this store
-                was opened without one; nothing erased.
+            KeyringError: A matching memory's content is sealed and this store's keyring
+                (none, or another) cannot destroy its key; nothing erased.
         """
         return erasure.erase_subject(self, prefix, reason=reason, batch=batch)
 

@@ -291,18 +291,6 @@ def _to_langchain_one(obj: Any) -> BaseMessage:
     return to_langchain(message_from_obj(obj))
 
 
-def windowed(items: ItemList, policy: WindowPolicy) -> list[Any]:
-    """The stored objects of :func:`windowed_refs`."""
-    return windowed_refs(items, policy)[0]
-
-
-def windowed_refs(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], list[Ref]]:
-    """The stored objects and refs of the window ``policy`` keeps over the list (see
-    :func:`windowed_at`)."""
-    stored, refs, _ = windowed_at(items, policy)
-    return stored, refs
-
-
 def windowed_at(items: ItemList, policy: WindowPolicy) -> tuple[list[Any], list[Ref], list[Run]]:
     """The stored objects of the window ``policy`` keeps over the list, by LangChain4j's rules,
     reading O(window) items, their refs, and the list they were chosen from (its runs).
