@@ -16,22 +16,15 @@ pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
 
 def test_a_langgraph_thread_on_erasable_ids_reads_back_and_delete_thread_erases_its_id(tmp_path):
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
-    from langgraph.graph import START, MessagesState, StateGraph
 
     from projections.adapters.langgraph import LedgerSaver
+    from tests.adapters.test_langgraph import chat_app
 
     store = SQLiteEventStore(tmp_path / "lg.db", erasable_ids=True, keyring=MemoryKeyring())
     saver = LedgerSaver(store)
-
-    def bot(state: MessagesState) -> dict[str, list[AIMessage]]:
-        return {"messages": [AIMessage("echo: " + str(state["messages"][-1].content))]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("bot", bot)
-    graph.add_edge(START, "bot")
-    app = graph.compile(checkpointer=saver)
+    app = chat_app(saver)
     for thread in ("alice@example.com", "bob"):
         for i in range(3):
             app.invoke(

@@ -213,15 +213,22 @@ def _move_stream(backend: Backend, stream_id: str, to: str) -> None:
     _update(backend, "events", "stream_id", to, stream_id)
 
 
+def _moved_to_clear(backend: Backend, **options: Any) -> tuple[EventStore, str]:
+    """A filled pseudonymous ledger whose ``(MARKER, "s2")`` rows were moved, with plain SQL,
+    to the clear key of that id (which no store writes on such a ledger); the clear key."""
+    store = _pseudonymous(backend, **options)
+    _fill(store)
+    clear = memory_key((MARKER, "s2"))
+    _move_stream(backend, str(store.stream_key((MARKER, "s2"))), clear)
+    return store, clear
+
+
 @pytest.mark.skip_backend("memory")
 def test_rows_moved_from_a_pseudonym_to_a_clear_key_fail_verify(backend):
     # No store of an erasable-ids ledger writes a clear key: read() looks an id's pseudonym
     # up instead. A forger without the chain key moves a memory's rows to its clear key;
     # verify() once read the (now empty) pseudonym for them and passed, never checking them.
-    store = _pseudonymous(backend, chain_key=KEY)
-    _fill(store)
-    clear = memory_key((MARKER, "s2"))
-    _move_stream(backend, str(store.stream_key((MARKER, "s2"))), clear)
+    store, clear = _moved_to_clear(backend, chain_key=KEY)
     for reader in (store, backend.open(chain_key=KEY)):
         report = reader.verify()
         assert not report.ok
@@ -238,10 +245,7 @@ def test_rows_moved_to_a_clear_key_and_rehashed_there_fail_verify_for_want_of_a_
 
     # Unkeyed, so the forger can rehash the moved rows under their new key: each then
     # verifies, but no seal vouches for the newest.
-    store = _pseudonymous(backend)
-    _fill(store)
-    clear = memory_key((MARKER, "s2"))
-    _move_stream(backend, str(store.stream_key((MARKER, "s2"))), clear)
+    store, clear = _moved_to_clear(backend)
     Db(backend).rechain_unkeyed(clear, {})
     report = store.verify()
     assert report.records == 8
@@ -250,10 +254,7 @@ def test_rows_moved_to_a_clear_key_and_rehashed_there_fail_verify_for_want_of_a_
 
 @pytest.mark.skip_backend("memory")
 def test_an_id_moved_into_a_clear_key_is_listed_and_erased_by_its_subject(backend):
-    store = _pseudonymous(backend)
-    _fill(store)
-    clear = memory_key((MARKER, "s2"))
-    _move_stream(backend, str(store.stream_key((MARKER, "s2"))), clear)
+    store, clear = _moved_to_clear(backend)
     # Check the auditor sees the clear key's id, and erasing the subject reaches its rows.
     assert {i.stream_id: i.memory_id for i in store.streams()}[clear] == (MARKER, "s2")
     receipts = store.erase_subject((MARKER,), reason="GDPR art. 17 request #882")

@@ -230,24 +230,17 @@ def test_erase_subject_under_a_longer_prefix_shreds_exactly_those_memories_keys(
 
 def test_langgraph_delete_thread_shreds_the_threads_keys(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
-    from langchain_core.messages import AIMessage, HumanMessage
-    from langgraph.graph import START, MessagesState, StateGraph
+    from langchain_core.messages import HumanMessage
 
     from eventlog.keyring import is_sealed
     from projections.adapters.langgraph import LedgerSaver
+    from tests.adapters.test_langgraph import chat_app
 
     path, backup = tmp_path / "lg.db", tmp_path / "backup.db"
     ring = MemoryKeyring()
     store = SQLiteEventStore(path, keyring=ring)
     saver = LedgerSaver(store)
-
-    def bot(state: MessagesState) -> dict[str, list[AIMessage]]:
-        return {"messages": [AIMessage("echo: " + str(state["messages"][-1].content))]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("bot", bot)
-    graph.add_edge(START, "bot")
-    app = graph.compile(checkpointer=saver)
+    app = chat_app(saver)
     for thread in ("alice", "bob"):
         app.invoke({"messages": [HumanMessage(SECRET)]}, {"configurable": {"thread_id": thread}})
     store.checkpoint()
