@@ -18,9 +18,9 @@ if typing.TYPE_CHECKING:
         compact,
         compaction_runs,
     )
+    from projections.counterfactual import what_if
     from projections.memories import MessageWindowChatMemory, TokenWindowChatMemory
     from projections.provider import ChatMemoryProvider, ProviderStats
-    from projections.replay import what_if
     from projections.summarizing import SummarizingChatMemory
     from projections.tokens import OpenAiTokenCountEstimator, TokenCountEstimator
     from projections.validity import check_valid, valid_view
@@ -82,7 +82,7 @@ _WHERE: dict[str, str] = {
     "fork": "projections.audit",
     "valid_view": "projections.validity",
     "walk": "projections.audit",
-    "what_if": "projections.replay",
+    "what_if": "projections.counterfactual",
     "what_if_call": "projections.calls",
 }
 

@@ -33,7 +33,7 @@ from eventlog.store import EventStore
 from projections.meta import ForkOrigin, WindowMeta
 from projections.replay import brought, materialize, read_checked, view_at, window_meta
 from projections.stepping import Step, _check_seq, _head_seq, walk
-from projections.window import Entry, Reason
+from projections.window import Entry, Reason, set_system_refs
 
 __all__ = [
     "Change",
@@ -384,12 +384,14 @@ def fork(
     counts = [e.tokens for e in entries]
     tokens = [t for t in counts if t is not None]
     counted = bool(entries) and identity is not None and len(tokens) == len(entries)
+    copied = [Entry(e.message, (1, i)) for i, e in enumerate(entries)]
     meta = WindowMeta.of(
-        [Entry(e.message, (1, i)) for i, e in enumerate(entries)],
+        copied,
         None,
         tokens if counted else None,
         identity if counted else None,
         ForkOrigin(str(key), target, source.hash),
+        system=set_system_refs(copied),  # the fork's first event is a set
     )
     # expected_seq=0 makes "new_id is empty" part of the atomic append, not just the check above.
     (written,) = store.append(

@@ -22,8 +22,14 @@ from eventlog.models import NewRecord, Record
 from eventlog.recorders.memory import InMemoryEventStore
 from eventlog.store import EventStore
 from eventlog.vouch import REMEDY
-from projections.meta import WindowMeta
-from projections.replay import materialize, origin_entries, read_checked, window_refs
+from projections.meta import EMPTYING_KINDS, WindowMeta
+from projections.replay import (
+    materialize,
+    origin_entries,
+    read_checked,
+    window_meta,
+    window_refs,
+)
 from projections.validity import profile_of
 from projections.window import Entry, TokenWindowPolicy, Window, WindowPolicy
 
@@ -108,7 +114,10 @@ class LoggedWindow:
         self._observe(None)  # nor what a subclass kept from the old history's window record
 
     def _move_to(self, record: Record, entries: list[Entry]) -> None:
-        self._settle(entries, record.seq, record.hash)
+        # The system messages stay settled only while every event says so (``sys`` recorded);
+        # a history written before that was recorded is settled again by a clear or a set.
+        settled = record.kind in EMPTYING_KINDS or window_meta(record).system is not None
+        self._settle(entries, record.seq, record.hash, system_settled=settled)
         try:
             self._observe(record)
         except BaseException:
@@ -177,7 +186,9 @@ class LoggedWindow:
             known=known,
         )
 
-    def _settle(self, entries: list[Entry], seq: int, head_hash: str) -> None:
+    def _settle(
+        self, entries: list[Entry], seq: int, head_hash: str, *, system_settled: bool = True
+    ) -> None:
         if isinstance(self._policy, TokenWindowPolicy):
             # Counts recorded under another estimator are not ours: count those once now.
             entries = [
@@ -186,7 +197,7 @@ class LoggedWindow:
                 else Entry(e.message, e.ref, self._policy.count(e.message))
                 for e in entries
             ]
-        self._window = Window(self._policy, entries)
+        self._window = Window(self._policy, entries, system_settled=system_settled)
         self._seq = seq
         self._hash = head_hash
 
@@ -262,21 +273,21 @@ class LoggedWindow:
 
     def _meta(
         self,
-        entries: list[Entry],
-        limit: int | None,
+        window: Window,
         tokens: int | list[int] | None = None,
         identity: str | None = None,
     ) -> str:
-        """The window record text for an event this memory writes."""
+        """The window record text for an event this memory writes, leaving ``window``."""
         summary, through = self._summary_fields()
         return WindowMeta.of(
-            entries,
-            limit,
+            window.entries,
+            window.limit,
             tokens,
             identity,
             evict_permille=self._policy.evict_permille,
             summary=summary,
             through=through,
+            system=window.system_refs(),
         ).encode()
 
     def _summary_fields(self) -> tuple[int | None, int | None]:

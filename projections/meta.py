@@ -16,9 +16,12 @@ Stored form (canonical JSON: sorted keys, compact), every key but ``"w"`` option
 * ``"sum"``: a summarizing memory's summary in force: the seq of its ``summary_recorded`` event;
 * ``"sth"``: a summarizing memory's coverage: every message that left the window by eviction
   at or before this seq is in the summary (or deferred by it), later ones are still to fold;
-* ``"sys"``: written by a framework session's item list (:mod:`projections.adapters.item_list`):
-  the refs ``[seq, index]`` of the system messages in the window, in order, so a window policy
-  applied over the list finds them without reading the list (absent: not known).
+* ``"sys"``: the refs ``[seq, index]`` of the system messages in the window, in order, so a
+  window policy applied over the events finds them without reading them all (absent: not
+  known). A framework session's item list (:mod:`projections.adapters.item_list`) writes it
+  on every event; a memory writes it while the system messages are the same under every
+  window policy (:attr:`projections.window.Window.system_settled`), which lets a what-if
+  start from a recent event (:mod:`projections.tail`).
 """
 
 from __future__ import annotations
@@ -139,7 +142,8 @@ class WindowMeta:
         summary: Seq of the ``summary_recorded`` event in force (summarizing memories).
         through: Seq up to which evicted messages are summarized (summarizing memories).
         system: The refs ``[seq, index]`` of the window's system messages (a framework
-            session's item list records them); None: not recorded.
+            session's item list records them, and a memory while every window policy would
+            hold the same ones); None: not recorded.
     """
 
     runs: Refs
@@ -164,6 +168,7 @@ class WindowMeta:
         evict_permille: int | None = None,
         summary: int | None = None,
         through: int | None = None,
+        system: Refs | None = None,
     ) -> WindowMeta:
         """The record of a window holding ``entries``."""
         return cls(
@@ -175,6 +180,7 @@ class WindowMeta:
             evict_permille,
             summary,
             through,
+            system,
         )
 
     @property

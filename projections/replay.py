@@ -25,29 +25,21 @@ from typing import overload
 from eventlog.errors import ContentErasedError
 from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.ids import MemoryId, StreamKey
-from eventlog.messages import ChatMessage, UserMessage
+from eventlog.messages import ChatMessage
 from eventlog.models import MemoryErased, MessageRetracted, Record, format_time
 from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
 from projections.checked import (
-    PAGE,
-    ROW_KIND,
-    ROW_PAYLOAD,
-    ROW_SEQ,
     quarantined_seqs,
     read_checked,
     records,
-    row_pages,
 )
 from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
-from projections.validity import profile_of, valid_view
 from projections.window import (
     Departure,
     Entry,
-    MessageWindowPolicy,
     Window,
     WindowPolicy,
-    check_policy,
 )
 
 __all__ = [
@@ -65,16 +57,10 @@ __all__ = [
     "replay_views",
     "resolve_seq",
     "view_at",
-    "what_if",
     "window_meta",
     "window_refs",
 ]
 
-# what_if's pages are seq ranges of bare rows (EventStore.read_verified_rows). Not larger: a
-# page's rows live until it is folded, and in a process with a big heap the collector's full
-# passes over them cost more than fewer reads save (10,000-record pages of records took 1.46 s
-# against 0.99 s at 100 k events with 3 M other objects alive).
-_WHAT_IF_PAGE = PAGE
 _GAP = 64  # fetch referenced events in one range query unless they are this far apart
 
 
@@ -418,116 +404,6 @@ def replay_views(
     """Replay the history through ``policy``, yielding each event with the view after it."""
     for record, view, _ in replay(store, memory_id, policy, lte=lte):
         yield record, [e.message for e in view]
-
-
-def what_if(
-    store: EventStore,
-    memory_id: MemoryId,
-    policy: WindowPolicy,
-    *,
-    seq: int | None = None,
-    at: datetime | None = None,
-    valid_for: str | None = None,
-) -> list[ChatMessage]:
-    """What a memory with ``policy`` would have shown after event ``seq`` (or at time ``at``).
-
-    Nothing is written. With neither ``seq`` nor ``at``, the answer is for the head.
-    ``policy`` may use chunked eviction (``evict_to=``); ``valid_for`` names a provider profile
-    whose valid view is returned (see :mod:`projections.validity`). A summarizing memory's
-    summaries are not replayed: they summarize what *its* policy evicted.
-
-    Args:
-        store: The store holding the history.
-        memory_id: The memory id.
-        policy: E.g. ``MessageWindowPolicy(20)`` or ``TokenWindowPolicy(2000, estimator)``.
-        seq: The event after which to look.
-        at: Or a time: the last event recorded at or before it.
-        valid_for: ``"openai"``, ``"anthropic"``, ``"gemini"`` or None (the window as is).
-
-    Raises:
-        TypeError: ``policy`` is not a :class:`~projections.window.WindowPolicy`.
-    """
-    check_policy("what_if", policy)
-    if valid_for is not None:
-        profile_of(valid_for)  # refused before any read
-        return valid_view(what_if(store, memory_id, policy, seq=seq, at=at), valid_for)
-    target = None if seq is None and at is None else resolve_seq(store, memory_id, seq=seq, at=at)
-    if target == 0:
-        return []
-    window = Window(policy)
-    limit = _limit_of(policy, memory_id)
-    # A message window's rules look at a message only for its class (system, AI with tool
-    # requests, tool result) and compare system messages: every other message is folded as
-    # a stand-in and decoded only if it is still in the window at the end. Under a fixed
-    # limit, a run of them is folded at once (Window.add_plain), and only the refs of its
-    # last `limit` are made into entries: the ones before would be evicted anyway.
-    lazy = isinstance(policy, MessageWindowPolicy)
-    fixed = policy.static_limit if lazy else None
-    # The history is read as bare rows (read_verified_rows: the same checks as records(), no
-    # record built per row); a Record is made only for a row that is not a plain add.
-    run: list[int] = []  # seqs of the plain adds not folded yet (fixed limit only)
-    key = str(store.stream_key(memory_id))
-    for page in row_pages(store, memory_id, key, lte=target, page=_WHAT_IF_PAGE):
-        for row in page:
-            if (
-                lazy
-                and row[ROW_KIND] == "message_added"
-                # _plain_text's first test inline (most messages pass it), the rest in the call
-                and (row[ROW_PAYLOAD].endswith(_PLAIN_ENDS) or _plain_text(row[ROW_PAYLOAD]))
-            ):
-                if fixed is not None:
-                    run.append(row[ROW_SEQ])
-                else:
-                    window.add(Entry(_STAND_IN, (row[ROW_SEQ], 0)), limit)  # as apply() adds
-                continue
-            if run:
-                _fold_plain(window, run, fixed)
-                run = []
-            record = Record.from_range_row(key, row)
-            apply(window, record, _counted(policy, _brought(store, record)), limit)
-        if run:
-            _fold_plain(window, run, fixed)
-            run = []
-    view = window.view(limit())
-    unread = [e.ref for e in view if e.message is _STAND_IN]
-    if unread:
-        read = {e.ref: e.message for e in materialize(store, memory_id, unread)}
-        return [read[e.ref] if e.message is _STAND_IN else e.message for e in view]
-    return [e.message for e in view]
-
-
-def _fold_plain(window: Window, seqs: list[int], limit: int | None) -> None:
-    """Fold the plain adds of ``seqs`` as stand-ins (see :meth:`Window.add_plain`)."""
-    assert limit is not None  # noqa: S101 - runs are collected under a fixed limit only
-    if window.policy.evict_permille is None:
-        seqs = seqs[-limit:]
-    window.add_plain([Entry(_STAND_IN, (seq, 0)) for seq in seqs], limit)
-
-
-_STAND_IN: ChatMessage = UserMessage("stand-in for a message what_if has not decoded")
-_PLAIN_ENDS = ('"type":"USER"}', '"type":"CUSTOM"}')
-
-
-def _plain_text(payload: str) -> bool:
-    """True when the stored message is surely one the message-window rules treat like any
-    other (a user or custom message, or an AI message without tool requests), judged from
-    the payload's text without decoding it; False means "decode it to know".
-
-    Sound for any payload that decodes: the top-level ``"type"`` closes the object as
-    chatledger writes it, and an escaped quote inside a string cannot form ``"type":"`` or
-    ``"toolExecutionRequests"`` (it carries a backslash), so those texts are keys. Text
-    written another way is simply decoded. An erased payload (``""`` in a row) or a still
-    encrypted one is decoded too, so it raises as it always did.
-    """
-    if payload.endswith(_PLAIN_ENDS):
-        return True
-    # An AI message is plain when its one request list is empty (a key given twice counts
-    # as "decode it": the last one would win).
-    return (
-        payload.endswith('"type":"AI"}')
-        and payload.count('"toolExecutionRequests"') == 1
-        and '"toolExecutionRequests":[]' in payload
-    )
 
 
 def _brought(store: EventStore, record: Record) -> list[Entry]:

@@ -319,6 +319,7 @@ class SummarizingChatMemory(_WindowChatMemory):
             evict_permille=self._policy.evict_permille,
             summary=head + 1,
             through=head,
+            system=self._window.system_refs(),
         )
         record = encode_event(event, meta.encode())
         try:

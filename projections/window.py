@@ -32,6 +32,7 @@ __all__ = [
     "TokenWindowPolicy",
     "Window",
     "WindowPolicy",
+    "set_system_refs",
 ]
 
 Limit: TypeAlias = "int | Callable[[MemoryId], int | None]"
@@ -349,6 +350,14 @@ class TokenWindowPolicy(WindowPolicy):
         return removed
 
 
+def set_system_refs(entries: Sequence[Entry]) -> list[list[int]] | None:
+    """The refs of the system messages a ``set`` of ``entries`` leaves in every window: all of
+    them when there is at most one (a lone system message is never evicted); None when there
+    are more (which ones stay depends on the policy), see :attr:`Window.system_settled`."""
+    refs = [list(e.ref) for e in entries if isinstance(e.message, SystemMessage)]
+    return refs if len(refs) <= 1 else None
+
+
 class Window:
     """LangChain4j's window as a pure state machine over :class:`Entry` values.
 
@@ -360,19 +369,29 @@ class Window:
     Args:
         policy: How the window counts and evicts.
         entries: The starting content (trusted as given; not trimmed).
+        system_settled: See :attr:`system_settled` (True for an empty start).
     """
 
-    __slots__ = ("entries", "limit", "policy")
+    __slots__ = ("entries", "limit", "policy", "system_settled")
 
-    def __init__(self, policy: WindowPolicy, entries: Sequence[Entry] = ()) -> None:
+    def __init__(
+        self, policy: WindowPolicy, entries: Sequence[Entry] = (), *, system_settled: bool = True
+    ) -> None:
         self.policy = policy
         self.entries: list[Entry] = list(entries)
         self.limit: int | None = None
         """The limit the last operation trimmed to (None: none yet, or an untrimmed set)."""
+        self.system_settled = system_settled
+        """True when a window under *any* policy, folding the same events, would hold exactly
+        the system messages this one holds. That is so unless a ``set`` brought two or more
+        since the last clear: an add replaces the first system message, a lone one is never
+        evicted (eviction takes index 1 only behind another system message), so until then
+        every policy holds the same one or none. What :func:`system_refs` records, and what
+        lets a what-if start from a recent event (:mod:`projections.tail`)."""
 
     def copy(self) -> Window:
         """An independent copy (operations on it leave this window unchanged)."""
-        twin = Window(self.policy, self.entries)
+        twin = Window(self.policy, self.entries, system_settled=self.system_settled)
         twin.limit = self.limit
         return twin
 
@@ -471,6 +490,7 @@ class Window:
         """
         departures = [Departure(e, "set") for e in self.entries]
         work = list(entries)
+        self.system_settled = set_system_refs(work) is not None
         if limit is not None:
             departures += self.policy.ensure_capacity(work, limit)
         self.entries = work
@@ -489,7 +509,16 @@ class Window:
         """Empty the window; every entry leaves with reason ``"cleared"``."""
         departures = [Departure(e, "cleared") for e in self.entries]
         self.entries = []
+        self.system_settled = True
         return departures
+
+    def system_refs(self) -> list[list[int]] | None:
+        """The refs ``[seq, index]`` of the system messages held, for the window record's
+        ``sys``; None when they are not :attr:`system_settled` (another policy might hold
+        others)."""
+        if not self.system_settled:
+            return None
+        return [list(e.ref) for e in self.entries if isinstance(e.message, SystemMessage)]
 
     def view(self, limit: int) -> list[Entry]:
         """What LangChain4j's ``messages()`` shows under ``limit``: the entries, trimmed if the

@@ -29,9 +29,10 @@ from eventlog.serialization import (
 )
 from eventlog.store import EventStore
 from projections.base import ChatMemory
+from projections.counterfactual import what_if
 from projections.logged_window import LoggedWindow
 from projections.meta import WindowMeta
-from projections.replay import records, resolve_seq, view_at, what_if
+from projections.replay import records, resolve_seq, view_at
 from projections.validity import INTERRUPTED, unanswered_results, valid_view
 from projections.window import Departure, Entry, TokenWindowPolicy, Window, WindowPolicy
 
@@ -219,7 +220,7 @@ class _WindowChatMemory(LoggedWindow, ChatMemory):
                 if left is None:
                     continue  # the same system message again: LangChain4j writes nothing
                 departed.extend(left)
-                meta = self._meta(work.entries, work.limit, tokens, identity)
+                meta = self._meta(work, tokens, identity)
                 records.append(added_record(message, meta))
             return records, work
 
@@ -274,8 +275,7 @@ class _WindowChatMemory(LoggedWindow, ChatMemory):
             ]
             departed[:] = work.set(entries, policy.limit_for(self._id))
             meta = self._meta(
-                work.entries,
-                work.limit,
+                work,
                 [c or 0 for c in counts] if token_window else None,
                 policy.identity if token_window else None,
             )
@@ -334,7 +334,7 @@ class _WindowChatMemory(LoggedWindow, ChatMemory):
             work.retract(newest.ref)
             taken.append(newest.message)
             event = MessageRetracted(seq=newest.ref[0], index=newest.ref[1])
-            return [encode_event(event, self._meta(work.entries, work.limit))], work
+            return [encode_event(event, self._meta(work))], work
 
         with self._lock:
             self._write(build)

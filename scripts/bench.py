@@ -35,8 +35,8 @@ BUILD           history building: ``memory.add(list_of_1000)`` batches (one tran
 W3@N            ``messages()`` of a warm memory whose conversation has N events
 W4@N            cold open: new store object, new memory object, first ``messages()``
 TT.as_of        ``as_of(seq=...)`` at random seqs of a ``--tt-size`` history
-TT.what_if      ``what_if(MessageWindowPolicy(50))`` at the head of that history (a full replay),
-                with its ratio to RAW.read
+TT.what_if      ``what_if(MessageWindowPolicy(50))`` at the head of that history (the newest
+                events, see projections/counterfactual.py), with its ratio to RAW.read
 RAW.read        the bare sqlite3 driver reading every row of that history (``SELECT *``, fetchmany):
                 the floor under a replay that must read them all (SQLite only)
 LD.digest       ``store.digest()`` right after one more add (incremental; the add is untimed) on

@@ -23,11 +23,11 @@ from eventlog.messages import ChatMessage
 from eventlog.models import Record
 from eventlog.store import EventStore
 from projections.audit import diff
+from projections.counterfactual import what_if, what_if_newest
 from projections.grammar import PolicySpec
 from projections.inspector.badges import FULL_VERIFY_MAX, Badge, memory_badge, records_badge
 from projections.inspector.shown import SHOWN_MAX, Listing, _listing, _ref_text, show
 from projections.readmodel import event_line, make_policy, reason_text
-from projections.replay import what_if
 from projections.window import Entry
 
 __all__ = [
@@ -44,7 +44,9 @@ DIFF_PAGE = 500
 """Events one diff page walks (about 30 ms); the page links to the next."""
 WHAT_IF_MAX_EVENTS = 2_000
 """Events a what-if may replay for one page (0.2 s for a message window, 1.2 s for a token
-window on the 2-core CI machine); beyond, the page says to narrow the range."""
+window on the 2-core CI machine); beyond, a message window with a fixed limit reads at most
+that many of the newest events, and the page says to narrow the range when they do not settle
+it (or for any other policy)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,16 +117,26 @@ def _what_if(
 ) -> WhatIf:
     # A what-if replays every event up to seq under the other policy: the one piece of a page
     # whose work grows with the history, so it is capped rather than paged by events (a
-    # replay cannot start midway without the state it would have had there).
-    if seq > WHAT_IF_MAX_EVENTS:
+    # replay cannot start midway without the state it would have had there) - unless the
+    # newest events settle it (a message window with a fixed limit: see counterfactual).
+    window: list[ChatMessage] | None = None
+    fixed_messages = spec.kind == "messages" and spec.evict_to is None
+    if seq <= WHAT_IF_MAX_EVENTS or fixed_messages:
+        policy = make_policy(spec.kind, spec.limit, spec.model, False, evict_to=spec.evict_to)
+        window = (
+            what_if(store, key, policy, seq=seq, valid_for=spec.valid_for)
+            if seq <= WHAT_IF_MAX_EVENTS
+            else what_if_newest(
+                store, key, policy, seq=seq, most=WHAT_IF_MAX_EVENTS, valid_for=spec.valid_for
+            )
+        )
+    if window is None:
         refused = (
             f"what-if at seq {seq} would replay {seq} events, more than the "
             f"{WHAT_IF_MAX_EVENTS} one page may: narrow the range - pick a seq up to "
             f"{WHAT_IF_MAX_EVENTS}, or run `chatledger show ID --as-of {seq} --policy {text}`"
         )
         return WhatIf(text, refused=refused)
-    policy = make_policy(spec.kind, spec.limit, spec.model, False, evict_to=spec.evict_to)
-    window = what_if(store, key, policy, seq=seq, valid_for=spec.valid_for)
     first = part * SHOWN_MAX
     if first and first >= len(window):
         msg = f"what-if page {part}: the window has {len(window)} messages, pick a lower page"

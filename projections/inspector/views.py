@@ -6,9 +6,9 @@ minutes or megabytes. Stepping costs O(window), whatever the history's length: t
 seq is read from that event's window record and what changed at it from one audit step
 (:func:`projections.audit.walk` over one event). The timeline is a page of events around the
 seq, never the whole history. A diff covers at most :data:`DIFF_PAGE` events per page (with a
-link to the next), a what-if replays at most :data:`WHAT_IF_MAX_EVENTS` events (beyond, the page
-says to narrow the range), and no list shows more than :data:`SHOWN_MAX` messages. The badge is
-computed for the page (:mod:`projections.inspector.badges`).
+link to the next), a what-if replays or reads at most :data:`WHAT_IF_MAX_EVENTS` events
+(beyond, the page says to narrow the range), and no list shows more than :data:`SHOWN_MAX`
+messages. The badge is computed for the page (:mod:`projections.inspector.badges`).
 
 How a message and a capped list of them appear is :mod:`projections.inspector.shown`; the memory
 page's timeline, diff and what-if panels are :mod:`projections.inspector.step_panels`. Their

@@ -17,7 +17,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from eventlog import ChainIntegrityError, EventStore, SQLiteEventStore
 from eventlog.ids import StreamKey
-from projections import MessageWindowChatMemory, MessageWindowPolicy
+from eventlog.serialization import added_record
+from projections import MessageWindowPolicy
 from projections.adapters.item_list import CHUNK, ItemList, loads, tail
 from projections.adapters.item_list_runs import oldest, remove
 from projections.adapters.langchain import (
@@ -143,10 +144,16 @@ def test_any_ref_leaves_either_kind_of_run_and_the_rest_stays_in_order() -> None
 def test_a_session_written_before_item_lists_reads_and_learns_its_system_messages(
     store: EventStore,
 ) -> None:
-    old = MessageWindowChatMemory("legacy", max_messages=2**31 - 1, store=store)
     history = LedgerChatMessageHistory("legacy", store=store)
     stored = [from_langchain(m) for m in [SystemMessage("be terse"), HumanMessage("hi")]]
-    old.add(stored)  # events without "sys" in their meta, as before item lists
+    # Events without "sys" in their meta, as memories wrote them before item lists.
+    store.append(
+        "legacy",
+        [
+            added_record(message, WindowMeta([[1, seq]], 2**31 - 1).encode())
+            for seq, message in enumerate(stored, start=1)
+        ],
+    )
     assert WindowMeta.decode(store.read("legacy")[-1].meta).system is None
     assert [m.content for m in history.messages] == ["be terse", "hi"]
     history.add_messages([AIMessage("hello")])

@@ -130,6 +130,23 @@ def test_a_what_if_past_the_cap_says_to_narrow_the_range_at_once(big_ledger, ser
     assert 'id="what-if"' not in body
 
 
+def test_a_fixed_message_window_past_the_cap_is_read_from_the_newest_events(big_ledger, serve):
+    server = serve(SQLiteEventStore(big_ledger))
+    status, body = _get(f"{server.url}/m/big?seq={BIG}&policy=messages:5")
+    assert status == 200
+    assert "narrow the range" not in body
+    what_if_part = body.split('id="what-if"')[1].split("</ol>")[0]
+    # Check the window is the newest five, as a replay of all BIG events would keep.
+    assert [f"message {i}" for i in range(BIG - 5, BIG)] == re.findall(
+        r"message \d+", what_if_part
+    )[-5:]
+    assert f"message {BIG - 6}<" not in what_if_part
+    # A token window past the cap is still refused at once (its replay is not bounded).
+    status, body = _get(f"{server.url}/m/big?seq={BIG}&policy=tokens:500:gpt-4o-mini")
+    assert status == 200
+    assert f"what-if at seq {BIG} would replay {BIG} events" in body
+
+
 def test_a_what_if_is_paged_at_a_fixed_number_of_messages(big_ledger, serve):
     server = serve(SQLiteEventStore(big_ledger))
     n = WHAT_IF_MAX_EVENTS

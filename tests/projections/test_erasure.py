@@ -6,7 +6,8 @@ import pytest
 
 from eventlog import SQLiteEventStore, UserMessage
 from projections import MessageWindowChatMemory
-from projections.replay import ContentErasedError, what_if
+from projections.counterfactual import what_if
+from projections.replay import ContentErasedError
 from projections.window import MessageWindowPolicy
 
 

@@ -15,7 +15,7 @@ from eventlog import InMemoryEventStore
 from eventlog.errors import ChainIntegrityError
 from eventlog.messages import CustomMessage
 from projections import MessageWindowChatMemory, MessageWindowPolicy, what_if
-from projections import replay as replay_module
+from projections import counterfactual as replay_module
 from projections.audit import diff, diff_stream
 from projections.replay import records, replay_views
 from tests.factories import a_message, a_tool_exchange

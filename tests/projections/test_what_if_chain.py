@@ -3,7 +3,9 @@ as records() vouches for it, the link between two pages included, and acknowledg
 left out exactly as records() leaves it out.
 
 The history has 130 events and what_if reads it in pages of 20 seqs, so seq 40 ends a page,
-41 starts one and 57 sits in the middle of one.
+41 starts one and 57 sits in the middle of one. A fixed message window reads only the newest
+events (projections.counterfactual): asked about a seq a few events after the edit, it reads
+the edited row too; the other policies replay from the start.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from eventlog.hashing import commit, record_hash
 from eventlog.ids import StreamKey
 from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory, MessageWindowPolicy, what_if
-from projections import replay as replay_module
+from projections import counterfactual as replay_module
 from projections.replay import records, replay_views
 from tests.factories import a_message, a_tool_exchange
 
@@ -58,9 +60,10 @@ def test_an_edited_row_is_refused_naming_its_seq(backend, reopen, seq, policy):
     before = what_if(store, "conv", POLICIES[policy], seq=seq - 1)
     backend.tamper(store, "conv", seq, "payload", user_payload("FORGED"))
     fresh = reopen()
-    # Check the edit is refused wherever it falls in a page, and named, whatever the policy.
+    # Check the edit is refused wherever it falls in a page, and named, whatever the policy
+    # (10 events on: inside the newest events a fixed window of 5 reads).
     with pytest.raises(ChainIntegrityError) as caught:
-        what_if(fresh, "conv", POLICIES[policy])
+        what_if(fresh, "conv", POLICIES[policy], seq=seq + 10)
     assert caught.value.seq == seq
     assert caught.value.stream_id == "conv"
     # Check a what-if before the edit reads nothing past its target: it answers as before.
@@ -84,9 +87,13 @@ def test_a_rehashed_forgery_is_refused_at_the_link_after_it(backend, reopen, seq
     # Check the forged row verifies on its own, so only the next row's link can tell; at a
     # page end that link is the one between two pages, which what_if checks itself.
     assert fresh.check(fresh.read("conv", gt=seq - 1, lte=seq)[0]) is None
+    # A callable limit replays from the start: what_if's own pages, linked page to page.
     with pytest.raises(ChainIntegrityError, match=f"breaks at seq {seq + 1}") as caught:
-        what_if(fresh, "conv", MessageWindowPolicy(5))
+        what_if(fresh, "conv", POLICIES["callable"])
     assert caught.value.seq == seq + 1
+    # A fixed limit reads the newest events in one verified read, which checks its links too.
+    with pytest.raises(ChainIntegrityError, match=f"breaks at seq {seq + 1}"):
+        what_if(fresh, "conv", POLICIES["fixed"], seq=seq + 10)
     with pytest.raises(ChainIntegrityError, match=f"breaks at seq {seq + 1}"):
         list(records(fresh, StreamKey("conv"), page=PAGE))
 
@@ -142,3 +149,21 @@ def test_records_reads_past_acknowledged_damage_to_the_head(backend, reopen, dam
         fresh.quarantine("conv", seq, reason="disk fault")
     seqs = [r.seq for r in records(fresh, "conv", page=PAGE)]
     assert seqs == [s for s in range(1, EVENTS + 1) if s not in damaged]
+
+
+def test_a_quarantined_system_message_before_the_newest_events_is_left_out(backend, reopen):
+    # A fixed window folds only the newest events, seeded with the system message the event
+    # before them names. Acknowledged damage is left out of a replay: without the damaged
+    # second prompt, the first one stays. The seed must not say otherwise.
+    store = reopen()
+    memory = MessageWindowChatMemory(id="conv", max_messages=5, store=store)
+    memory.add(a_message("system", "be brief"), a_message("system", "be verbose"))
+    memory.add(*[a_message("user", f"u{i}") for i in range(60)])
+    backend.tamper(store, "conv", 2, "payload", user_payload("FORGED"))
+    fresh = reopen()
+    fresh.quarantine("conv", 2, reason="disk fault")
+    policy = MessageWindowPolicy(3)
+    views = {r.seq: v for r, v in replay_views(fresh, StreamKey("conv"), policy)}
+    assert 2 not in views
+    assert what_if(fresh, "conv", policy) == views[62]
+    assert [m.text for m in views[62]] == ["be brief", "u58", "u59"]
