@@ -1,13 +1,16 @@
 """What-if: the window another policy would have kept, replayed from the log.
 
-:func:`what_if` folds a memory's events through a policy it did not use. A message window with
-a fixed limit (LangChain4j's rules, no ``evict_to``) is folded over the newest events only
-(:func:`_tail_window`), which reads O(window) events whatever the history's length; every
-other policy, and a tail that cannot settle the answer, replays the whole history.
+:func:`what_if` folds a memory's events through a policy it did not use. A window with a fixed
+limit and LangChain4j's eviction (no ``evict_to``) - a message window, or a token window whose
+estimator counts a list as ``messages_overhead`` plus its messages - is folded over the newest
+events only (:func:`_tail_window`), which reads O(window) events whatever the history's
+length; every other policy, and a tail that cannot settle the answer, replays the whole
+history.
 
-Why a tail can be enough. The window of a message policy is its system message (if any) plus
-the newest non-system messages from some front on: adds append, evictions take the first
-non-system message (and, behind an AI tool request, the tool results after it). Fold the
+Why a tail can be enough. Such a window is its system message (if any) plus the newest
+non-system messages from some front on: adds append, evictions take the first non-system
+message (and, behind an AI tool request, the tool results after it) until what is left fits
+the limit, which only the counts of what is left decide (they add up). Fold the
 newest events twice, from an empty window seeded with the right system message and from the
 real window: the real one holds everything the seeded one holds, plus older messages, or -
 after an orphan cascade from an older AI request - lacks some tool results at the seeded
@@ -43,7 +46,14 @@ from projections.replay import (
     resolve_seq,
 )
 from projections.validity import profile_of, valid_view
-from projections.window import Entry, MessageWindowPolicy, Window, WindowPolicy, check_policy
+from projections.window import (
+    Entry,
+    MessageWindowPolicy,
+    TokenWindowPolicy,
+    Window,
+    WindowPolicy,
+    check_policy,
+)
 
 __all__ = ["what_if", "what_if_newest"]
 
@@ -53,6 +63,7 @@ __all__ = ["what_if", "what_if_newest"]
 # against 0.99 s at 100 k events with 3 M other objects alive).
 _WHAT_IF_PAGE = PAGE
 
+_TOKEN_SPAN = 64  # a token window's first tail, in events; four times as many each retry
 _RESETS = EMPTYING_KINDS | {"messages_set"}  # after these the window owes nothing to before
 _LEFT = frozenset({"evicted", "orphan"})
 
@@ -73,9 +84,10 @@ def what_if(
     whose valid view is returned (see :mod:`projections.validity`). A summarizing memory's
     summaries are not replayed: they summarize what *its* policy evicted.
 
-    A message window with a fixed limit and no ``evict_to`` reads only the newest events,
-    about twice its limit (see the module docstring), as :meth:`as_of` reads only the window:
-    like it, it vouches for what it reads, not for the older history (``verify()`` does).
+    A window with a fixed limit and no ``evict_to`` (a message window, or a token window
+    whose estimator declares ``messages_overhead``) reads only the newest events (see the
+    module docstring), as ``as_of`` reads only the window: like it, it vouches for what it
+    reads, not for the older history (``verify()`` does).
 
     Args:
         store: The store holding the history.
@@ -112,7 +124,7 @@ def what_if_newest(
 ) -> list[ChatMessage] | None:
     """:func:`what_if` after event ``seq`` from at most ``most`` of the newest events up to it
     (a page's bounded work, see :mod:`projections.inspector.step_panels`); None when they do
-    not settle it, or the policy is not a message window with a fixed limit."""
+    not settle it, or the policy cannot be folded from them (see :func:`what_if`)."""
     if valid_for is not None:
         profile_of(valid_for)  # refused before any read
     tail = _tail_window(store, memory_id, policy, seq, most=most)
@@ -134,11 +146,13 @@ def _tail_window(
     newest events (at most ``most``); None when the whole history must be replayed
     instead."""
     limit = policy.static_limit
-    if (
-        not isinstance(policy, MessageWindowPolicy)
-        or limit is None
-        or policy.evict_permille is not None
-    ):
+    if limit is None or policy.evict_permille is not None:
+        return None
+    if isinstance(policy, MessageWindowPolicy):
+        span = 2 * limit + 16
+    elif isinstance(policy, TokenWindowPolicy) and policy.additive:
+        span = _TOKEN_SPAN  # how many messages fit is not known before they are counted
+    else:
         return None
     if target is None:
         head = store.head(memory_id)
@@ -148,7 +162,6 @@ def _tail_window(
     # Acknowledged damage is left out of a full replay; a tail cannot know what it changed.
     if quarantined_seqs(store, memory_id):
         return None
-    span = 2 * limit + 16
     while target - span >= 1 and (most is None or span <= most):
         first = target - span  # the event whose window record seeds the fold
         found = read_checked(store, memory_id, gt=first - 1, lte=target)
@@ -162,7 +175,7 @@ def _tail_window(
 
 
 def _folded(
-    store: EventStore, memory_id: MemoryId, policy: MessageWindowPolicy, found: list[Record]
+    store: EventStore, memory_id: MemoryId, policy: WindowPolicy, found: list[Record]
 ) -> Window | None:
     """``found[1:]`` folded onto the window before them; None when that is not settled."""
     limit = _limit_of(policy, memory_id)

@@ -306,6 +306,12 @@ class TokenWindowPolicy(WindowPolicy):
     def count(self, message: ChatMessage) -> int:
         return int(self.estimator.estimate_token_count_in_message(message))
 
+    @property
+    def additive(self) -> bool:
+        """Whether a list's count is the estimator's ``messages_overhead`` plus each message's
+        count, so a window's total grows and shrinks by its messages' counts alone."""
+        return self._overhead is not None
+
     def _tokens(self, entry: Entry) -> int:
         return entry.tokens if entry.tokens is not None else self.count(entry.message)
 

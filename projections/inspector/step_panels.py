@@ -44,9 +44,9 @@ DIFF_PAGE = 500
 """Events one diff page walks (about 30 ms); the page links to the next."""
 WHAT_IF_MAX_EVENTS = 2_000
 """Events a what-if may replay for one page (0.2 s for a message window, 1.2 s for a token
-window on the 2-core CI machine); beyond, a message window with a fixed limit reads at most
-that many of the newest events, and the page says to narrow the range when they do not settle
-it (or for any other policy)."""
+window on the 2-core CI machine); beyond, a window without ``evict_to`` reads at most that
+many of the newest events, and the page says to narrow the range when they do not settle it
+(or for chunked eviction)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -118,10 +118,9 @@ def _what_if(
     # A what-if replays every event up to seq under the other policy: the one piece of a page
     # whose work grows with the history, so it is capped rather than paged by events (a
     # replay cannot start midway without the state it would have had there) - unless the
-    # newest events settle it (a message window with a fixed limit: see counterfactual).
+    # newest events settle it (a window without evict_to: see counterfactual).
     window: list[ChatMessage] | None = None
-    fixed_messages = spec.kind == "messages" and spec.evict_to is None
-    if seq <= WHAT_IF_MAX_EVENTS or fixed_messages:
+    if seq <= WHAT_IF_MAX_EVENTS or spec.evict_to is None:
         policy = make_policy(spec.kind, spec.limit, spec.model, False, evict_to=spec.evict_to)
         window = (
             what_if(store, key, policy, seq=seq, valid_for=spec.valid_for)

@@ -130,7 +130,7 @@ def test_a_what_if_past_the_cap_says_to_narrow_the_range_at_once(big_ledger, ser
     assert 'id="what-if"' not in body
 
 
-def test_a_fixed_message_window_past_the_cap_is_read_from_the_newest_events(big_ledger, serve):
+def test_a_window_past_the_cap_is_read_from_the_newest_events(big_ledger, serve):
     server = serve(SQLiteEventStore(big_ledger))
     status, body = _get(f"{server.url}/m/big?seq={BIG}&policy=messages:5")
     assert status == 200
@@ -141,8 +141,15 @@ def test_a_fixed_message_window_past_the_cap_is_read_from_the_newest_events(big_
         r"message \d+", what_if_part
     )[-5:]
     assert f"message {BIG - 6}<" not in what_if_part
-    # A token window past the cap is still refused at once (its replay is not bounded).
-    status, body = _get(f"{server.url}/m/big?seq={BIG}&policy=tokens:500:gpt-4o-mini")
+    # A token window too: 60 tokens hold the newest few, as a replay of all events would keep.
+    status, body = _get(f"{server.url}/m/big?seq={BIG}&policy=tokens:60:gpt-4o-mini")
+    assert status == 200
+    assert "narrow the range" not in body
+    shown = re.findall(r"message \d+", body.split('id="what-if"')[1].split("</ol>")[0])
+    assert shown[-1] == f"message {BIG - 1}"
+    assert f"message {BIG - 12}<" not in body.split('id="what-if"')[1].split("</ol>")[0]
+    # Chunked eviction depends on the whole path: still refused at once.
+    status, body = _get(f"{server.url}/m/big?seq={BIG}&policy=messages:5:evict_to=0.6")
     assert status == 200
     assert f"what-if at seq {BIG} would replay {BIG} events" in body
 

@@ -26,6 +26,7 @@ from projections import (
     MessageWindowPolicy,
     OpenAiTokenCountEstimator,
     TokenWindowChatMemory,
+    TokenWindowPolicy,
     counterfactual,
     what_if,
 )
@@ -89,9 +90,13 @@ def _play(store, script) -> None:
             memory = writers[arg]
 
 
-def _compare(store, limit: int, first: bool) -> int:
+def _compare(store, limit: int, first: bool, *, tokens: bool = False) -> int:
     """Check every seq's what_if against the full replay; return how many the tail settled."""
-    policy = MessageWindowPolicy(limit, always_keep_system_message_first=first)
+    policy = (
+        TokenWindowPolicy(limit, _ESTIMATOR, always_keep_system_message_first=first)
+        if tokens
+        else MessageWindowPolicy(limit, always_keep_system_message_first=first)
+    )
     head = store.head("m")
     settled = 0
     for seq in range(1, 0 if head is None else head.seq + 1):
@@ -99,8 +104,8 @@ def _compare(store, limit: int, first: bool) -> int:
         tail = counterfactual._tail_window(store, "m", policy, seq)
         if tail is not None:
             settled += 1
-            assert [e.message for e in tail] == full, (seq, limit, first)
-        assert what_if(store, "m", policy, seq=seq) == full, (seq, limit, first)
+            assert [e.message for e in tail] == full, (seq, limit, first, tokens)
+        assert what_if(store, "m", policy, seq=seq) == full, (seq, limit, first, tokens)
     return settled
 
 
@@ -110,6 +115,43 @@ def test_the_newest_events_give_the_full_replays_answer(script, limit, first):
     store = InMemoryEventStore()
     _play(store, script)
     _compare(store, limit, first)
+
+
+@_SETTINGS
+@given(script=ops, limit=st.sampled_from([8, 20, 45]), first=st.booleans())
+def test_a_token_windows_newest_events_give_the_full_replays_answer(script, limit, first):
+    # 8 tokens hold about one short message beside the reply priming: nearly every add evicts.
+    store = InMemoryEventStore()
+    _play(store, script)
+    _compare(store, limit, first, tokens=True)
+
+
+def test_a_long_conversation_in_a_token_window_is_settled_by_its_tail():
+    store = InMemoryEventStore()
+    memory = MessageWindowChatMemory("m", max_messages=4, store=store)
+    memory.add(SystemMessage("be brief"))
+    memory.add(*[UserMessage(f"question number {i}") for i in range(150)])
+    policy = TokenWindowPolicy(40, _ESTIMATOR)
+    tail = counterfactual._tail_window(store, "m", policy, None)
+    assert tail is not None
+    assert [e.message for e in tail] == counterfactual._replayed(store, "m", policy, None)
+    assert tail[0].message == SystemMessage("be brief")
+    assert len(tail) > 2
+    # An estimator whose list count is not the sum of its messages' is replayed in full.
+    assert counterfactual._tail_window(store, "m", TokenWindowPolicy(40, _Lumped()), None) is None
+
+
+class _Lumped:
+    """An estimator without ``messages_overhead``: its list count is its own business."""
+
+    def estimate_token_count_in_text(self, text):
+        return len(text)
+
+    def estimate_token_count_in_message(self, message):
+        return 5
+
+    def estimate_token_count_in_messages(self, messages):
+        return 5 * len(list(messages)) + 1
 
 
 def test_a_long_conversation_is_settled_by_its_tail_at_every_seq():
