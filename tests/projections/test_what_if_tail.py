@@ -247,3 +247,70 @@ def test_a_tail_starting_with_tool_results_may_lag_the_window():
     assert store.head("m").seq == 6 + 2 * 2 + 16  # the first span starts right after seq 6
     assert counterfactual._tail_window(store, "m", policy, None) is None
     assert what_if(store, "m", policy) == []
+
+
+def _by_hand(store, sys_ref: str, count: int = 40) -> None:
+    """``count`` user messages whose window records name ``sys_ref`` as the system message
+    (a record no memory writes: each window holds the event itself and message 1)."""
+    store.append(
+        "m",
+        [
+            added_record(
+                UserMessage(f"u{seq}"), f'{{"lim":9,"sys":[{sys_ref}],"w":[[1,1],[{seq},{seq}]]}}'
+            )
+            for seq in range(1, count + 1)
+        ],
+    )
+
+
+def test_a_system_ref_naming_another_kind_of_message_is_not_a_seed():
+    store = InMemoryEventStore()
+    _by_hand(store, "[1,0]")  # message 1 is a user message
+    policy = MessageWindowPolicy(2)
+    assert counterfactual._tail_window(store, "m", policy, None) is None
+    assert what_if(store, "m", policy) == [UserMessage("u39"), UserMessage("u40")]
+
+
+def test_a_system_ref_outside_its_window_is_not_a_seed():
+    # The records name the system message "b" replaced: not in their windows, not a seed.
+    store = InMemoryEventStore()
+    store.append(
+        "m",
+        [
+            added_record(SystemMessage("a"), '{"lim":9,"sys":[[1,0]],"w":[[1,1]]}'),
+            added_record(SystemMessage("b"), '{"lim":9,"sys":[[2,0]],"w":[[2,2]]}'),
+        ]
+        + [
+            added_record(
+                UserMessage(f"u{seq}"), f'{{"lim":9,"sys":[[1,0]],"w":[[2,2],[{seq},{seq}]]}}'
+            )
+            for seq in range(3, 41)
+        ],
+    )
+    policy = MessageWindowPolicy(3)
+    assert counterfactual._tail_window(store, "m", policy, None) is None
+    assert what_if(store, "m", policy) == [
+        SystemMessage("b"),
+        UserMessage("u39"),
+        UserMessage("u40"),
+    ]
+
+
+def test_chunked_eviction_is_replayed_from_the_start():
+    # evict_to trims to a low-water mark only when the limit is crossed: where those trims fall
+    # depends on the whole path, so the newest events cannot settle it.
+    store = InMemoryEventStore()
+    memory = MessageWindowChatMemory("m", max_messages=3, store=store)
+    memory.add(*[UserMessage(f"u{i}") for i in range(1, 42)])
+    for policy in (
+        MessageWindowPolicy(4, evict_to=0.5),
+        TokenWindowPolicy(40, _ESTIMATOR, evict_to=0.5),
+    ):
+        assert counterfactual._tail_window(store, "m", policy, None) is None
+        assert what_if(store, "m", policy) == counterfactual._replayed(store, "m", policy, None)
+    # 41 adds under 4, trimmed to 2 at each crossing (the 5th, 8th, ... 41st add): 2 messages
+    # at the end, not the last 4.
+    assert what_if(store, "m", MessageWindowPolicy(4, evict_to=0.5)) == [
+        UserMessage("u40"),
+        UserMessage("u41"),
+    ]
