@@ -1,0 +1,132 @@
+"""PostgresEventStore's edges the mutation run of its recorder modules found untested (real
+PostgreSQL, no mocks; each test in its own schema, dropped afterwards)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from eventlog.testing.records import batch, texts
+from tests.conftest import PG_DSN, require_pg
+
+pytestmark = pytest.mark.usefixtures("_pg")
+
+
+@pytest.fixture
+def _pg() -> None:
+    require_pg()
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def test_one_connection_is_enough(schema):
+    from eventlog.postgres import PostgresEventStore
+
+    # Check max_connections=1 is accepted (0 is not) and serves appends and reads.
+    with PostgresEventStore(PG_DSN, schema=schema, max_connections=1) as store:
+        store.append("u1", batch("a", "b"))
+        assert texts(store.read("u1")) == ["a", "b"]
+        assert store.verify().ok
+    with pytest.raises(ValueError, match="max_connections=0"):
+        PostgresEventStore(PG_DSN, schema=schema, max_connections=0)
+
+
+def _admin(query: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    import psycopg
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        cur = conn.execute(query.encode(), params)
+        return cur.fetchall() if cur.description else []
+
+
+def test_a_schema_one_version_newer_is_refused(schema):
+    from eventlog import SchemaVersionError
+    from eventlog.postgres import MIGRATIONS, PostgresEventStore
+
+    PostgresEventStore(PG_DSN, schema=schema).close()
+    newer = len(MIGRATIONS)  # the first version this chatledger does not know
+    _admin(f'INSERT INTO "{schema}".eventlog_migrations (version) VALUES (%s)', (newer,))
+    for create in (True, False):
+        with pytest.raises(SchemaVersionError, match=str(newer)):
+            PostgresEventStore(PG_DSN, schema=schema, create_schema=create)
+
+
+def test_a_ledger_from_before_seals_is_sealed_by_a_writable_open(schema):
+    from eventlog.keycheck import HEADS_SEALED
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("u1", batch("a", "b", "c"))
+    # What migration 3 leaves on a ledger written before head seals: blank seals, and no
+    # setting saying the heads were ever sealed.
+    _admin(f"UPDATE \"{schema}\".heads SET mac = ''")
+    _admin(f'DELETE FROM "{schema}".settings WHERE name = %s', (HEADS_SEALED,))
+    with PostgresEventStore(PG_DSN, schema=schema, read_only=True) as reader:
+        assert texts(reader.read("u1")) == ["a", "b", "c"]  # a read-only open seals nothing
+    assert _admin(f'SELECT mac FROM "{schema}".heads') == [("",)]
+    # Check the first writable open seals every head and says so.
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        assert store.verify().ok
+    ((mac,),) = _admin(f'SELECT mac FROM "{schema}".heads')
+    assert mac != ""
+    setting = f'SELECT value FROM "{schema}".settings WHERE name = %s'
+    assert _admin(setting, (HEADS_SEALED,)) != []
+    # Check the seal now guards the tail: a deleted newest record is refused.
+    _admin(f"DELETE FROM \"{schema}\".events WHERE stream_id = 'u1' AND seq = 3")
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        assert store.verify("u1").first_bad_seq("u1") is not None
+
+
+def test_an_empty_migrations_table_is_not_taken_for_an_up_to_date_schema(schema):
+    from eventlog import PersistenceError
+    from eventlog.postgres import MIGRATIONS, PostgresEventStore
+
+    # A schema someone prepared by hand: the migrations table exists, with no version in it.
+    _admin(f'CREATE SCHEMA "{schema}"')
+    _admin(
+        f'CREATE TABLE "{schema}".eventlog_migrations (version integer PRIMARY KEY, '
+        "applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    missing = str(list(range(len(MIGRATIONS))))
+    with pytest.raises(PersistenceError, match=rf"lacks eventlog migrations {re.escape(missing)}"):
+        PostgresEventStore(PG_DSN, schema=schema, create_schema=False)
+    # Check setup applies every migration and the store works.
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("u1", batch("a"))
+        assert texts(store.read("u1")) == ["a"]
+    rows = _admin(f'SELECT version FROM "{schema}".eventlog_migrations ORDER BY version')
+    assert [r[0] for r in rows] == list(range(len(MIGRATIONS)))
+
+
+def test_a_missing_middle_migration_is_found_although_the_newest_is_applied(schema):
+    from eventlog import PersistenceError
+    from eventlog.postgres import MIGRATIONS, PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("u1", batch("a"))
+    # Migration 4 (the ledger tree's blocks) undone: the newest version is still recorded.
+    _admin(f'DROP TABLE "{schema}".ledger_blocks')
+    _admin(f'DELETE FROM "{schema}".eventlog_migrations WHERE version = 4')
+    assert len(MIGRATIONS) > 5
+    with pytest.raises(PersistenceError, match=r"lacks eventlog migrations \[4\]"):
+        PostgresEventStore(PG_DSN, schema=schema, create_schema=False)
+    # Check setup applies just that one again, and the digest (which stores blocks) works.
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        assert store.digest()
+        assert texts(store.read("u1")) == ["a"]
+    rows = _admin(f'SELECT version FROM "{schema}".eventlog_migrations ORDER BY version')
+    assert [r[0] for r in rows] == list(range(len(MIGRATIONS)))
