@@ -61,8 +61,10 @@ def test_a_schema_one_version_newer_is_refused(schema):
     newer = len(MIGRATIONS)  # the first version this chatledger does not know
     _admin(f'INSERT INTO "{schema}".eventlog_migrations (version) VALUES (%s)', (newer,))
     for create in (True, False):
-        with pytest.raises(SchemaVersionError, match=str(newer)):
+        with pytest.raises(SchemaVersionError, match=str(newer)) as info:
             PostgresEventStore(PG_DSN, schema=schema, create_schema=create)
+        # Check the error names the newest version this chatledger reads.
+        assert (info.value.found, info.value.supported) == (newer, newer - 1)
 
 
 def test_a_ledger_from_before_seals_is_sealed_by_a_writable_open(schema):
@@ -130,3 +132,25 @@ def test_a_missing_middle_migration_is_found_although_the_newest_is_applied(sche
         assert texts(store.read("u1")) == ["a"]
     rows = _admin(f'SELECT version FROM "{schema}".eventlog_migrations ORDER BY version')
     assert [r[0] for r in rows] == list(range(len(MIGRATIONS)))
+
+
+def test_a_first_keyed_open_waits_for_an_insert_in_flight(schema):
+    import psycopg
+
+    from eventlog import PersistenceError
+    from eventlog.postgres import PostgresEventStore
+
+    key = b"k" * 32
+    PostgresEventStore(PG_DSN, schema=schema).close()  # set up, unkeyed and empty
+    # Another writer is inside a transaction that may insert into the events table.
+    with psycopg.connect(PG_DSN) as writer:
+        writer.execute(f'LOCK TABLE "{schema}".events IN ROW EXCLUSIVE MODE'.encode())
+        # Check the open that writes the key check waits for it (here: until its timeout),
+        # instead of keying a ledger a record may still land in unkeyed.
+        with pytest.raises(PersistenceError, match="statement_timeout") as info:
+            PostgresEventStore(PG_DSN, schema=schema, chain_key=key, statement_timeout=0.3)
+        assert info.value.operation == "open"
+        writer.rollback()
+    with PostgresEventStore(PG_DSN, schema=schema, chain_key=key) as store:
+        store.append("u1", batch("a"))
+        assert store.verify().ok
