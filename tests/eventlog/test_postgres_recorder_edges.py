@@ -154,3 +154,40 @@ def test_a_first_keyed_open_waits_for_an_insert_in_flight(schema):
     with PostgresEventStore(PG_DSN, schema=schema, chain_key=key) as store:
         store.append("u1", batch("a"))
         assert store.verify().ok
+
+
+def test_cleanup_is_pending_after_an_erase_or_purge_until_a_full_vacuum(schema):
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("u1", batch("a"))
+        assert not store.cleanup_pending
+        store.vacuum()
+        assert not store.cleanup_pending  # nothing was pending: a plain vacuum leaves it so
+        receipt = store.erase("u1", reason="asked")
+        # Check an erasure says its dead row versions are still in the table files...
+        assert receipt.cleanup_pending and store.cleanup_pending
+        store.vacuum()
+        assert store.cleanup_pending  # ...which a plain VACUUM does not rewrite...
+        store.vacuum(full=True)
+        assert not store.cleanup_pending  # ...and VACUUM FULL does.
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("u2", batch("b"))
+        store.purge("u2", expected_seq=1, reason="retention")
+        assert store.cleanup_pending  # a purge's deleted rows too
+        store.vacuum(full=True)
+        assert not store.cleanup_pending
+
+
+def test_erasing_an_empty_memory_at_seq_0_is_nothing_to_erase_not_a_conflict(schema):
+    from eventlog import ConcurrencyError
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        # Check the empty memory's seq is 0: the caller who expects that is right, and told
+        # there is nothing to erase; one who expects a record is told of the conflict.
+        with pytest.raises(ValueError, match="nothing to erase"):
+            store.erase("nobody", reason="asked", expected_seq=0)
+        with pytest.raises(ConcurrencyError) as info:
+            store.erase("nobody", reason="asked", expected_seq=1)
+        assert (info.value.expected, info.value.actual) == (1, 0)
