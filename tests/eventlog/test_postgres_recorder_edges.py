@@ -4,6 +4,7 @@ PostgreSQL, no mocks; each test in its own schema, dropped afterwards)."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -191,3 +192,42 @@ def test_erasing_an_empty_memory_at_seq_0_is_nothing_to_erase_not_a_conflict(sch
         with pytest.raises(ConcurrencyError) as info:
             store.erase("nobody", reason="asked", expected_seq=1)
         assert (info.value.expected, info.value.actual) == (1, 0)
+
+
+@pytest.mark.parametrize("expected_seq", [0, 2], ids=["behind", "ahead"])
+def test_an_expectation_other_than_the_cached_head_is_refused(schema, expected_seq):
+    from eventlog import ConcurrencyError
+    from eventlog.postgres import PostgresEventStore
+    from eventlog.recorders.postgres_base import _CONTENDED_FOR
+
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("u1", batch("a"))  # the store now caches head 1
+        # The first append of a memory marks it contended for a while (its cache was empty);
+        # past that, appends chain to the cached head in one statement.
+        time.sleep(_CONTENDED_FOR * 1.2)
+        # Check a caller expecting another head is told the real one, and nothing lands -
+        # the cached head is not chained to against the caller's expectation.
+        with pytest.raises(ConcurrencyError) as info:
+            store.append("u1", batch("b"), expected_seq=expected_seq)
+        assert (info.value.expected, info.value.actual) == (expected_seq, 1)
+        assert texts(store.read("u1")) == ["a"]
+
+
+def test_the_contended_memories_and_erased_marks_are_bounded(schema, monkeypatch):
+    import eventlog.recorders.postgres_base
+    from eventlog.postgres import PostgresEventStore
+
+    monkeypatch.setattr(eventlog.recorders.postgres_base, "_HEADS_MAX", 2)
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        # A memory's first append here marks it contended (its head was not cached): the
+        # third memory finds the bound reached and starts over.
+        for key in ("u1", "u2", "u3"):
+            store.append(key, batch(key))
+            assert len(store._contended) <= 2
+        assert list(store._contended) == ["u3"]
+        # Check the erased marks beside the heads stay within twice the bound too.
+        for key in ("u4", "u5", "u6", "u7"):
+            store.head(key)
+            assert len(store._erased) <= 4
+        assert store.append("u1", batch("again"))[0].seq == 2
+        assert store.verify().ok
