@@ -234,3 +234,13 @@ def test_the_contended_memories_and_erased_marks_are_bounded(schema, monkeypatch
             assert len(store._erased) <= 4
         assert store.append("u1", batch("again"))[0].seq == 2
         assert store.verify().ok
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [(2.5, "2500ms"), (7, "7s")])
+def test_statement_timeout_is_set_on_the_stores_connections(schema, seconds, shown):
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=seconds) as store:
+        # Check the store's own connections carry it, in milliseconds.
+        row = store._read("read", lambda conn: conn.execute("SHOW statement_timeout").fetchone())
+        assert row == (shown,)
