@@ -244,3 +244,18 @@ def test_statement_timeout_is_set_on_the_stores_connections(schema, seconds, sho
         # Check the store's own connections carry it, in milliseconds.
         row = store._read("read", lambda conn: conn.execute("SHOW statement_timeout").fetchone())
         assert row == (shown,)
+
+
+def test_read_all_returns_at_once_when_its_own_records_are_seen(schema, monkeypatch):
+    import eventlog.recorders.postgres_reads
+    from eventlog.postgres import PostgresEventStore
+
+    # A long settle wait: waiting for it at all would show.
+    monkeypatch.setattr(eventlog.recorders.postgres_reads, "_SETTLE_WAIT", 30.0)
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("u1", batch("a", "b"))
+        started = time.monotonic()
+        # Check a read_all that sees the store's own newest record does not wait for more.
+        assert texts(store.read_all()) == ["a", "b"]
+        assert texts(store.read_all(gt=0, limit=5)) == ["a", "b"]
+        assert time.monotonic() - started < 10
