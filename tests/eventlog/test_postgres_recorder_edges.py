@@ -259,3 +259,27 @@ def test_read_all_returns_at_once_when_its_own_records_are_seen(schema, monkeypa
         assert texts(store.read_all()) == ["a", "b"]
         assert texts(store.read_all(gt=0, limit=5)) == ["a", "b"]
         assert time.monotonic() - started < 10
+
+
+def test_read_all_waits_for_its_own_append_held_back_by_an_older_transaction(schema, monkeypatch):
+    import threading
+
+    import psycopg
+
+    import eventlog.recorders.postgres_reads
+    from eventlog.postgres import PostgresEventStore
+
+    monkeypatch.setattr(eventlog.recorders.postgres_reads, "_SETTLE_WAIT", 30.0)
+    with PostgresEventStore(PG_DSN, schema=schema) as store, psycopg.connect(PG_DSN) as older:
+        # A transaction with an id, begun before the append: read_all's watermark stays below
+        # it, so the append's record is not returned until that transaction ends.
+        older.execute("SELECT pg_current_xact_id()")
+        (record,) = store.append("u1", batch("a"))
+        ender = threading.Timer(0.3, older.commit)
+        ender.start()
+        try:
+            # Check read_all waits for the store's own record (within _SETTLE_WAIT) rather
+            # than return without it.
+            assert [r.position for r in store.read_all()] == [record.position]
+        finally:
+            ender.join()
