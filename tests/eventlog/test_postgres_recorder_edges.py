@@ -258,6 +258,7 @@ def test_read_all_returns_at_once_when_its_own_records_are_seen(schema, monkeypa
         # Check a read_all that sees the store's own newest record does not wait for more.
         assert texts(store.read_all()) == ["a", "b"]
         assert texts(store.read_all(gt=0, limit=5)) == ["a", "b"]
+        assert store.read_all(limit=0) == []  # a page of none, as read(limit=0)
         assert time.monotonic() - started < 10
 
 
