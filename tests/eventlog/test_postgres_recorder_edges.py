@@ -284,3 +284,20 @@ def test_read_all_waits_for_its_own_append_held_back_by_an_older_transaction(sch
             assert [r.position for r in store.read_all()] == [record.position]
         finally:
             ender.join()
+
+
+def test_a_timed_out_read_does_not_blame_a_lock_only_writes_wait_for(schema):
+    import psycopg
+
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema, statement_timeout=0.3) as s:
+        canceled = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+        with psycopg.connect(PG_DSN) as holder:
+            holder.execute(f'LOCK TABLE "{schema}".events IN SHARE MODE'.encode())
+            # Check a SHARE lock (which blocks inserts, not reads) is named for a write only.
+            assert f"a Share lock on table {schema}.events" in s._detail(canceled, "append", ["u1"])
+            read = s._detail(canceled, "read", ())
+            assert "Share lock" not in read
+            assert "no lock is held against it now" in read
+            holder.rollback()
