@@ -14,7 +14,10 @@ either a missing test or an equivalent mutant (a change that does not change beh
         --json mutants-hashing.json
 
 Every module is mutated in place in the copy (the project itself is never touched); the
-score is killed / all.
+score is killed / all. For a PostgreSQL module, set ``CI=true`` (a mutant that breaks the
+import would otherwise skip every PostgreSQL test and count as survived), and run one
+PostgreSQL mutation run at a time on a server (``read_all`` hides records above the oldest
+open transaction of the database, another run's included).
 """
 
 from __future__ import annotations
