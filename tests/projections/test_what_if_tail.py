@@ -314,3 +314,13 @@ def test_chunked_eviction_is_replayed_from_the_start():
         UserMessage("u40"),
         UserMessage("u41"),
     ]
+
+
+def test_the_newest_events_may_be_exactly_as_many_as_a_page_allows():
+    store = InMemoryEventStore()
+    memory = MessageWindowChatMemory("m", max_messages=3, store=store)
+    memory.add(*[UserMessage(f"u{i}") for i in range(2100)])
+    policy = MessageWindowPolicy(992)  # reads 2 * 992 + 16 = 2,000 events
+    view = counterfactual.what_if_newest(store, "m", policy, seq=2100, most=2000)
+    assert view == [UserMessage(f"u{i}") for i in range(2100 - 992, 2100)]
+    assert counterfactual.what_if_newest(store, "m", policy, seq=2100, most=1999) is None
