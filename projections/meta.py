@@ -21,7 +21,7 @@ Stored form (canonical JSON: sorted keys, compact), every key but ``"w"`` option
   known). A framework session's item list (:mod:`projections.adapters.item_list`) writes it
   on every event; a memory writes it while the system messages are the same under every
   window policy (:attr:`projections.window.Window.system_settled`), which lets a what-if
-  start from a recent event (:mod:`projections.tail`).
+  start from a recent event (:mod:`projections.counterfactual`).
 """
 
 from __future__ import annotations

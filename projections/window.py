@@ -392,8 +392,8 @@ class Window:
         the system messages this one holds. That is so unless a ``set`` brought two or more
         since the last clear: an add replaces the first system message, a lone one is never
         evicted (eviction takes index 1 only behind another system message), so until then
-        every policy holds the same one or none. What :func:`system_refs` records, and what
-        lets a what-if start from a recent event (:mod:`projections.tail`)."""
+        every policy holds the same one or none. What :meth:`system_refs` records, and what
+        lets a what-if start from a recent event (:mod:`projections.counterfactual`)."""
 
     def copy(self) -> Window:
         """An independent copy (operations on it leave this window unchanged)."""
