@@ -101,16 +101,28 @@ class ItemListReader:
         """
         return self.newest_refs(count)[0]
 
-    def newest_refs(self, count: int | None = None) -> tuple[list[Any], list[Ref]]:
-        """:meth:`newest` and the refs of what it returns."""
+    def newest_refs(
+        self, count: int | None = None, *, runs_out: list[Run] | None = None
+    ) -> tuple[list[Any], list[Ref]]:
+        """:meth:`newest` and the refs of what it returns; ``runs_out`` receives the runs of
+        the list they were read from (what a recorded call chose from: see
+        :meth:`~projections.adapters.item_list.ItemList.record_sent`)."""
         if count is not None and count <= 0:
+            with self._lock:
+                self._load()
+                if runs_out is not None:
+                    runs_out[:] = self._runs
             return [], []
         with self._lock:
             batch = self._verified(desc=True, limit=1 if count is None else count)
+            if runs_out is not None:
+                runs_out.clear()  # an empty list: no event, or an emptying one
             if not batch:
                 self._settle(None)
                 return [], []
             self._settle(batch[0], batch)
+            if runs_out is not None:
+                runs_out[:] = self._runs
             have = {r.seq: r for r in batch}
             if count is None:
                 return self._objects_refs(tail(self._runs, None), have)
@@ -129,12 +141,13 @@ class ItemListReader:
         convert: Callable[[Any], _T],
         size: int = CHUNK,
         refs_out: list[Ref] | None = None,
+        runs_out: list[Run] | None = None,
     ) -> Iterator[list[_T]]:
         """:meth:`newest` in chunks of ``size`` items, each item passed through ``convert``: an
         async caller runs one step at a time on a worker (``off_loop(store, next, it, None)``)
         and gives the event loop back between steps, however long the list is. The list is
         the one of the newest event when the first step runs; each chunk is verified and
-        chained to the one before it.
+        chained to the one before it. ``runs_out`` receives that list's runs at the first step.
 
         ``convert`` takes one stored object and runs as soon as its (verified) event is
         decoded, so the decoded JSON is dropped item by item rather than held (and walked by
@@ -146,6 +159,8 @@ class ItemListReader:
             batch = self._verified(desc=True, limit=1 if count is None else min(count, size))
             self._settle(batch[0] if batch else None, batch)
             runs = list(self._runs)
+        if runs_out is not None:
+            runs_out[:] = runs
         have = {r.seq: r for r in batch}
         # The refs a chunk at a time: a list of a million items never holds a million refs.
         refs = oldest(runs, 0 if count is None else max(length(runs) - count, 0))

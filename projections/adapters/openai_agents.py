@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -58,10 +59,12 @@ if TYPE_CHECKING:
     from agents.memory.session import _CompactionSnapshot
 
 from eventlog.aio import off_loop
+from eventlog.errors import ConcurrencyError
 from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
 from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList, Ref, describe
+from projections.adapters.item_list_runs import Run
 from projections.adapters.selection import (
     ITEM_KEY,
     Item,
@@ -76,6 +79,7 @@ from projections.window import TokenWindowPolicy, WindowPolicy
 __all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callback"]
 
 _T = TypeVar("_T")
+_RETRY_FOR = 30.0  # seconds of lost races before a recorded call gives up, as the list's writes
 
 
 class LedgerSession(SessionABC):
@@ -112,6 +116,9 @@ class LedgerSession(SessionABC):
         # What get_items() last returned, with the refs of each item: window_callback()
         # names the history items it sends by these refs.
         self._served: tuple[list[tuple[Item, ...]], list[tuple[Ref, ...]]] = ([], [])
+        # ... and the list it read them from, and the limit it was asked for: the list a
+        # recorded call chose from (None: get_items() was not called on this object).
+        self._served_from: tuple[list[Run], int | None] | None = None
 
     @property
     def memory(self) -> MessageWindowChatMemory:
@@ -140,6 +147,9 @@ class LedgerSession(SessionABC):
         wanted = resolve_session_limit(limit, self.session_settings)
         if wanted is not None and wanted < 0:  # SQLiteSession: a negative limit means no limit
             wanted = None
+        return await self._get(wanted)
+
+    async def _get(self, wanted: int | None) -> list[TResponseInputItem]:
         if wanted is not None and wanted <= CHUNK:
             return await off_loop(self.store, self._items, wanted)
         # A long list in steps on the worker, the event loop running between them. The steps
@@ -147,19 +157,23 @@ class LedgerSession(SessionABC):
         # JSON objects) the first time it sees it, so a full collection while the read runs
         # does not walk every item read so far, as it walks every item of a list.
         refs: list[Ref] = []
-        steps = self.items.chunks(wanted, _item_of_stored, refs_out=refs)
+        runs: list[Run] = []
+        steps = self.items.chunks(wanted, _item_of_stored, refs_out=refs, runs_out=runs)
         parts: list[tuple[Item, ...]] = []
         ref_parts: list[tuple[Ref, ...]] = []
         while (step := await off_loop(self.store, _step, steps, refs)) is not None:
             parts.append(step[0])
             ref_parts.append(step[1])
         self._served = (parts, ref_parts)  # tuples: the caller may edit the list it gets
+        self._served_from = (runs, wanted)
         return await off_loop(self.store, _joined, parts)
 
     def _items(self, wanted: int) -> list[TResponseInputItem]:
-        stored, refs = self.items.newest_refs(wanted)
+        runs: list[Run] = []
+        stored, refs = self.items.newest_refs(wanted, runs_out=runs)
         items = _items_of_stored(stored)
         self._served = ([tuple(cast("list[Item]", items))], [tuple(refs)])
+        self._served_from = (runs, wanted)
         return items
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
@@ -263,16 +277,38 @@ class LedgerSession(SessionABC):
         select = window_callback(policy, valid_for=valid_for, memory_id=self.session_id)
 
         async def record(history: list[Item], new_input: list[Item]) -> list[Item]:
-            chosen = select(history, new_input)
-            event = ContextSent(
-                sent=tuple(self._sent_entries(chosen)),
-                policy=describe(policy, self.session_id),
-                profile=valid_for,
-                tokens=_tokens(policy, chosen),
-                adapter="openai_agents",
-            )
-            await _outcome(off_loop(self.store, self.items.record_sent, event))
-            return chosen
+            deadline = 0.0
+            while True:
+                chosen = select(history, new_input)
+                event = ContextSent(
+                    sent=tuple(self._sent_entries(chosen)),
+                    policy=describe(policy, self.session_id),
+                    profile=valid_for,
+                    tokens=_tokens(policy, chosen),
+                    adapter="openai_agents",
+                )
+                served = self._served_from
+                try:
+                    # With the list the history was read from, which the audit re-runs the
+                    # policy over (not the list as another writer left it meanwhile).
+                    await _outcome(
+                        off_loop(
+                            self.store,
+                            self.items.record_sent,
+                            event,
+                            chosen_from=None if served is None else served[0],
+                        )
+                    )
+                except ConcurrencyError:
+                    # Another writer changed the list since get_items(): nothing was written;
+                    # read it again (as the SDK asked for it) and choose again from it.
+                    now = time.monotonic()
+                    deadline = deadline or now + _RETRY_FOR
+                    if served is None or now > deadline:
+                        raise
+                    history = cast("list[Item]", await self._get(served[1]))
+                    continue
+                return chosen
 
         return record
 

@@ -22,6 +22,7 @@ from eventlog.serialization import decode_event
 from projections import MessageWindowPolicy, TokenWindowPolicy
 from projections.adapters.langchain import LedgerChatMessageHistory
 from projections.adapters.openai_agents import LedgerSession
+from projections.calls import model_call, what_if_call
 from projections.meta import check_window_record
 from projections.tokens import OpenAiTokenCountEstimator
 from tests.adapters.test_item_list import CountingStore
@@ -205,3 +206,30 @@ def test_a_call_whose_content_was_erased_says_so_not_that_no_window_was_recorded
     assert "was erased on" in shown.stderr
     assert "GDPR request 17" in shown.stderr
     assert "no window recorded" not in shown.stderr
+
+
+@pytest.mark.parametrize("limited", [False, True])
+def test_a_call_raced_by_another_writer_records_the_list_it_chose_from(
+    tmp_path, limited: bool
+) -> None:
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    other = LedgerSession("conv", store=SQLiteEventStore(tmp_path / "s.db"))  # another writer
+    callback = session.window_callback(MessageWindowPolicy(3), valid_for=None)
+    meanwhile: list[Any] = [{"role": "user", "content": "Added by another process."}]
+
+    async def run() -> list[Any]:
+        history: list[Any] = list(await session.get_items(4 if limited else None))
+        # Between the SDK's get_items() and its input callback, another writer adds an item.
+        await other.add_items(meanwhile)
+        return await callback(history, NEW)
+
+    chosen = asyncio.run(run())
+    (record,) = [r for r in store.read("conv") if r.kind == "context_sent"]
+    # Check the call was chosen again from the list as it is now, and that its record holds
+    # that list: re-running the recorded policy sends what was sent (before, "not reproduced").
+    assert chosen == [HISTORY[4], meanwhile[0], NEW[0]]
+    assert model_call(store, "conv", record.seq).reproduced is True
+    assert what_if_call(store, "conv", record.seq, MessageWindowPolicy(3)).same
+    assert _canonical(asyncio.run(session.sent(record.seq))) == _canonical(chosen)
