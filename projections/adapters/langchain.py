@@ -55,7 +55,7 @@ from projections.adapters.item_list import (
     tail,
 )
 from projections.adapters.item_list_runs import Run
-from projections.adapters.selection import fold
+from projections.adapters.selection import ITEM_KEY, content_text, fold
 from projections.adapters.selection import rules_message as _for_rules
 from projections.memories import MessageWindowChatMemory
 from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
@@ -118,7 +118,9 @@ def from_langchain(message: BaseMessage) -> cl.ChatMessage:
 
 def to_langchain(message: cl.ChatMessage) -> BaseMessage:
     """The LangChain message a stored message carries; a message written by another app
-    (a LangChain4j service, the Agents SDK adapter) becomes the closest LangChain message."""
+    (a LangChain4j service, the Agents SDK adapter) becomes the closest LangChain message. Only
+    a system message (or an Agents SDK system or developer item) becomes a ``SystemMessage``:
+    any other custom message is a ``HumanMessage`` holding its JSON."""
     attributes = getattr(message, "attributes", None)
     if isinstance(attributes, dict) and isinstance(attributes.get(MESSAGE_KEY), dict):
         (restored,) = messages_from_dict([attributes[MESSAGE_KEY]])
@@ -135,7 +137,18 @@ def to_langchain(message: cl.ChatMessage) -> BaseMessage:
         return AIMessage(message.text or "", tool_calls=calls)
     if isinstance(message, cl.ToolExecutionResultMessage):
         return ToolMessage(message.text, tool_call_id=message.id or "", name=message.tool_name)
-    return SystemMessage(json.dumps(message.attributes, ensure_ascii=False))
+    item = attributes.get(ITEM_KEY) if isinstance(attributes, dict) else None
+    if (
+        isinstance(item, dict)
+        and item.get("type", "message") == "message"
+        and item.get("role") in {"system", "developer"}
+    ):
+        return SystemMessage(content_text(item.get("content")))
+    # Anything else another app wrote (an Agents SDK reasoning item, a shell's, a file
+    # search's or an MCP server's output, a LangChain4j custom message) is data whose author
+    # may be anyone: it goes to the model in the role that carries no authority, never as a
+    # system message, which would let such text give the model instructions.
+    return HumanMessage(json.dumps(message.attributes, ensure_ascii=False))
 
 
 def _args(arguments: str | None) -> dict[str, Any]:

@@ -41,6 +41,7 @@ __all__ = [
     "Choice",
     "Item",
     "choose",
+    "content_text",
     "fold",
     "item_of",
     "message_of",
@@ -55,7 +56,7 @@ Item = dict[str, Any]
 Ref = tuple[int, int]
 
 
-def _text(content: object) -> str:
+def content_text(content: object) -> str:
     """The text of a message item's content: a str, or the text parts of a list."""
     if isinstance(content, str):
         return content
@@ -85,9 +86,9 @@ def message_of(item: object) -> ChatMessage:
     kind = item.get("type", "message")
     role = item.get("role")
     if kind == "message" and role == "user":
-        return UserMessage(_text(item.get("content")), attributes=attributes)
+        return UserMessage(content_text(item.get("content")), attributes=attributes)
     if kind == "message" and role == "assistant":
-        return AiMessage(_text(item.get("content")), attributes=attributes)
+        return AiMessage(content_text(item.get("content")), attributes=attributes)
     if kind == "function_call":
         request = ToolExecutionRequest(
             id=str(item.get("call_id", "")),
