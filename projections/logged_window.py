@@ -33,10 +33,12 @@ from projections.replay import (
 from projections.validity import profile_of
 from projections.window import Entry, TokenWindowPolicy, Window, WindowPolicy
 
-__all__ = ["LoggedWindow"]
+__all__ = ["RETRY_FOR", "LoggedWindow"]
 
 _CATCH_UP_READ = 64  # events behind: read them all at once rather than head + lookups
-_RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
+RETRY_FOR = 30.0
+"""Seconds of lost races (optimistic-concurrency retries) before a write gives up: the memories'
+and every framework adapter's, so all writers of one ledger give up alike."""
 _log = logging.getLogger("chatledger.memories")
 
 
@@ -252,7 +254,7 @@ class LoggedWindow:
                 )
             except ConcurrencyError:
                 now = time.monotonic()
-                deadline = deadline or now + _RETRY_FOR
+                deadline = deadline or now + RETRY_FOR
                 if now > deadline:
                     raise
                 try:

@@ -72,6 +72,7 @@ from projections.adapters.item_list_runs import (
     tail,
 )
 from projections.checked import quarantined_seqs
+from projections.logged_window import RETRY_FOR
 from projections.meta import EMPTYING_KINDS, UNBOUNDED_LIMIT, WindowMeta
 from projections.window import TokenWindowPolicy, WindowPolicy
 
@@ -93,7 +94,6 @@ UNBOUNDED = UNBOUNDED_LIMIT
 LANGCHAIN_KEY = "langchain.message"
 """The attribute carrying a LangChain message (see :mod:`projections.adapters.langchain`)."""
 
-_RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 _CLEARED_META = WindowMeta([]).encode()
 
 
@@ -353,7 +353,7 @@ class ItemList(ItemListReader):
                 )
             except ConcurrencyError:
                 now = time.monotonic()
-                deadline = deadline or now + _RETRY_FOR
+                deadline = deadline or now + RETRY_FOR
                 if now > deadline:
                     raise
                 self._load()

@@ -57,6 +57,7 @@ from projections.adapters.item_list import (
 from projections.adapters.item_list_runs import Run
 from projections.adapters.selection import ITEM_KEY, content_text, fold
 from projections.adapters.selection import rules_message as _for_rules
+from projections.logged_window import RETRY_FOR
 from projections.memories import MessageWindowChatMemory
 from projections.window import MessageWindowPolicy, TokenWindowPolicy, WindowPolicy
 
@@ -228,7 +229,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
             except ConcurrencyError:
                 # Another writer changed the list meanwhile: choose the window again.
                 now = time.monotonic()
-                deadline = deadline or now + _RETRY_FOR
+                deadline = deadline or now + RETRY_FOR
                 if now > deadline:
                     raise
                 continue
@@ -282,9 +283,6 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     async def aclear(self) -> None:
         """:meth:`clear`, without blocking the event loop."""
         await off_loop(self.store, self.items.clear)
-
-
-_RETRY_FOR = 30.0  # seconds of lost races before a window read gives up, as the list's writes
 
 
 def _to_langchain_all(stored: list[Any]) -> list[BaseMessage]:

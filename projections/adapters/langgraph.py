@@ -75,10 +75,9 @@ from projections.adapters.langgraph_events import (
     thread_memory_id,
 )
 from projections.adapters.langgraph_reads import CheckpointReader, cache_key, keep_list, memory_of
+from projections.logged_window import RETRY_FOR
 
 __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
-
-_RETRY_FOR = 30.0  # seconds of optimistic-concurrency retries before giving up
 
 
 class LedgerSaver(CheckpointReader):
@@ -107,7 +106,7 @@ class LedgerSaver(CheckpointReader):
     ) -> builtins.list[Record]:
         """Append what ``build(state)`` returns after the head it was built on (seq and hash);
         when another writer moved the head meanwhile, catch up and build again, for up to
-        :data:`_RETRY_FOR` seconds (as the memories do)."""
+        :data:`RETRY_FOR` seconds (as the memories do)."""
         deadline: float | None = None
         # The first try builds on the cached state without reading the store: the append's
         # expected seq and hash refuse it if anyone else wrote meanwhile (then it catches up
@@ -131,7 +130,7 @@ class LedgerSaver(CheckpointReader):
                 )
             except ConcurrencyError as e:
                 now = time.monotonic()
-                deadline = deadline or now + _RETRY_FOR
+                deadline = deadline or now + RETRY_FOR
                 if now > deadline:
                     raise
                 if e.actual is not None and self._thread(memory_id).seq < e.actual:

@@ -73,13 +73,13 @@ from projections.adapters.selection import (
     message_of,
     units,
 )
+from projections.logged_window import RETRY_FOR
 from projections.memories import MessageWindowChatMemory
 from projections.window import TokenWindowPolicy, WindowPolicy
 
 __all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callback"]
 
 _T = TypeVar("_T")
-_RETRY_FOR = 30.0  # seconds of lost races before a recorded call gives up, as the list's writes
 
 
 class LedgerSession(SessionABC):
@@ -303,7 +303,7 @@ class LedgerSession(SessionABC):
                     # Another writer changed the list since get_items(): nothing was written;
                     # read it again (as the SDK asked for it) and choose again from it.
                     now = time.monotonic()
-                    deadline = deadline or now + _RETRY_FOR
+                    deadline = deadline or now + RETRY_FOR
                     if served is None or now > deadline:
                         raise
                     history = cast("list[Item]", await self._get(served[1]))
