@@ -308,6 +308,24 @@ class Recorder(ABC):
         and opening a sealed payload per row cost time the check does not need."""
         return self.read_all(gt=gt, limit=limit)
 
+    def _hash_at(self, position: int) -> str | None:
+        """Backend hook: the chain hash of the record at global ``position``, None when there
+        is none; committed records only, but every one of them (PostgreSQL: also above the
+        oldest running transaction, which :meth:`read_all` holds back). What the witness
+        checks its anchors against (see :mod:`eventlog.witness`)."""
+        found = self.read_all(gt=position - 1, limit=1)
+        return found[0].hash if found and found[0].position == position else None
+
+    def _purged_after(self, position: int) -> bool:
+        """Backend hook: whether a retention purge's tombstone was committed after global
+        ``position`` (every committed record, as :meth:`_hash_at`)."""
+        after = position
+        while page := self.read_all(gt=after, limit=10_000):
+            if any(r.kind == "memory_purged" for r in page):
+                return True
+            after = page[-1].position
+        return False
+
     def _reopen_path(self) -> tuple[str, int, int] | None:
         """Backend hook: ``(absolute path, st_dev, st_ino)`` of the file a worker process may
         open read-only to read this ledger in parallel (see :mod:`eventlog.ledger_scan`);

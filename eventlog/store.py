@@ -201,7 +201,7 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         """Appended ``records`` with the plaintext of ``items`` where they were sealed: the
         writer knows it, so it is not decrypted again."""
         if self._witness is not None:  # every backend's append ends here
-            self._witness.appended(self, self._witness_where)
+            self._witness.appended(self, self._witness_where, records[-1] if records else None)
         if self._keyring is None:
             return records
         # Built with tuple.__new__ rather than _replace: this is on every encrypted append.

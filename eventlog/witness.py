@@ -23,6 +23,12 @@ re-reads the log up to the witnessed size and compares the root: it also catches
 rewritten *before* the last witnessed record (an edit the chain or the seals would have to
 miss), and costs a pass over the log on every open. When the anchor check fails, the log is read
 once to tell "behind" from "diverging" and to name both sizes.
+
+On PostgreSQL the tree grows only below the oldest transaction still running (``read_all``'s
+watermark), so a transaction held open elsewhere keeps the newest records out of it. A move
+that could not take in the store's newest record keeps it as an *anchor* (position and hash),
+which every check reads directly by position: whoever holds a transaction open cannot put an
+older copy back unnoticed meanwhile.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -44,6 +51,7 @@ from eventlog.errors import PersistenceError, RollbackError
 from eventlog.merkle import EMPTY_ROOT
 
 if TYPE_CHECKING:
+    from eventlog.models import Record
     from eventlog.store import EventStore
 
 __all__ = ["WITNESS_FORMAT", "FileWitness", "PostgresWitness", "TreeState", "Witness", "as_witness"]
@@ -53,6 +61,10 @@ _PAGE = 20_000
 _PURGED = "memory_purged"
 DEFAULT_EVERY = 1_000
 DEFAULT_SECONDS = 5.0
+MAX_ANCHORS = 64
+"""Anchors a witness keeps (one per move that could not take a store's newest record into the
+tree); past it the oldest go, the newest stay."""
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def _leaf(record_hash: str) -> bytes:
@@ -73,12 +85,16 @@ class TreeState:
             of ``size``.
         last_position: Position of the last record absorbed (0 for none).
         last_hash: That record's chain hash, hex ("" for none).
+        anchors: ``(position, hash)`` of records stores appended that the tree does not hold
+            yet, oldest first (PostgreSQL: committed above the oldest running transaction,
+            which the tree may not pass yet); each must still be there on every check.
     """
 
     size: int = 0
     frontier: list[bytes] = dataclasses.field(default_factory=list)
     last_position: int = 0
     last_hash: str = ""
+    anchors: list[tuple[int, str]] = dataclasses.field(default_factory=list)
 
     def push(self, position: int, record_hash: str) -> None:
         """Append one record as the next leaf."""
@@ -100,21 +116,21 @@ class TreeState:
         return node.hex()
 
     def copy(self) -> TreeState:
-        return dataclasses.replace(self, frontier=list(self.frontier))
+        return dataclasses.replace(self, frontier=list(self.frontier), anchors=list(self.anchors))
 
     def to_json(self) -> str:
         b64 = base64.b64encode
-        return json.dumps(
-            {
-                "format": WITNESS_FORMAT,
-                "size": self.size,
-                "root": b64(bytes.fromhex(self.root())).decode(),
-                "last_position": self.last_position,
-                "last_hash": self.last_hash,
-                "frontier": [b64(h).decode() for h in self.frontier],
-            },
-            indent=1,
-        )
+        data: dict[str, Any] = {
+            "format": WITNESS_FORMAT,
+            "size": self.size,
+            "root": b64(bytes.fromhex(self.root())).decode(),
+            "last_position": self.last_position,
+            "last_hash": self.last_hash,
+            "frontier": [b64(h).decode() for h in self.frontier],
+        }
+        if self.anchors:  # only then: a file without them reads the same in older versions
+            data["anchors"] = [[position, h] for position, h in self.anchors]
+        return json.dumps(data, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> TreeState:
@@ -140,7 +156,23 @@ class TreeState:
         ):
             msg = "malformed size, last_position, last_hash or frontier"
             raise ValueError(msg)
-        state = cls(size, frontier, position, last)
+        anchors = data.get("anchors", [])
+        if (
+            not isinstance(anchors, list)
+            or len(anchors) > MAX_ANCHORS
+            or not all(
+                isinstance(a, list)
+                and len(a) == 2
+                and type(a[0]) is int
+                and a[0] > position
+                and isinstance(a[1], str)
+                and _HEX64.fullmatch(a[1])
+                for a in anchors
+            )
+        ):
+            msg = f"malformed anchors (at most {MAX_ANCHORS} [position, hash] after last_position)"
+            raise ValueError(msg)
+        state = cls(size, frontier, position, last, [(a[0], a[1]) for a in anchors])
         if base64.b64decode(str(data.get("root")), validate=True).hex() != state.root():
             msg = "its root is not the root of its frontier (edited by hand?)"
             raise ValueError(msg)
@@ -204,6 +236,7 @@ class Witness(ABC):
         self._lock = threading.Lock()
         self._pending = 0
         self._last_move = time.monotonic()
+        self._newest: tuple[int, str] | None = None  # the newest record appended through us
         self.writes = 0  # how often the witness was written (for tests and benchmarks)
 
     def __repr__(self) -> str:
@@ -280,11 +313,14 @@ class Witness(ABC):
                 purged = not anchored and self._purged_since(store, state)
                 if not purged:
                     self._compare(store, state, "open", where)
+            self._check_anchors(store, state, "open", where)
             self._last_move = time.monotonic()
 
-    def appended(self, store: EventStore, where: str) -> None:
-        """After each append: move the witness forward every ``every`` appends or
-        ``seconds`` seconds."""
+    def appended(self, store: EventStore, where: str, newest: Record | None = None) -> None:
+        """After each append (``newest``: its last record): move the witness forward every
+        ``every`` appends or ``seconds`` seconds."""
+        if newest is not None and (self._newest is None or newest.position > self._newest[0]):
+            self._newest = (newest.position, newest.hash)
         self._pending += 1
         if self._pending >= self.every or time.monotonic() - self._last_move >= self.seconds:
             self.move(store, "append", where)
@@ -301,8 +337,19 @@ class Witness(ABC):
             state = self.read() or TreeState()
             if not self._anchored(store, state) and not self._purged_since(store, state):
                 self._compare(store, state, operation, where)
+            self._check_anchors(store, state, operation, where)
             moved = self._extended(store, state)
-            if (moved.size, moved.last_position) != (state.size, state.last_position):
+            # What the tree could not take in yet (PostgreSQL: records above a transaction
+            # still open elsewhere): kept as anchors, so a copy without them is refused too.
+            mine = [self._newest] if self._newest is not None else []
+            moved.anchors = sorted(
+                {a for a in [*state.anchors, *mine] if a[0] > moved.last_position}
+            )[-MAX_ANCHORS:]
+            if (moved.size, moved.last_position, moved.anchors) != (
+                state.size,
+                state.last_position,
+                state.anchors,
+            ):
                 self._write(moved)
 
     # ------------------------------------------------------------ checks
@@ -317,6 +364,25 @@ class Witness(ABC):
             state.last_position,
             state.last_hash,
         )
+
+    def _check_anchors(
+        self, store: EventStore, state: TreeState, operation: str, where: str
+    ) -> None:
+        """Refuse a ledger that lost a record the witness anchored, unless a retention purge
+        came after the witnessed tree (it deletes records)."""
+        for position, record_hash in state.anchors:
+            if store._hash_at(position) == record_hash:
+                continue
+            if store._purged_after(state.last_position):
+                return
+            raise RollbackError(
+                operation,
+                where,
+                self.where,
+                witnessed_size=state.size + len(state.anchors),
+                ledger_size=_scan(store, state)[0].size,
+                behind=True,
+            )
 
     @staticmethod
     def _purged_since(store: EventStore, state: TreeState) -> bool:

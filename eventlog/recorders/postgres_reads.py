@@ -90,6 +90,16 @@ class PostgresReads(PostgresBase):
                 return records
             time.sleep(0.002)
 
+    def _hash_at(self, position: int) -> str | None:
+        query = self._q["hash_at"]
+        row = self._read("witness", lambda conn: conn.execute(query, (position,)).fetchone())
+        return None if row is None else str(row[0])
+
+    def _purged_after(self, position: int) -> bool:
+        query = self._q["purged_after"]
+        row = self._read("witness", lambda conn: conn.execute(query, (position,)).fetchone())
+        return bool(row and row[0])
+
     def head(self, memory_id: MemoryId) -> StreamHead | None:
         key = self._stream_key(memory_id, "head")
         # Always asks the server (other processes append too); what it learns feeds the next

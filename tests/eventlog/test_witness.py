@@ -3,10 +3,12 @@ older copy, a diverging ledger, freshness on appends and close, read-only opens,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -613,23 +615,94 @@ def test_a_postgres_witness_in_a_table_named_with_capitals_and_a_dot_is_read_bac
     assert state is not None and state.size == 3
 
 
-@pytest.mark.skip_backend("memory", "sqlite")
-def test_a_transaction_open_elsewhere_holds_the_postgres_witness_back(backend, tmp_path):
+@contextlib.contextmanager
+def _transaction_held_open() -> Iterator[None]:
+    """A transaction with an id, open on another connection for the block: PostgreSQL's
+    read_all stops below it, so the witness's tree cannot take in records committed after."""
     import psycopg
 
+    with psycopg.connect(PG_DSN) as other:
+        other.execute("SELECT pg_current_xact_id()")  # an id: it counts as still running
+        yield
+        other.rollback()
+
+
+@pytest.mark.skip_backend("memory", "sqlite")
+def test_records_a_transaction_held_open_keeps_out_of_the_tree_are_anchored(backend, tmp_path):
     path = tmp_path / "w"
     store = backend.open(witness=path)
     store.append("u1", batch("a"))
     store.close()
-    assert _witnessed(path)["size"] == 1
-    with psycopg.connect(PG_DSN) as other:
-        other.execute("SELECT pg_current_xact_id()")  # an id: it counts as still running
+    with _transaction_held_open():
+        store = backend.open(witness=path)
+        appended = store.append("u1", batch("b", "c"))
+        store.close()
+        # Check the tree stops below the open transaction, and the newest record is anchored.
+        data = _witnessed(path)
+        assert data["size"] == 1
+        assert data["anchors"] == [[appended[-1].position, appended[-1].hash]]
+        backend.open(witness=path).close()  # the anchored record is there: accepted
+    backend.open(witness=path).close()
+    data = _witnessed(path)
+    assert data["size"] == 3  # in the tree at the first move after the transaction ended
+    assert "anchors" not in data
+
+
+@pytest.mark.skip_backend("memory", "sqlite")
+def test_a_rollback_behind_a_transaction_held_open_is_refused(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a"))
+    store.close()
+    _snapshot(backend)
+    # The attacker holds a transaction open so the tree cannot pass it, waits for the app's
+    # next records, then puts the older copy back (records and seal: the read path passes it).
+    with _transaction_held_open():
         store = backend.open(witness=path)
         store.append("u1", batch("b", "c"))
         store.close()
-        # Check what the README says: records after a transaction still open are not
-        # witnessed yet (read_all stops below it), so a copy missing them would pass.
-        assert _witnessed(path)["size"] == 1
-        other.rollback()
+        _restore(backend)
+        with pytest.raises(RollbackError) as caught:
+            backend.open(witness=path)
+        assert caught.value.behind
+        assert caught.value.operation == "open"
+    with pytest.raises(RollbackError):
+        backend.open(witness=path)  # and after it ended
+
+
+@pytest.mark.skip_backend("memory", "sqlite")
+def test_an_anchored_record_a_retention_purge_deleted_is_not_a_rollback(backend, tmp_path):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a"))
+    store.close()
+    with _transaction_held_open():
+        store = backend.open(witness=path)
+        store.append("u2", batch("b", "c"))
+        store.close()
+        assert _witnessed(path)["anchors"]
+        backend.open().purge("u2", expected_seq=2, reason="retention")  # no witness
+        backend.open(witness=path).close()  # the purge took the anchored record: accepted
     backend.open(witness=path).close()
-    assert _witnessed(path)["size"] == 3  # witnessed at the first move after it ended
+    assert "anchors" not in _witnessed(path)
+
+
+def test_anchors_round_trip_and_malformed_ones_are_refused():
+    state = TreeState()
+    state.push(5, "ab" * 32)
+    state.anchors = [(9, "cd" * 32)]
+    again = TreeState.from_json(state.to_json())
+    assert again.anchors == [(9, "cd" * 32)]
+    assert "anchors" not in json.loads(TreeState().to_json())  # none: the file as before
+    for bad in (
+        [[5, "cd" * 32]],  # not after last_position
+        [[9, "CD" * 32]],  # not lowercase hex
+        [[True, "cd" * 32]],
+        [[9, "cd" * 32, 1]],
+        [[10 + i, "cd" * 32] for i in range(65)],  # more than MAX_ANCHORS
+        {"9": "cd" * 32},
+    ):
+        data = json.loads(state.to_json())
+        data["anchors"] = bad
+        with pytest.raises(ValueError, match="malformed anchors"):
+            TreeState.from_json(json.dumps(data))
