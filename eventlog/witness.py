@@ -313,7 +313,7 @@ class Witness(ABC):
                 purged = not anchored and self._purged_since(store, state)
                 if not purged:
                     self._compare(store, state, "open", where)
-            self._check_anchors(store, state, "open", where)
+            self._check_anchors(store, state, state.anchors, "open", where)
             self._last_move = time.monotonic()
 
     def appended(self, store: EventStore, where: str, newest: Record | None = None) -> None:
@@ -337,14 +337,14 @@ class Witness(ABC):
             state = self.read() or TreeState()
             if not self._anchored(store, state) and not self._purged_since(store, state):
                 self._compare(store, state, operation, where)
-            self._check_anchors(store, state, operation, where)
+            # Our own newest record too, unless the tree holds it: gone, it was rolled back.
+            mine = [self._newest] if self._newest is not None else []
+            anchors = sorted({a for a in [*state.anchors, *mine] if a[0] > state.last_position})
+            self._check_anchors(store, state, anchors, operation, where)
             moved = self._extended(store, state)
             # What the tree could not take in yet (PostgreSQL: records above a transaction
             # still open elsewhere): kept as anchors, so a copy without them is refused too.
-            mine = [self._newest] if self._newest is not None else []
-            moved.anchors = sorted(
-                {a for a in [*state.anchors, *mine] if a[0] > moved.last_position}
-            )[-MAX_ANCHORS:]
+            moved.anchors = [a for a in anchors if a[0] > moved.last_position][-MAX_ANCHORS:]
             if (moved.size, moved.last_position, moved.anchors) != (
                 state.size,
                 state.last_position,
@@ -366,11 +366,16 @@ class Witness(ABC):
         )
 
     def _check_anchors(
-        self, store: EventStore, state: TreeState, operation: str, where: str
+        self,
+        store: EventStore,
+        state: TreeState,
+        anchors: list[tuple[int, str]],
+        operation: str,
+        where: str,
     ) -> None:
-        """Refuse a ledger that lost a record the witness anchored, unless a retention purge
-        came after the witnessed tree (it deletes records)."""
-        for position, record_hash in state.anchors:
+        """Refuse a ledger that lost one of ``anchors`` (records after ``state``'s tree),
+        unless a retention purge came after the tree (it deletes records)."""
+        for position, record_hash in anchors:
             if store._hash_at(position) == record_hash:
                 continue
             if store._purged_after(state.last_position):
@@ -379,7 +384,7 @@ class Witness(ABC):
                 operation,
                 where,
                 self.where,
-                witnessed_size=state.size + len(state.anchors),
+                witnessed_size=state.size + len(anchors),
                 ledger_size=_scan(store, state)[0].size,
                 behind=True,
             )

@@ -706,3 +706,23 @@ def test_anchors_round_trip_and_malformed_ones_are_refused():
         data["anchors"] = bad
         with pytest.raises(ValueError, match="malformed anchors"):
             TreeState.from_json(json.dumps(data))
+
+
+@pytest.mark.skip_backend("memory", "sqlite")
+def test_a_rollback_of_the_stores_own_records_is_refused_on_close_while_a_transaction_is_held(
+    backend, tmp_path
+):
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b"))
+    store.close()
+    _snapshot(backend)
+    with _transaction_held_open():
+        store = backend.open(witness=path)
+        store.append("u1", batch("c"))
+        _restore(backend)
+        # Check the store's own newest record, which the tree cannot take in yet, is checked:
+        # gone, the ledger was rolled back under the store.
+        with pytest.raises(RollbackError) as caught:
+            store.close()
+        assert caught.value.operation == "close"
