@@ -349,7 +349,8 @@ def prove(
         The proof, which :func:`verify_inclusion` checks with the digest alone.
 
     Raises:
-        LookupError: The memory id has no record ``seq``.
+        LookupError: The memory id has no record ``seq``, or the ledger tree does not reach
+            it yet (PostgreSQL: a transaction still running in the database holds it back).
         ValueError: ``digest`` does not describe this store's history, or does not cover
             the record; or ``disclose`` is False for a format 1 record.
         ChainIntegrityError: The stored record does not match its hash, or is not the one
@@ -410,6 +411,15 @@ def _audit_path(
         raise ValueError(msg)
     index = ledger.index_of(record.position)
     leaf = None if index is None else ledger.leaf(index)
+    if index is None and record.position > ledger.last_position:
+        # Not tampering: PostgreSQL's tree grows only below the oldest transaction still
+        # running anywhere in the database (read_all's watermark), which holds this one back.
+        msg = (
+            f"prove {key} seq {seq}: the record (position {record.position}) is not in the "
+            "ledger tree yet: a transaction still running in the database holds the tree "
+            "below it; retry once that transaction ends"
+        )
+        raise LookupError(msg)
     if index is None:
         raise ChainIntegrityError(key, seq, f"position {record.position} is not in the ledger tree")
     if leaf != merkle.hash_leaf(bytes.fromhex(record.hash)):

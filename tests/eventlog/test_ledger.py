@@ -308,6 +308,22 @@ def test_proof_json_is_small():
     assert len(proof.to_json()) < 1200
 
 
+@pytest.mark.skip_backend("memory", "sqlite")
+def test_a_record_a_transaction_held_open_keeps_out_of_the_tree_is_not_called_tampered(store):
+    import psycopg
+
+    store.append("u1", batch("a"))
+    with psycopg.connect(PG_DSN) as other:
+        other.execute("SELECT pg_current_xact_id()")  # an id: it counts as still running
+        store.append("u1", batch("b"))
+        # Check the record, whole and chained, is "not in the tree yet", never tampered with.
+        with pytest.raises(LookupError, match="not in the ledger tree yet") as caught:
+            prove(store, "u1", 2)
+        assert not isinstance(caught.value, ChainIntegrityError)
+        other.rollback()
+    assert verify_inclusion(prove(store, "u1", 2), digest(store))
+
+
 def test_prove_refuses_what_it_cannot_prove(backend, store):
     _fill(store)
     d = digest(store)
