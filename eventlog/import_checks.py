@@ -293,7 +293,10 @@ class ImportGate:
         self._set_size = len(event.messages) if isinstance(event, MessagesSet) else 0
 
     def _meta(self, record: Record, where: str) -> None:
-        problem = validation.meta_problem(record.meta, self._max_depth)
+        # Never deeper than append accepts, whatever max_depth allows elsewhere: a meta the
+        # gate passed and append refused would fail the import after earlier memories were
+        # written.
+        problem = validation.meta_problem(record.meta, min(self._max_depth, validation.MAX_DEPTH))
         if problem is not None:
             msg = (
                 f"{where}: the meta of {record.stream_id!r:.80}#{record.seq} {problem}; "

@@ -286,7 +286,7 @@ class FileKeyring(Keyring):
         # content would stay sealed under keys this object pretends do not exist.
         try:
             doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             self._corrupt(f"it is not JSON ({e})")
         if not isinstance(doc, dict) or not isinstance(doc.get("format"), int):
             self._corrupt('it has no "format" number')

@@ -84,7 +84,9 @@ def _upcast(text: str | bytes, old: str, new: str, hashes: tuple[str, ...]) -> s
     """
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # Nested too deeply for json (a hostile file): pydantic's own parser refuses it
+        # with a ValueError naming the problem.
         return text
     if not isinstance(data, dict):
         return text

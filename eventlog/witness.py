@@ -65,6 +65,7 @@ MAX_ANCHORS = 64
 """Anchors a witness keeps (one per move that could not take a store's newest record into the
 tree); past it the oldest go, the newest stay."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_MAX_POSITION = (1 << 63) - 1
 
 
 def _leaf(record_hash: str) -> bytes:
@@ -150,6 +151,10 @@ class TreeState:
             or type(position) is not int
             or not isinstance(last, str)
             or size < 0
+            # Positions start at 1 and increase, so n records end at position n or later;
+            # and a position fits a signed 64-bit column (a larger one failed the store's
+            # read with a message about read_all instead of this witness).
+            or not size <= position <= _MAX_POSITION
             or len(frontier) != size.bit_count()
             or any(len(h) != 32 for h in frontier)
             or (size > 0) != bool(last)
@@ -278,7 +283,7 @@ class Witness(ABC):
             return None
         try:
             return TreeState.from_json(text)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, RecursionError) as e:
             operation = "read witness"
             detail = (
                 f"{self.where} is not a chatledger witness ({e}); restore it from where it was "

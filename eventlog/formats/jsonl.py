@@ -181,7 +181,7 @@ def _parse_header(line: str, source: str) -> None:
             "write one with `chatledger export`)",
         )
     version = header.get("version")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:  # true == 1 in Python
         raise _refuse(
             source,
             f"format version {version!r} is not {FORMAT_VERSION}; use the chatledger that "
@@ -261,6 +261,14 @@ def _records(
     try:
         for number, raw in enumerate(gate.lines(lines), 1):
             if copy is not None:
+                if raw.find("\n") not in (-1, len(raw) - 1):
+                    # An element of a list holding two lines: the copy would be read back
+                    # as two, not as the one line checked here.
+                    raise _refuse(
+                        source,
+                        f"line {number} holds a line break before its end; pass the file's "
+                        "lines (an open file, or text.splitlines())",
+                    )
                 copy.write(raw if raw.endswith("\n") else raw + "\n")
             line = raw.strip()
             if not line:
@@ -504,7 +512,10 @@ def import_jsonl(
     # every record passes), the second writes. The copy makes the second pass read exactly
     # what the first checked - stdin cannot be read twice, and a file could change between
     # the passes - and memory holds one record per memory, not the file.
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as copy:
+    # newline="\n": the copy splits where the first pass split, at "\n" only; universal
+    # newlines would also split at a "\r" that the first pass read inside a line (JSON
+    # whitespace), and the writing pass would fail after writing the memories before it.
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as copy:
         plans = _validate(
             store, lines, source=source, gate=gate, skip_purged=skip_purged, copy=copy
         )
