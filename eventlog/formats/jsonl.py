@@ -530,8 +530,26 @@ def import_jsonl(
                     "this ledger stores ids erasably (erasable_ids): import into a ledger "
                     "created without erasable_ids; nothing was written",
                 )
+            for key, plan in plans.items():
+                if plan.head is not None and key.startswith(PSEUDONYM_PREFIX):
+                    _check_named(store, key, source)
         copy.seek(0)
         return _write(store, copy, plans, source=source, gate=gate, progress=progress)
+
+
+def _check_named(store: EventStore, key: str, source: str) -> None:
+    """Refuse a pseudonym the target cannot append to: it names a memory only through a
+    ``names`` row this process made (by appending by id), and an export carries no names, so
+    the append of the writing pass would refuse it after the memories before it were written."""
+    try:
+        store._name_row(key)
+    except ValueError:
+        raise _refuse(
+            source,
+            f"memory {key!r} is stored under a pseudonym, which this ledger cannot name: an "
+            "export carries pseudonyms, not memory ids (those stay in the ledger it came "
+            "from); copy that ledger's database instead",
+        ) from None
 
 
 def _write(

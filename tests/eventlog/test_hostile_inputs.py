@@ -146,6 +146,33 @@ def test_a_line_break_inside_a_line_never_writes_part_of_the_file(brk, given_as)
         assert brk == "\r"
 
 
+def test_a_pseudonym_an_erasable_ledger_cannot_name_is_refused_before_writing(tmp_path):
+    # Check the checking pass refuses what append refuses: before the fix a ~p: memory passed
+    # it, the writing pass appended ~sys:compaction, then append refused the pseudonym with
+    # its own message ("a pseudonym given as a stream key"), the system stream written.
+    src = InMemoryEventStore()
+    _ledger(src, 1)
+    lines = _export(src)
+    system, pseudonym = json.loads(lines[1]), json.loads(lines[1])
+    system["memory"], pseudonym["memory"] = "~sys:compaction", "~p:" + "ab" * 16
+    hostile = _rehash([lines[0], json.dumps(system), json.dumps(pseudonym)])
+    with SQLiteEventStore(tmp_path / "erasable.db", erasable_ids=True) as target:
+        with pytest.raises(ValueError, match=r"nothing was written: memory '~p:(ab)+' is stored"):
+            import_jsonl(target, hostile)
+        assert _streams(target) == []
+    # Check a genuine export of an erasable ledger, continued into a copy of it, is refused
+    # the same way (the copy has the names row, but a pseudonym names it only in the process
+    # that appended by id).
+    with SQLiteEventStore(tmp_path / "src.db", erasable_ids=True) as store:
+        MessageWindowChatMemory(id="alice", max_messages=4, store=store).add(UserMessage("x"))
+        out = io.StringIO()
+        export_jsonl(store, out, memory_id="alice")
+    with SQLiteEventStore(tmp_path / "copy.db", erasable_ids=True) as target:
+        with pytest.raises(ValueError, match="nothing was written: memory '~p:"):
+            import_jsonl(target, out.getvalue().splitlines())
+        assert _streams(target) == []
+
+
 def test_a_header_version_true_is_not_version_1():
     src = InMemoryEventStore()
     _ledger(src, 1)
