@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from eventlog.errors import PersistenceError, RollbackError
+from eventlog.hashing import KEYED_CHAIN
 from eventlog.merkle import EMPTY_ROOT
 
 if TYPE_CHECKING:
@@ -184,12 +185,17 @@ class TreeState:
         return state
 
 
-def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, str]]:
-    """``(position, hash, kind)`` of every record after position ``after``, in global order."""
+def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, bool]]:
+    """``(position, hash, purge)`` of every record after position ``after``, in global order;
+    ``purge``: it is a retention purge's tombstone that verifies. A row made by hand to look
+    like one (by someone without the chain key, after restoring an older copy) must not make
+    the witness start again from that copy: it is no purge. (A store opened without the
+    key of a keyed ledger cannot tell, and takes a keyed tombstone at its word.)"""
     while True:
         page = store.read_all(gt=after, limit=_PAGE)
         for record in page:
-            yield record.position, record.hash, record.kind
+            purge = record.kind == _PURGED and store.check(record) in (None, KEYED_CHAIN)
+            yield record.position, record.hash, purge
         if len(page) < _PAGE:
             return
         after = page[-1].position
@@ -398,14 +404,14 @@ class Witness(ABC):
     def _purged_since(store: EventStore, state: TreeState) -> bool:
         """Whether a retention purge came after the witnessed last record: it erased records,
         the witnessed one perhaps among them, so the witness starts again from the ledger."""
-        return any(kind == _PURGED for _, _, kind in _records(store, state.last_position))
+        return any(purge for _, _, purge in _records(store, state.last_position))
 
     def _extended(self, store: EventStore, state: TreeState) -> TreeState:
         """``state`` extended by every record after its last position. A purge tombstone
         means records were erased, leaf indexes shift: the tree is rebuilt from the start."""
         moved = state.copy()
-        for position, record_hash, kind in _records(store, state.last_position):
-            if kind == _PURGED and state.size:
+        for position, record_hash, purge in _records(store, state.last_position):
+            if purge and state.size:
                 return self._extended(store, TreeState())
             moved.push(position, record_hash)
         return moved

@@ -261,14 +261,6 @@ def _records(
     try:
         for number, raw in enumerate(gate.lines(lines), 1):
             if copy is not None:
-                if raw.find("\n") not in (-1, len(raw) - 1):
-                    # An element of a list holding two lines: the copy would be read back
-                    # as two, not as the one line checked here.
-                    raise _refuse(
-                        source,
-                        f"line {number} holds a line break before its end; pass the file's "
-                        "lines (an open file, or text.splitlines())",
-                    )
                 copy.write(raw if raw.endswith("\n") else raw + "\n")
             line = raw.strip()
             if not line:
@@ -512,9 +504,8 @@ def import_jsonl(
     # every record passes), the second writes. The copy makes the second pass read exactly
     # what the first checked - stdin cannot be read twice, and a file could change between
     # the passes - and memory holds one record per memory, not the file.
-    # newline="\n": the copy splits where the first pass split, at "\n" only; universal
-    # newlines would also split at a "\r" that the first pass read inside a line (JSON
-    # whitespace), and the writing pass would fail after writing the memories before it.
+    # newline="\n": the copy splits where the first pass did (universal newlines would also
+    # split at a "\r" inside a line, and the writing pass fail after writing some memories).
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as copy:
         plans = _validate(
             store, lines, source=source, gate=gate, skip_purged=skip_purged, copy=copy
@@ -532,24 +523,9 @@ def import_jsonl(
                 )
             for key, plan in plans.items():
                 if plan.head is not None and key.startswith(PSEUDONYM_PREFIX):
-                    _check_named(store, key, source)
+                    gate.named(store, key)
         copy.seek(0)
         return _write(store, copy, plans, source=source, gate=gate, progress=progress)
-
-
-def _check_named(store: EventStore, key: str, source: str) -> None:
-    """Refuse a pseudonym the target cannot append to: it names a memory only through a
-    ``names`` row this process made (by appending by id), and an export carries no names, so
-    the append of the writing pass would refuse it after the memories before it were written."""
-    try:
-        store._name_row(key)
-    except ValueError:
-        raise _refuse(
-            source,
-            f"memory {key!r} is stored under a pseudonym, which this ledger cannot name: an "
-            "export carries pseudonyms, not memory ids (those stay in the ledger it came "
-            "from); copy that ledger's database instead",
-        ) from None
 
 
 def _write(

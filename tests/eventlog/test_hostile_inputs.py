@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
+import sqlite3
 import time
 from typing import Any
 
@@ -22,6 +24,7 @@ from eventlog import (
     InMemoryEventStore,
     LedgerDigest,
     PersistenceError,
+    RollbackError,
     SQLiteEventStore,
     UserMessage,
     verify_inclusion,
@@ -685,3 +688,54 @@ def test_a_receipt_whose_id_is_not_its_records_does_not_check(position):
     check = check_receipt(json.dumps(doc), trusted)
     assert not check.ok
     assert "is not <position>-<hash> of its record" in check.reason
+
+
+def _restore(backup: Any, db: Any) -> None:
+    shutil.copyfile(backup, db)
+    for suffix in ("-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+
+
+def test_a_hand_made_purge_row_does_not_make_the_witness_accept_a_restored_copy(tmp_path):
+    # Before the fix one row that merely said memory_purged, above the witnessed position,
+    # made a keyed ledger's witness skip its check and start again from the restored copy:
+    # the newest message gone, no RollbackError, and the witness rewritten to forget it.
+    db, witness = tmp_path / "app.db", tmp_path / "app.witness"
+    with SQLiteEventStore(db, chain_key=KEY, witness=str(witness)) as store:
+        MessageWindowChatMemory(id="conv", max_messages=4, store=store).add(UserMessage("hi"))
+    shutil.copyfile(db, tmp_path / "backup.db")
+    with SQLiteEventStore(db, chain_key=KEY, witness=str(witness)) as store:
+        MessageWindowChatMemory(id="conv", max_messages=4, store=store).add(UserMessage("Cancel"))
+    witnessed = witness.read_text()
+    _restore(tmp_path / "backup.db", db)
+    # The forger has write access to the database file, not the chain key.
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO events (position, stream_id, seq, recorded_at, kind, schema_version, "
+            "payload, meta, prev_hash, hash, salt, commitment, format) VALUES (100, 'zz', 1, "
+            "'2026-01-01T00:00:00.000000Z', 'memory_purged', 1, '{}', '{}', ?, ?, '', '', 1)",
+            (GENESIS, "1" * 64),
+        )
+    conn.close()
+    with pytest.raises(RollbackError) as caught:
+        SQLiteEventStore(db, chain_key=KEY, witness=str(witness))
+    assert caught.value.witnessed_size == 2
+    assert witness.read_text() == witnessed
+
+
+def test_a_genuine_purge_in_a_keyed_ledger_still_restarts_the_witness(tmp_path):
+    db, witness = tmp_path / "app.db", tmp_path / "app.witness"
+    with SQLiteEventStore(db, chain_key=KEY, witness=str(witness)) as store:
+        MessageWindowChatMemory(id="new", max_messages=4, store=store).add(UserMessage("b"))
+        MessageWindowChatMemory(id="old", max_messages=4, store=store).add(UserMessage("a"))
+    # Check the witnessed last record is the one the purge deletes: only the tombstone says
+    # why it is gone.
+    assert json.loads(witness.read_text())["last_position"] == 2
+    with SQLiteEventStore(db, chain_key=KEY) as store:  # no witness: it never moved
+        store.purge("old", expected_seq=1, reason="retention")
+    for key in (KEY, None):  # opened without the key, a keyed tombstone is taken as it is
+        with SQLiteEventStore(db, chain_key=key, witness=str(witness), read_only=True):
+            pass
+    with SQLiteEventStore(db, chain_key=KEY, witness=str(witness)) as store:
+        assert store.verify().ok
+    assert json.loads(witness.read_text())["size"] == 2  # "new" and the tombstone
