@@ -152,9 +152,7 @@ class TreeState:
             or type(position) is not int
             or not isinstance(last, str)
             or size < 0
-            # Positions start at 1 and increase, so n records end at position n or later;
-            # and a position fits a signed 64-bit column (a larger one failed the store's
-            # read with a message about read_all instead of this witness).
+            # n records end at position n or later, and a position fits 64 bits
             or not size <= position <= _MAX_POSITION
             or len(frontier) != size.bit_count()
             or any(len(h) != 32 for h in frontier)
@@ -170,7 +168,7 @@ class TreeState:
                 isinstance(a, list)
                 and len(a) == 2
                 and type(a[0]) is int
-                and a[0] > position
+                and position < a[0] <= _MAX_POSITION
                 and isinstance(a[1], str)
                 and _HEX64.fullmatch(a[1])
                 for a in anchors
@@ -187,10 +185,8 @@ class TreeState:
 
 def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, bool]]:
     """``(position, hash, purge)`` of every record after position ``after``, in global order;
-    ``purge``: it is a retention purge's tombstone that verifies. A row made by hand to look
-    like one (by someone without the chain key, after restoring an older copy) must not make
-    the witness start again from that copy: it is no purge. (A store opened without the
-    key of a keyed ledger cannot tell, and takes a keyed tombstone at its word.)"""
+    ``purge``: a purge's tombstone that verifies (a row made by hand, without the chain key,
+    must not restart the witness from a restored copy; a store without the key cannot tell)."""
     while True:
         page = store.read_all(gt=after, limit=_PAGE)
         for record in page:

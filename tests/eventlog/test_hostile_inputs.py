@@ -618,6 +618,7 @@ def _witnessed(tmp_path: Any) -> tuple[Any, Any, dict[str, Any]]:
         {"last_position": 0},  # below the size: positions start at 1
         {"size": True},
         {"frontier": 5},
+        {"anchors": [[2**70, "a" * 64]]},  # the same for a record kept outside the tree
     ],
 )
 def test_a_malformed_witness_is_refused_naming_the_witness(tmp_path, changes):
