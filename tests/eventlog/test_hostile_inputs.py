@@ -14,7 +14,9 @@ import json
 import shutil
 import sqlite3
 import time
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -35,7 +37,7 @@ from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.hashing import GENESIS, record_hash
 from eventlog.keyring import KeyringError
 from eventlog.keyring_file import FileKeyring
-from eventlog.models import Record
+from eventlog.models import Record, format_time
 from eventlog.note import NoteError, generate_key, open_note, sign_note
 from eventlog.receipts import check_receipt, receipt_bundle
 from eventlog.tlog_proof import parse_tlog_proof, tlog_proof, verify_tlog_proof
@@ -740,3 +742,32 @@ def test_a_genuine_purge_in_a_keyed_ledger_still_restarts_the_witness(tmp_path):
     with SQLiteEventStore(db, chain_key=KEY, witness=str(witness)) as store:
         assert store.verify().ok
     assert json.loads(witness.read_text())["size"] == 2  # "new" and the tombstone
+
+
+# ---------------------------------------------------------------------------- time travel
+
+
+@pytest.mark.parametrize(
+    "tz",
+    [timezone(timedelta(hours=1)), ZoneInfo("UTC"), ZoneInfo("Europe/Berlin")],
+    ids=["+01:00", "zoneinfo-utc", "berlin"],
+)
+def test_time_travel_to_year_1_is_exact_whatever_the_time_zone(tmp_path, tz):
+    # An imported file may date its records in year 1 (only future times are refused).
+    # Before the fix format_time wrote an instant outside UTC with strftime, whose %Y gives
+    # "1", not "0001": the text sorted after every stored time and as_of served record 2.
+    src = InMemoryEventStore()
+    memory = MessageWindowChatMemory(id="c", max_messages=4, store=src)
+    memory.add(UserMessage("a"))
+    memory.add(UserMessage("b"))
+    lines = _export(src)
+    first, second = json.loads(lines[1]), json.loads(lines[2])
+    first["recorded_at"] = "0001-01-01T00:00:00.000000Z"
+    second["recorded_at"] = "0001-01-01T00:00:00.000001Z"
+    with SQLiteEventStore(tmp_path / "old.db") as store:
+        import_jsonl(store, _rehash([lines[0], json.dumps(first), json.dumps(second)]))
+        memory = MessageWindowChatMemory(id="c", max_messages=4, store=store)
+        at = datetime(1, 1, 1, tzinfo=UTC).astimezone(tz)  # the first record's instant
+        assert at.tzinfo is not UTC
+        assert [m.text for m in memory.as_of(at=at)] == ["a"]
+        assert format_time(at) == "0001-01-01T00:00:00.000000Z"
