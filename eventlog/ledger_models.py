@@ -148,7 +148,11 @@ class LedgerDigest(BaseModel):
     @field_validator("recorded_at")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        return value.astimezone(UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:  # e.g. 0001-01-01T00:00+01:00, before year 1 in UTC
+            msg = f"{value.isoformat()} is outside the years 1-9999 in UTC"
+            raise ValueError(msg) from None
 
     @field_serializer("recorded_at")
     def _time_text(self, value: datetime) -> str:

@@ -438,7 +438,15 @@ def test_a_keyed_ledgers_proof_does_not_verify_without_the_key_or_with_another(t
 def test_a_digest_with_bools_negatives_or_an_impossible_last_position_is_refused():
     _, _, d = _proof_and_digest()
     data = json.loads(d.to_json())
-    for changes in ({"size": True}, {"size": -1}, {"last_position": d.size - 1}):
+    changes_list = [
+        {"size": True},
+        {"size": -1},
+        {"last_position": d.size - 1},
+        # Before the fix: OverflowError (a traceback in `verify --digest`), year 0 in UTC.
+        {"recorded_at": "0001-01-01T00:00:00+01:00"},
+        {"recorded_at": "9999-12-31T23:59:59-01:00"},
+    ]
+    for changes in changes_list:
         with pytest.raises(ValueError, match="read a ledger digest from JSON"):
             LedgerDigest.from_json(json.dumps({**data, **changes}))
 
