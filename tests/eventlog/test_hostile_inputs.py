@@ -438,7 +438,7 @@ def test_a_keyed_ledgers_proof_does_not_verify_without_the_key_or_with_another(t
 def test_a_digest_with_bools_negatives_or_an_impossible_last_position_is_refused():
     _, _, d = _proof_and_digest()
     data = json.loads(d.to_json())
-    changes_list = [
+    changes_list: list[dict[str, Any]] = [
         {"size": True},
         {"size": -1},
         {"last_position": d.size - 1},
