@@ -363,6 +363,24 @@ def test_a_deeply_nested_keyring_file_is_a_keyring_error(tmp_path):
         FileKeyring(path)
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"subject": "s", "created_at": "t", "key": "\u00e9" * 44},  # base64 of non-ASCII
+        {"subject": "s\ud800", "created_at": "t", "key": "A" * 43 + "=", "mac": "x"},
+        {"subject": "s\ud800", "created_at": "t", "key": "A" * 43 + "="},
+    ],
+    ids=["non-ascii-key", "surrogate-with-mac", "surrogate"],
+)
+def test_a_keyring_entry_of_odd_text_is_a_keyring_error(tmp_path, entry):
+    # Before the fix: a bare ValueError or UnicodeEncodeError from inside the parser.
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"format": 1, "keys": {"k1": entry}}))
+    path.chmod(0o600)
+    with pytest.raises(KeyringError, match="the file is not a valid keyring: key 'k1'"):
+        FileKeyring(path)
+
+
 def test_a_deeply_nested_tlog_proof_or_note_is_refused():
     _, verifier = generate_key("example.com/log")
     assert verify_tlog_proof(DEEP_ARRAY, verifier) is False
