@@ -283,7 +283,7 @@ def read_evidence(text: str | bytes) -> tuple[LedgerDigest, ConsistencyProof]:
     """
     try:
         data = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         msg = (
             f"read consistency evidence: not JSON ({e}); pass what `chatledger prove --since` "
             "printed"

@@ -195,7 +195,16 @@ class ImportGate:
         whole when ``lines`` is a text file."""
         readline = getattr(lines, "readline", None)
         if readline is None:
-            yield from lines
+            for number, line in enumerate(lines, 1):
+                if line.find("\n") not in (-1, len(line) - 1):
+                    # One element holding two lines: the private copy the writing pass reads
+                    # would split it in two, and that pass fail after writing some memories.
+                    msg = (
+                        f"line {number} holds a line break before its end; pass the file's "
+                        "lines (an open file, or text.splitlines())"
+                    )
+                    raise self._refuse(msg)
+                yield line
             return
         # readline(n) returns at most n characters: a 10 GB line costs max_line of memory.
         for number, chunk in enumerate(iter(lambda: readline(self._max_line + 1), ""), 1):
@@ -208,6 +217,20 @@ class ImportGate:
             f"line {number} is longer than {self._max_line} characters, far beyond any "
             "chatledger record; if the file is genuine, import it with a larger max_line"
         )
+
+    def named(self, store: EventStore, key: str) -> None:
+        """Refuse a pseudonym ``key`` the target cannot append to: a pseudonym names its
+        memory only through a ``names`` row this process made by appending by id, and an
+        export carries no names - append would refuse it after earlier memories were written."""
+        try:
+            store._name_row(key)
+        except ValueError:
+            msg = (
+                f"memory {key!r} is stored under a pseudonym, which this ledger cannot name: "
+                "an export carries pseudonyms, not memory ids (those stay in the ledger it "
+                "came from); copy that ledger's database instead"
+            )
+            raise self._refuse(msg) from None
 
     def line(self, line: str, number: int) -> None:
         """Refuse a line too long or nested too deeply for a parser to be given it."""
@@ -293,7 +316,10 @@ class ImportGate:
         self._set_size = len(event.messages) if isinstance(event, MessagesSet) else 0
 
     def _meta(self, record: Record, where: str) -> None:
-        problem = validation.meta_problem(record.meta, self._max_depth)
+        # Never deeper than append accepts, whatever max_depth allows elsewhere: a meta the
+        # gate passed and append refused would fail the import after earlier memories were
+        # written.
+        problem = validation.meta_problem(record.meta, min(self._max_depth, validation.MAX_DEPTH))
         if problem is not None:
             msg = (
                 f"{where}: the meta of {record.stream_id!r:.80}#{record.seq} {problem}; "

@@ -8,7 +8,6 @@ rewrites, the entries' MACs and the master key's wrapping.
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import hmac
 import json
@@ -286,7 +285,7 @@ class FileKeyring(Keyring):
         # content would stay sealed under keys this object pretends do not exist.
         try:
             doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             self._corrupt(f"it is not JSON ({e})")
         if not isinstance(doc, dict) or not isinstance(doc.get("format"), int):
             self._corrupt('it has no "format" number')
@@ -356,12 +355,16 @@ class FileKeyring(Keyring):
                 if "key" in item:
                     self._corrupt(f"key {key_id!r} is stored unwrapped in a wrapped keyring")
                 sealed = base64.b64decode(item["wrapped"], validate=True)
-        except (TypeError, KeyError, AttributeError, binascii.Error) as e:
+        except (TypeError, KeyError, AttributeError, ValueError) as e:  # binascii.Error too
             self._corrupt(f"key {key_id!r} is malformed ({type(e).__name__}: {e})")
         if not (key_id and isinstance(subject, str) and isinstance(created_at, str)):
             self._corrupt(f"key {key_id!r} has an empty id or a non-text subject or date")
         if not isinstance(memory, str):
             self._corrupt(f"key {key_id!r} has a non-text memory")
+        try:
+            _entry_text(key_id, subject, created_at, memory)
+        except UnicodeEncodeError:  # what binds the entry (its MAC or wrapping) is UTF-8
+            self._corrupt(f"key {key_id!r} holds a lone surrogate, which is not UTF-8 text")
         if wrapping is not None:
             unwrapped = wrapping.unwrap(sealed, _entry_text(key_id, subject, created_at, memory))
             if unwrapped is None:

@@ -84,7 +84,9 @@ def _upcast(text: str | bytes, old: str, new: str, hashes: tuple[str, ...]) -> s
     """
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # Nested too deeply for json (a hostile file): pydantic's own parser refuses it
+        # with a ValueError naming the problem.
         return text
     if not isinstance(data, dict):
         return text
@@ -146,7 +148,11 @@ class LedgerDigest(BaseModel):
     @field_validator("recorded_at")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        return value.astimezone(UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:  # e.g. 0001-01-01T00:00+01:00, before year 1 in UTC
+            msg = f"{value.isoformat()} is outside the years 1-9999 in UTC"
+            raise ValueError(msg) from None
 
     @field_serializer("recorded_at")
     def _time_text(self, value: datetime) -> str:

@@ -14,6 +14,7 @@ and the fields shown must be the record's own.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,6 +34,8 @@ __all__ = ["RECEIPT_FORMAT", "ReceiptCheck", "check_receipt", "find_receipt", "r
 RECEIPT_FORMAT: Final = "chatledger-erasure-receipt"
 _VERSION: Final = 1
 _ERASED: Final = "memory_erased"
+_POSITION = re.compile("[1-9][0-9]{0,18}").fullmatch
+_MAX_POSITION = (1 << 63) - 1
 
 
 def _parse_id(receipt_id: str) -> tuple[int, str]:
@@ -154,7 +157,7 @@ def check_receipt(
         ok_header = doc.get("format") == RECEIPT_FORMAT and doc.get("version") == _VERSION
         proof = InclusionProof.from_json(json.dumps(doc["proof"]))
         claimed = LedgerDigest.from_json(json.dumps(doc["digest"]))
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         return ReceiptCheck(False, f"not a chatledger erasure receipt ({e})", {})
     if not ok_header or not isinstance(shown, dict):
         return ReceiptCheck(False, f"not a {RECEIPT_FORMAT} version {_VERSION} file", {})
@@ -181,6 +184,18 @@ def check_receipt(
     event = decode_event(record.to_record())
     assert isinstance(event, MemoryErased)  # noqa: S101 - kind checked above
     position = str(shown.get("id", "")).partition("-")[0]
+    # A position is not hashed, so offline only its form and bounds can be checked: positions
+    # start at 1 and increase (the record of rank i is at i + 1 or later), and a digest covers
+    # every record up to its last_position. Unchecked, any text passed as the id's position.
+    last = trusted.last_position if isinstance(trusted, LedgerDigest) else _MAX_POSITION
+    if not _POSITION(position) or not proof.leaf_index < int(position) <= last:
+        return ReceiptCheck(
+            False,
+            f"the receipt's id {str(shown.get('id'))[:80]!r} is not <position>-<hash> of its "
+            f"record (a position above its rank {proof.leaf_index} and at most {last}); ask "
+            "for the receipt again (`chatledger erasure-receipt ID`)",
+            shown,
+        )
     real = _fields(event, record.stream_id, f"{position}-{record.hash}")
     if shown != real:
         changed = sorted(k for k in real.keys() | shown.keys() if real.get(k) != shown.get(k))

@@ -25,7 +25,9 @@ def format_time(moment: datetime) -> str:
     if moment.tzinfo is None or moment.utcoffset() is None:
         msg = f"timestamp {moment.isoformat()} has no timezone; pass an aware datetime (UTC)"
         raise ValueError(msg)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime: its %Y does not pad a year below 1000 to four digits (glibc), which broke
+    # the fixed width (an imported record may be dated in year 1).
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:26] + "Z"
 
 
 def parse_time(text: str) -> datetime:

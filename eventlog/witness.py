@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from eventlog.errors import PersistenceError, RollbackError
+from eventlog.hashing import KEYED_CHAIN
 from eventlog.merkle import EMPTY_ROOT
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ MAX_ANCHORS = 64
 """Anchors a witness keeps (one per move that could not take a store's newest record into the
 tree); past it the oldest go, the newest stay."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_MAX_POSITION = (1 << 63) - 1
 
 
 def _leaf(record_hash: str) -> bytes:
@@ -150,6 +152,8 @@ class TreeState:
             or type(position) is not int
             or not isinstance(last, str)
             or size < 0
+            # n records end at position n or later, and a position fits 64 bits
+            or not size <= position <= _MAX_POSITION
             or len(frontier) != size.bit_count()
             or any(len(h) != 32 for h in frontier)
             or (size > 0) != bool(last)
@@ -164,7 +168,7 @@ class TreeState:
                 isinstance(a, list)
                 and len(a) == 2
                 and type(a[0]) is int
-                and a[0] > position
+                and position < a[0] <= _MAX_POSITION
                 and isinstance(a[1], str)
                 and _HEX64.fullmatch(a[1])
                 for a in anchors
@@ -179,12 +183,15 @@ class TreeState:
         return state
 
 
-def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, str]]:
-    """``(position, hash, kind)`` of every record after position ``after``, in global order."""
+def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, bool]]:
+    """``(position, hash, purge)`` of every record after position ``after``, in global order;
+    ``purge``: a purge's tombstone that verifies (a row made by hand, without the chain key,
+    must not restart the witness from a restored copy; a store without the key cannot tell)."""
     while True:
         page = store.read_all(gt=after, limit=_PAGE)
         for record in page:
-            yield record.position, record.hash, record.kind
+            purge = record.kind == _PURGED and store.check(record) in (None, KEYED_CHAIN)
+            yield record.position, record.hash, purge
         if len(page) < _PAGE:
             return
         after = page[-1].position
@@ -278,7 +285,7 @@ class Witness(ABC):
             return None
         try:
             return TreeState.from_json(text)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, RecursionError) as e:
             operation = "read witness"
             detail = (
                 f"{self.where} is not a chatledger witness ({e}); restore it from where it was "
@@ -393,14 +400,14 @@ class Witness(ABC):
     def _purged_since(store: EventStore, state: TreeState) -> bool:
         """Whether a retention purge came after the witnessed last record: it erased records,
         the witnessed one perhaps among them, so the witness starts again from the ledger."""
-        return any(kind == _PURGED for _, _, kind in _records(store, state.last_position))
+        return any(purge for _, _, purge in _records(store, state.last_position))
 
     def _extended(self, store: EventStore, state: TreeState) -> TreeState:
         """``state`` extended by every record after its last position. A purge tombstone
         means records were erased, leaf indexes shift: the tree is rebuilt from the start."""
         moved = state.copy()
-        for position, record_hash, kind in _records(store, state.last_position):
-            if kind == _PURGED and state.size:
+        for position, record_hash, purge in _records(store, state.last_position):
+            if purge and state.size:
                 return self._extended(store, TreeState())
             moved.push(position, record_hash)
         return moved

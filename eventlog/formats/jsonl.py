@@ -181,7 +181,7 @@ def _parse_header(line: str, source: str) -> None:
             "write one with `chatledger export`)",
         )
     version = header.get("version")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:  # true == 1 in Python
         raise _refuse(
             source,
             f"format version {version!r} is not {FORMAT_VERSION}; use the chatledger that "
@@ -504,7 +504,9 @@ def import_jsonl(
     # every record passes), the second writes. The copy makes the second pass read exactly
     # what the first checked - stdin cannot be read twice, and a file could change between
     # the passes - and memory holds one record per memory, not the file.
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as copy:
+    # newline="\n": the copy splits where the first pass did (universal newlines would also
+    # split at a "\r" inside a line, and the writing pass fail after writing some memories).
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as copy:
         plans = _validate(
             store, lines, source=source, gate=gate, skip_purged=skip_purged, copy=copy
         )
@@ -519,6 +521,9 @@ def import_jsonl(
                     "this ledger stores ids erasably (erasable_ids): import into a ledger "
                     "created without erasable_ids; nothing was written",
                 )
+            for key, plan in plans.items():
+                if plan.head is not None and key.startswith(PSEUDONYM_PREFIX):
+                    gate.named(store, key)
         copy.seek(0)
         return _write(store, copy, plans, source=source, gate=gate, progress=progress)
 
