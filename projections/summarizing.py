@@ -224,6 +224,8 @@ class SummarizingChatMemory(_WindowChatMemory):
         return self._with_summary(window, None if self._summary is None else self._summary.summary)
 
     def _view_at(self, seq: int, window: list[ChatMessage]) -> list[ChatMessage]:
+        if seq == 0:
+            return window  # before the first event: no record, no summary
         (record,) = read_checked(self._store, self._key, gt=seq - 1, lte=seq)
         at = window_meta(record).summary
         return self._with_summary(window, None if at is None else self._read_summary(at).summary)
