@@ -8,7 +8,8 @@ event naming the messages it covers. Every later event records which summary is 
 and never call the summarizer again.
 
 Failure is cheap by design: the message is written before the summarizer runs, so a summarizer
-that raises (or a process that dies while it runs) leaves the window LangChain4j-exact and the
+that raises, a summary the store cannot take (a lock held too long, a closed store), or a
+process that dies meanwhile leaves the window LangChain4j-exact and the
 evicted messages pending; every event records how far the summary reaches (``"sth"``), and the
 next eviction folds everything evicted since, in one call. A tool call and its results are
 never split: a call whose results have not left the window yet waits (``deferred``) for them.
@@ -288,7 +289,22 @@ class SummarizingChatMemory(_WindowChatMemory):
                 )
                 return
             self.last_error = None
-            if self._append_summary(text, fold, defer, previous_seq=self._summary_seq):
+            try:
+                if self._append_summary(text, fold, defer, previous_seq=self._summary_seq):
+                    return
+            except EventLogError as e:
+                # The add itself landed: raising would have the caller retry, and duplicate,
+                # a message already in the log. The summary stays pending (its coverage mark
+                # did not move), as when the summarizer fails.
+                self.last_error = e
+                _log.warning(
+                    "memory %r: could not append the summary (%s: %s); the message was added "
+                    "and the %d evicted messages are folded at the next eviction",
+                    self._key,
+                    type(e).__name__,
+                    e,
+                    len(fold),
+                )
                 return
         _log.warning(
             "memory %r: summary lost %d races; left for the next eviction", self._key, _ATTEMPTS
