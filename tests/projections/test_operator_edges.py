@@ -255,6 +255,48 @@ def test_compaction_racing_another_process_on_one_sqlite_file_changes_no_answer(
     assert len(compaction_runs(store)) == runs
 
 
+def test_retention_racing_a_writer_on_another_connection_never_loses_a_write(tmp_path):
+    path = tmp_path / "purge.db"
+    store = SQLiteEventStore(path)
+    n = 200
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def writer():
+        memory = MessageWindowChatMemory("w", max_messages=3, store=SQLiteEventStore(path))
+        try:
+            for i in range(n):
+                memory.add(UserMessage(f"w{i}"))
+        except BaseException as e:
+            failures.append(e)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    erasures = 0
+    while not done.is_set() or erasures == 0:
+        report = compact(
+            store,
+            idle_for=timedelta(0),
+            purge_idle_for=timedelta(0),
+            now=datetime.now(UTC) + FAR_FUTURE,
+        )
+        assert report.errors == ()
+        erasures += len(report.purged)
+    thread.join(timeout=120)
+    # Check the writer never saw an error, and every add is in the log once (erased or not)
+    assert failures == []
+    memory = MessageWindowChatMemory("w", max_messages=3, store=store)
+    kinds = [e.event.kind for e in memory.history()]
+    assert kinds.count("memory_erased") == erasures
+    assert kinds.count("message_added") + kinds.count("content_erased") == n
+    assert store.verify().ok
+    # Check the window shows only what was added after the last erasure
+    after = kinds[::-1].index("memory_erased")
+    assert len(memory.messages()) == min(after, 3)
+
+
 class _FailingProvider(ChatMemoryProvider[MessageWindowChatMemory]):
     """A provider whose evict fails once: a compaction interrupted half-way."""
 
@@ -426,6 +468,19 @@ def test_a_dynamic_limit_returning_nonsense_writes_nothing(store, bad):
     limit[0] = 2
     assert _added(memory) == ["kept"]
     assert _texts(memory.messages()) == ["kept"]
+
+
+@pytest.mark.parametrize(("limit", "shown"), [("20", "a str, '20'"), (20.0, "a float, 20.0")])
+def test_a_limit_from_a_config_file_says_why_it_was_refused(limit, shown):
+    # Check the message says the type: "but is: 20" alone (as it used to read) hides why
+    with pytest.raises(ValueError, match="pass an int") as error:
+        MessageWindowChatMemory("config", max_messages=limit)
+    assert str(error.value).startswith("max_messages must be greater than zero, but is: ")
+    assert shown in str(error.value)
+    with pytest.raises(ValueError, match="pass an int"):
+        TokenWindowChatMemory(
+            "config", max_tokens=limit, token_count_estimator=OpenAiTokenCountEstimator("gpt-4")
+        )
 
 
 def test_a_limit_of_one_with_a_tool_exchange(store):
@@ -660,3 +715,22 @@ def test_a_time_that_leaves_the_calendar_in_utc_is_a_clear_error(store):
     ):
         with pytest.raises(ValueError, match="outside the years 1-9999"):
             memory.as_of(at=moment)
+
+
+def test_as_of_a_time_shared_by_several_events_is_after_the_last_of_them(store):
+    memory = MessageWindowChatMemory("same-time", max_messages=5, store=store)
+    with freeze_time("2031-05-01T10:00:00Z") as frozen:
+        first = datetime.now(UTC)
+        memory.add(UserMessage("a"))
+        memory.add(UserMessage("b"), UserMessage("c"))
+        frozen.tick(timedelta(seconds=1))
+        memory.add(UserMessage("d"))
+        # Check a time equal to events' stamps includes them all, a microsecond before
+        # includes none, and a time between two stamps is the earlier one's view
+        assert _texts(memory.as_of(at=first)) == ["a", "b", "c"]
+        assert memory.as_of(at=first - timedelta(microseconds=1)) == []
+        assert _texts(memory.as_of(at=first + timedelta(milliseconds=500))) == ["a", "b", "c"]
+        assert _texts(memory.as_of(at=datetime.now(UTC))) == ["a", "b", "c", "d"]
+        # Check the same instant written in another zone is the same answer
+        east = first.astimezone(timezone(timedelta(hours=5, minutes=30)))
+        assert memory.as_of(at=east) == memory.as_of(at=first)
