@@ -631,6 +631,39 @@ def test_two_summarizing_objects_on_one_id_fold_each_message_once(tmp_path):
     assert store.verify().ok
 
 
+def test_a_summary_stays_in_force_for_an_object_opened_after_a_plain_writer(store):
+    calls: list[list[str]] = []
+
+    def summarize(evicted, previous):
+        calls.append(_texts(evicted))
+        return (previous or "") + "".join(f"[{m.text}]" for m in evicted)
+
+    summarizing = SummarizingChatMemory("mixed", max_messages=2, summarizer=summarize, store=store)
+    for i in range(4):
+        summarizing.add(UserMessage(f"m{i}"))
+    assert summarizing.summary == "[m0][m1]"
+    # A memory that does not summarize writes the same id (an older deployment still
+    # running, a script): its event records no summary
+    plain = MessageWindowChatMemory("mixed", max_messages=2, store=store)
+    plain.add(UserMessage("p"))
+    live = summarizing.messages()
+    assert _texts(live[1:]) == ["m3", "p"]
+    # Check an object opened now shows the summary in force, as the live object does (it
+    # used to show none), and time travel to that event agrees
+    fresh = SummarizingChatMemory("mixed", max_messages=2, summarizer=summarize, store=store)
+    assert fresh.messages() == live
+    assert fresh.summary == "[m0][m1]"
+    assert summarizing.as_of(seq=plain.seq) == live
+    assert fresh.as_of(seq=plain.seq) == live
+    # Check its next eviction folds only what left since (it used to fold everything
+    # evicted since the first event again, without the previous summary)
+    calls.clear()
+    fresh.add(UserMessage("q"))
+    assert calls == [["m2", "m3"]]
+    assert fresh.summary == "[m0][m1][m2][m3]"
+    assert summarizing.messages() == fresh.messages()
+
+
 # ---------------------------------------------------------------- 5. time travel
 
 
