@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -25,6 +26,7 @@ from eventlog import (
     UserMessage,
 )
 from eventlog.errors import ContentErasedError, PersistenceError, StoreClosedError
+from eventlog.store import EventStore
 from eventlog.timetext import format_time
 from projections import (
     ChatMemoryProvider,
@@ -35,6 +37,7 @@ from projections import (
     compact,
     compaction_runs,
 )
+from tests.conftest import PG_DSN, require_pg
 from tests.factories import a_tool_exchange
 
 FAR_FUTURE = timedelta(days=3650)
@@ -172,36 +175,57 @@ def test_a_huge_capacity_and_odd_id_types(tmp_path):
     assert provider.stats().creations == 3
 
 
-class _AppendsAfterEnds(SQLiteEventStore):
-    """A reader on which another connection's first append to a memory lands right after the
-    reader looked at that memory's ends, before it reads the records (a real second writer)."""
+def _appends_after_ends(base):
+    """A reader class on which another connection's first append to a memory lands right
+    after the reader looked at that memory's ends, before it reads the records."""
 
-    then: MessageWindowChatMemory | None = None
+    class AppendsAfterEnds(base):  # type: ignore[valid-type,misc]
+        then: MessageWindowChatMemory | None = None
 
-    def _ends(self, key):
-        ends = super()._ends(key)
-        writer, self.then = self.then, None
-        if writer is not None:
-            writer.add(UserMessage("first"))
-        return ends
+        def _ends(self, key):
+            ends = super()._ends(key)
+            writer, self.then = self.then, None
+            if writer is not None:
+                writer.add(UserMessage("first"))
+            return ends
+
+    return AppendsAfterEnds
 
 
-def test_reading_a_memory_while_another_connection_writes_its_first_event(tmp_path):
-    path = tmp_path / "first.db"
-    writer = SQLiteEventStore(path)
-    reader = _AppendsAfterEnds(path)
-    # Check a history read that meets the first write is served, not reported as a broken
-    # chain (it used to say "records were read but the memory has no head; restore the
-    # database from a backup")
-    reader.then = MessageWindowChatMemory("new", max_messages=3, store=writer)
-    events = MessageWindowChatMemory("new", max_messages=3, store=reader).history()
-    assert [e.event.message.text for e in events] == ["first"]
-    reader.then = MessageWindowChatMemory("new-2", max_messages=3, store=writer)
-    assert [r.seq for r in reader.read_verified("new-2")] == [1]
-    # Check a record put into a memory that has none is still refused, race or not
-    reader.then = MessageWindowChatMemory("new-3", max_messages=3, store=writer)
-    assert [r.seq for r in reader.read_verified("new-3", desc=True, limit=1)] == [1]
-    assert reader.verify().ok
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgres"])
+def test_reading_a_memory_while_another_connection_writes_its_first_event(tmp_path, backend_name):
+    writer: EventStore
+    if backend_name == "sqlite":
+        path = tmp_path / "first.db"
+        writer = SQLiteEventStore(path)
+        reader = _appends_after_ends(SQLiteEventStore)(path)
+    else:
+        require_pg()
+        from eventlog.postgres import PostgresEventStore
+
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        writer = PostgresEventStore(PG_DSN, schema=schema)
+        reader = _appends_after_ends(PostgresEventStore)(PG_DSN, schema=schema)
+    try:
+        # Check a history read that meets the first write is served, not reported as a
+        # broken chain (it used to say "records were read but the memory has no head;
+        # restore the database from a backup")
+        reader.then = MessageWindowChatMemory("new", max_messages=3, store=writer)
+        events = MessageWindowChatMemory("new", max_messages=3, store=reader).history()
+        assert [e.event.message.text for e in events] == ["first"]
+        reader.then = MessageWindowChatMemory("new-2", max_messages=3, store=writer)
+        assert [r.seq for r in reader.read_verified("new-2")] == [1]
+        reader.then = MessageWindowChatMemory("new-3", max_messages=3, store=writer)
+        assert [r.seq for r in reader.read_verified("new-3", desc=True, limit=1)] == [1]
+        assert reader.verify().ok
+    finally:
+        reader.close()
+        writer.close()
+        if backend_name == "postgres":
+            import psycopg
+
+            with psycopg.connect(PG_DSN, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 # ---------------------------------------------------------------- 2. compaction
