@@ -5,10 +5,11 @@ from any other SQLite file without opening it."""
 from __future__ import annotations
 
 import os
+import sqlite3
 
 import sqlite_utils
 
-__all__ = ["APPLICATION_ID", "MIGRATIONS", "is_ledger_file"]
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "foreign_tables", "is_ledger_file"]
 
 MIGRATIONS = sqlite_utils.Migrations("eventlog")
 
@@ -144,6 +145,25 @@ def m006_names(db: sqlite_utils.Database) -> None:
         "CREATE TABLE IF NOT EXISTS names (stream_id TEXT PRIMARY KEY, name TEXT NOT NULL) "
         "WITHOUT ROWID"
     )
+
+
+_TABLES = frozenset({"events", "snapshots", "settings", "heads", "ledger_blocks", "names"})
+_EVENT_COLUMNS = frozenset({"stream_id", "seq", "kind", "payload", "meta", "prev_hash", "hash"})
+
+
+def foreign_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables the migrations would create that another application made: the file has a
+    table of one of those names but no ``events`` table of a ledger's shape. The migrations
+    keep an existing table (``IF NOT EXISTS``) and alter it, so the store refuses to migrate
+    such a file rather than change another application's tables and then fail half-way."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    clash = sorted(names & _TABLES)
+    if not clash or (
+        "events" in names
+        and _EVENT_COLUMNS <= {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+    ):
+        return []
+    return clash
 
 
 def is_ledger_file(path: str | os.PathLike[str]) -> bool:

@@ -791,3 +791,44 @@ def test_as_of_a_time_shared_by_several_events_is_after_the_last_of_them(store):
         # Check the same instant written in another zone is the same answer
         east = first.astimezone(timezone(timedelta(hours=5, minutes=30)))
         assert memory.as_of(at=east) == memory.as_of(at=first)
+
+
+# ---------------------------------------------------------------- 6. the wrong file
+
+
+@pytest.mark.parametrize("table", ["events (x)", "settings (name PRIMARY KEY, value)"])
+def test_opening_another_applications_database_changes_nothing_in_it(tmp_path, table):
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TABLE {table}")
+        conn.execute("CREATE TABLE users (name)")
+    conn.close()
+
+    def shape():
+        with sqlite3.connect(path) as conn:
+            tables = conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+        conn.close()
+        return tables, mode
+
+    before = shape()
+    # Check an operator who points a store at the wrong file gets a clear refusal (it used to
+    # add columns to that table, create chatledger's tables, switch the file to WAL, and then
+    # fail with "no such column: e.stream_id")
+    with pytest.raises(PersistenceError, match="not a chatledger ledger") as error:
+        SQLiteEventStore(path)
+    assert table.split()[0] in str(error.value)
+    assert shape() == before
+
+
+def test_a_file_shared_with_an_application_whose_tables_do_not_clash_still_opens(tmp_path):
+    path = tmp_path / "shared.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (name)")
+    conn.close()
+    store = SQLiteEventStore(path)
+    MessageWindowChatMemory("m", max_messages=2, store=store).add(UserMessage("hi"))
+    store.close()
+    # Check a ledger reopens (its own tables are no clash)
+    again = SQLiteEventStore(path)
+    assert _added(MessageWindowChatMemory("m", max_messages=2, store=again)) == ["hi"]
