@@ -41,14 +41,13 @@ from eventlog.recorders.sqlite_open import SQLiteLedgerTx as _Tx
 from eventlog.recorders.sqlite_schema import (
     APPLICATION_ID,
     MIGRATIONS,
-    foreign_tables,
     is_ledger_file,
+    owned,
 )
 from eventlog.recorders.sqlite_sql import (
     COLUMNS,
     ENDS_RECORDS,
     ENDS_SEAL,
-    EVENTS_EXIST,
     HEAD_SEAL,
     HEADS_EXIST,
     INSERT,
@@ -215,19 +214,8 @@ class SQLiteEventStore(SQLiteErasure):
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
             # Switching to WAL rewrites the file header: never do it to a file that is not
             # ours (create_schema=False on another app's database must change nothing).
-            ours = create_schema or self._conn.execute(EVENTS_EXIST).fetchone() is not None
-            clash = foreign_tables(self._conn) if create_schema and not read_only else []
-            if clash:
-                # Before the WAL switch and the migrations: nothing of the file is changed.
-                operation, detail = (
-                    "open",
-                    (
-                        f"{self._where} is not a chatledger ledger but has tables named as "
-                        f"chatledger's ({', '.join(clash)}); migrating would alter them - give "
-                        "chatledger a file of its own"
-                    ),
-                )
-                raise PersistenceError(operation, detail)
+            # (A file whose tables clash with ours is refused here, before anything changes.)
+            ours = owned(self._conn, self._where, create_schema=create_schema, read_only=read_only)
             if read_only:
                 # Belt and braces: SQLite itself refuses any write on this connection.
                 self._conn.execute("PRAGMA query_only = ON")
