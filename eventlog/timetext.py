@@ -18,16 +18,25 @@ def format_time(moment: datetime) -> str:
     Fixed width makes text order equal time order, so stores can compare the stored text.
 
     Raises:
-        ValueError: If ``moment`` is naive (no timezone): its instant would be a guess.
+        ValueError: If ``moment`` is naive (no timezone): its instant would be a guess; or if
+            it falls outside the years 1-9999 in UTC.
     """
     if moment.tzinfo is UTC:  # the hot path: the stores' own clock
         return moment.isoformat(timespec="microseconds")[:26] + "Z"
     if moment.tzinfo is None or moment.utcoffset() is None:
         msg = f"timestamp {moment.isoformat()} has no timezone; pass an aware datetime (UTC)"
         raise ValueError(msg)
-    # Not strftime: its %Y does not pad a year below 1000 to four digits (glibc), which broke
-    # the fixed width (an imported record may be dated in year 1).
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:26] + "Z"
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        msg = (
+            f"timestamp {moment.isoformat()} is outside the years 1-9999 once converted to UTC; "
+            "pass a time within them"
+        )
+        raise ValueError(msg) from None
+    # isoformat, not strftime: strftime's %Y does not pad years before 1000 on every platform,
+    # and a short year would sort after every four-digit one.
+    return utc.isoformat(timespec="microseconds")[:26] + "Z"
 
 
 def parse_time(text: str) -> datetime:

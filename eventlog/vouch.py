@@ -182,10 +182,17 @@ def vouch(
     ordered = list(reversed(found)) if desc else list(found)
     seal, first, last = _checked_ends(store, key, ends)
     if last is None or first is None:
-        if ordered:
+        if not ordered:
+            return
+        # The memory had no records when its ends were read, so these were appended since
+        # (another connection's first write): check them against its ends as they are now,
+        # the highest seq read being the one known to exist.
+        seal, first, last = _checked_ends(store, key, store._ends(key))
+        if last is None or first is None:
             raise _refuse(key, ordered[0].seq, "records were read but the memory has no head")
-        return
-    known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
+        known = max(r.seq for r in ordered)
+    else:
+        known = seal.seq if seal is not None and seal is not NO_SEALS else last.seq
     _check_range(key, [r.seq for r in ordered], first.seq, known, gt, lte, limit, desc)
     _check_records(store, key, ordered, erased_bound(seal))
     if store._key is not None and any(r.format != 3 for r in ordered):

@@ -8,7 +8,8 @@ event naming the messages it covers. Every later event records which summary is 
 and never call the summarizer again.
 
 Failure is cheap by design: the message is written before the summarizer runs, so a summarizer
-that raises (or a process that dies while it runs) leaves the window LangChain4j-exact and the
+that raises, a summary the store cannot take (a lock held too long, a closed store), or a
+process that dies meanwhile leaves the window LangChain4j-exact and the
 evicted messages pending; every event records how far the summary reaches (``"sth"``), and the
 next eviction folds everything evicted since, in one call. A tool call and its results are
 never split: a call whose results have not left the window yet waits (``deferred``) for them.
@@ -53,6 +54,7 @@ Summarizer: TypeAlias = Callable[[list[ChatMessage], "str | None"], "str | Await
 
 _FOLDED = ("evicted", "orphan")  # what the rules evicted; set and clear are the app's choice
 _ATTEMPTS = 3  # lost races before the summary waits for the next eviction
+_LOOK_BACK = 256  # events read per page looking back for the summary in force
 _log = logging.getLogger("chatledger.summarizing")
 
 
@@ -161,6 +163,7 @@ class SummarizingChatMemory(_WindowChatMemory):
         self._summary_seq: int | None = None  # the summary event in force
         self._summary: SummaryRecorded | None = None
         self._through = 0  # evictions up to this seq are summarized (or deferred)
+        self._followed = False  # whether _through and the summary were read from a head
         self.last_error: BaseException | None = None
         """The exception of the last summarizer call that failed (None after a success)."""
         super().__init__(id, policy, store, valid_for)
@@ -177,6 +180,7 @@ class SummarizingChatMemory(_WindowChatMemory):
     def _observe(self, head: Record | None) -> None:
         if head is None:
             self._summary_seq, self._summary, self._through = None, None, 0
+            self._followed = False
             return
         meta = window_meta(head)
         if meta.through is not None:
@@ -185,15 +189,20 @@ class SummarizingChatMemory(_WindowChatMemory):
             # A clear: start afresh. (Another history under us was forgotten before this
             # call, see _changed_under_us: nothing kept from it names its events.)
             through, summary = head.seq, None
-        else:
+        elif self._followed:
             # Written by a memory that does not summarize (another process on the same id):
             # what it evicted is folded at our next eviction, the summary stays in force.
             through, summary = self._through, self._summary_seq
+        else:
+            # The same, seen by an object just opened (or reloaded): the summary in force is
+            # the one the newest summarizing event before it names, not none.
+            through, summary = self._in_force(head)
         if summary != self._summary_seq:
             # Read before anything is set: a failed read leaves the old state whole.
             text = None if summary is None else self._read_summary(summary)
             self._summary_seq, self._summary = summary, text
         self._through = through
+        self._followed = True
 
     def _read_summary(self, seq: int) -> SummaryRecorded:
         (record,) = read_checked(self._store, self._key, gt=seq - 1, lte=seq)
@@ -224,9 +233,32 @@ class SummarizingChatMemory(_WindowChatMemory):
         return self._with_summary(window, None if self._summary is None else self._summary.summary)
 
     def _view_at(self, seq: int, window: list[ChatMessage]) -> list[ChatMessage]:
+        if seq == 0:
+            return window  # before the first event: no record, no summary
         (record,) = read_checked(self._store, self._key, gt=seq - 1, lte=seq)
-        at = window_meta(record).summary
+        _, at = self._in_force(record)
         return self._with_summary(window, None if at is None else self._read_summary(at).summary)
+
+    def _in_force(self, record: Record) -> tuple[int, int | None]:
+        """``(through, summary)`` in force after ``record``: its own window record's, or, for
+        an event written by a memory that does not summarize, those of the newest event
+        before it that records them (read back a page at a time; a clear starts afresh)."""
+        batch = [record]
+        while True:
+            for event in batch:  # newest first
+                meta = window_meta(event)
+                if meta.through is not None:
+                    return meta.through, meta.summary
+                if event.kind in EMPTYING_KINDS:
+                    return event.seq, None
+            oldest = batch[-1].seq
+            if oldest <= 1:
+                return 0, None
+            batch = read_checked(
+                self._store, self._key, lte=oldest - 1, desc=True, limit=_LOOK_BACK
+            )
+            if not batch:
+                return 0, None
 
     # ------------------------------------------------------------------ writing
 
@@ -286,7 +318,22 @@ class SummarizingChatMemory(_WindowChatMemory):
                 )
                 return
             self.last_error = None
-            if self._append_summary(text, fold, defer, previous_seq=self._summary_seq):
+            try:
+                if self._append_summary(text, fold, defer, previous_seq=self._summary_seq):
+                    return
+            except EventLogError as e:
+                # The add itself landed: raising would have the caller retry, and duplicate,
+                # a message already in the log. The summary stays pending (its coverage mark
+                # did not move), as when the summarizer fails.
+                self.last_error = e
+                _log.warning(
+                    "memory %r: could not append the summary (%s: %s); the message was added "
+                    "and the %d evicted messages are folded at the next eviction",
+                    self._key,
+                    type(e).__name__,
+                    e,
+                    len(fold),
+                )
                 return
         _log.warning(
             "memory %r: summary lost %d races; left for the next eviction", self._key, _ATTEMPTS

@@ -108,6 +108,10 @@ def check_limit(name: str, value: object) -> int:
     """LangChain4j's ``ensureGreaterThanZero`` with Python names: ``max_messages must be ...``."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         msg = f"{name} must be greater than zero, but is: {value}"
+        if value is not None and type(value) is not int:
+            # A limit read from a config file arrives as "20": LangChain4j's text alone
+            # ("but is: 20") would hide why 20 was refused.
+            msg += f" (a {type(value).__name__}, {value!r}; pass an int)"
         raise ValueError(msg)
     return value
 

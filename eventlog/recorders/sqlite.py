@@ -38,12 +38,16 @@ from eventlog.models import (
 from eventlog.names import settle_ids
 from eventlog.recorders.sqlite_erase import CLEANUP_WAIT, SQLiteErasure
 from eventlog.recorders.sqlite_open import SQLiteLedgerTx as _Tx
-from eventlog.recorders.sqlite_schema import APPLICATION_ID, MIGRATIONS, is_ledger_file
+from eventlog.recorders.sqlite_schema import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    is_ledger_file,
+    owned,
+)
 from eventlog.recorders.sqlite_sql import (
     COLUMNS,
     ENDS_RECORDS,
     ENDS_SEAL,
-    EVENTS_EXIST,
     HEAD_SEAL,
     HEADS_EXIST,
     INSERT,
@@ -210,7 +214,8 @@ class SQLiteEventStore(SQLiteErasure):
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
             # Switching to WAL rewrites the file header: never do it to a file that is not
             # ours (create_schema=False on another app's database must change nothing).
-            ours = create_schema or self._conn.execute(EVENTS_EXIST).fetchone() is not None
+            # (A file whose tables clash with ours is refused here, before anything changes.)
+            ours = owned(self._conn, self._where, create_schema=create_schema, read_only=read_only)
             if read_only:
                 # Belt and braces: SQLite itself refuses any write on this connection.
                 self._conn.execute("PRAGMA query_only = ON")

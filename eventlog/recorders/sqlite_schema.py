@@ -5,10 +5,14 @@ from any other SQLite file without opening it."""
 from __future__ import annotations
 
 import os
+import sqlite3
 
 import sqlite_utils
 
-__all__ = ["APPLICATION_ID", "MIGRATIONS", "is_ledger_file"]
+from eventlog.errors import PersistenceError
+from eventlog.recorders.sqlite_sql import EVENTS_EXIST
+
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "is_ledger_file", "owned", "refuse_foreign_tables"]
 
 MIGRATIONS = sqlite_utils.Migrations("eventlog")
 
@@ -144,6 +148,49 @@ def m006_names(db: sqlite_utils.Database) -> None:
         "CREATE TABLE IF NOT EXISTS names (stream_id TEXT PRIMARY KEY, name TEXT NOT NULL) "
         "WITHOUT ROWID"
     )
+
+
+_TABLES = frozenset({"events", "snapshots", "settings", "heads", "ledger_blocks", "names"})
+_EVENT_COLUMNS = frozenset({"stream_id", "seq", "kind", "payload", "meta", "prev_hash", "hash"})
+
+
+def refuse_foreign_tables(conn: sqlite3.Connection, where: str) -> None:
+    """Refuse a file with a table the migrations would create but another application made:
+    one of those names, and no ``events`` table of a ledger's shape. The migrations keep an
+    existing table (``IF NOT EXISTS``) and alter it, so such a file is refused before anything
+    of it changes (the WAL switch, a column added to another application's table).
+
+    Raises:
+        PersistenceError: The file has such tables.
+    """
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    clash = sorted(names & _TABLES)
+    if not clash or (
+        "events" in names
+        and {row[1] for row in conn.execute("PRAGMA table_info(events)")} >= _EVENT_COLUMNS
+    ):
+        return
+    operation, detail = (
+        "open",
+        (
+            f"{where} is not a chatledger ledger but has tables named as chatledger's "
+            f"({', '.join(clash)}); migrating would alter them - give chatledger a file of its own"
+        ),
+    )
+    raise PersistenceError(operation, detail)
+
+
+def owned(conn: sqlite3.Connection, where: str, *, create_schema: bool, read_only: bool) -> bool:
+    """Whether the file's journal mode is ours to set: the store creates its schema here, or
+    the file has an ``events`` table.
+
+    Raises:
+        PersistenceError: A writable open that would migrate a file whose tables clash with
+            chatledger's (:func:`refuse_foreign_tables`).
+    """
+    if create_schema and not read_only:
+        refuse_foreign_tables(conn, where)
+    return create_schema or conn.execute(EVENTS_EXIST).fetchone() is not None
 
 
 def is_ledger_file(path: str | os.PathLike[str]) -> bool:
