@@ -316,15 +316,16 @@ class Recorder(ABC):
         found = self.read_all(gt=position - 1, limit=1)
         return found[0].hash if found and found[0].position == position else None
 
-    def _purged_after(self, position: int) -> bool:
-        """Backend hook: whether a retention purge's tombstone was committed after global
-        ``position`` (every committed record, as :meth:`_hash_at`)."""
+    def _purges_after(self, position: int, limit: int) -> list[Record]:
+        """Backend hook: up to ``limit`` retention purge tombstones (``memory_purged``
+        records) committed after global ``position``, in global order (every committed
+        record, as :meth:`_hash_at`). The witness checks each before it excuses anything."""
+        found: list[Record] = []
         after = position
-        while page := self.read_all(gt=after, limit=10_000):
-            if any(r.kind == "memory_purged" for r in page):
-                return True
+        while len(found) < limit and (page := self.read_all(gt=after, limit=10_000)):
+            found.extend(r for r in page if r.kind == "memory_purged")
             after = page[-1].position
-        return False
+        return found[:limit]
 
     def _reopen_path(self) -> tuple[str, int, int] | None:
         """Backend hook: ``(absolute path, st_dev, st_ino)`` of the file a worker process may

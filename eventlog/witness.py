@@ -25,10 +25,9 @@ miss), and costs a pass over the log on every open. When the anchor check fails,
 once to tell "behind" from "diverging" and to name both sizes.
 
 On PostgreSQL the tree grows only below the oldest transaction still running (``read_all``'s
-watermark), so a transaction held open elsewhere keeps the newest records out of it. A move
-that could not take in the store's newest record keeps it as an *anchor* (position and hash),
-which every check reads directly by position: whoever holds a transaction open cannot put an
-older copy back unnoticed meanwhile.
+watermark). A move that could not take in the store's newest record keeps it as an *anchor*
+(position, hash), read by position on every check: whoever holds a transaction open cannot put
+an older copy back unnoticed meanwhile.
 """
 
 from __future__ import annotations
@@ -63,8 +62,7 @@ _PURGED = "memory_purged"
 DEFAULT_EVERY = 1_000
 DEFAULT_SECONDS = 5.0
 MAX_ANCHORS = 64
-"""Anchors a witness keeps (one per move that could not take a store's newest record into the
-tree); past it the oldest go, the newest stay."""
+"""Anchors a witness keeps (one per move that left a store's newest record out); oldest go first."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _MAX_POSITION = (1 << 63) - 1
 
@@ -183,14 +181,19 @@ class TreeState:
         return state
 
 
+def _genuine(store: EventStore, record: Record) -> bool:
+    """Whether a purge's tombstone verifies: a row made by hand, without the chain key, must not
+    restart the witness or excuse a missing anchor (a store without the key cannot tell)."""
+    return store.check(record) in (None, KEYED_CHAIN)
+
+
 def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, bool]]:
     """``(position, hash, purge)`` of every record after position ``after``, in global order;
-    ``purge``: a purge's tombstone that verifies (a row made by hand, without the chain key,
-    must not restart the witness from a restored copy; a store without the key cannot tell)."""
+    ``purge``: a purge's tombstone that is :func:`_genuine`."""
     while True:
         page = store.read_all(gt=after, limit=_PAGE)
         for record in page:
-            purge = record.kind == _PURGED and store.check(record) in (None, KEYED_CHAIN)
+            purge = record.kind == _PURGED and _genuine(store, record)
             yield record.position, record.hash, purge
         if len(page) < _PAGE:
             return
@@ -349,8 +352,7 @@ class Witness(ABC):
             anchors = sorted({a for a in [*state.anchors, *mine] if a[0] > state.last_position})
             self._check_anchors(store, state, anchors, operation, where)
             moved = self._extended(store, state)
-            # What the tree could not take in yet (PostgreSQL: records above a transaction
-            # still open elsewhere): kept as anchors, so a copy without them is refused too.
+            # What the tree could not take in yet (PostgreSQL): kept, and checked, as anchors.
             moved.anchors = [a for a in anchors if a[0] > moved.last_position][-MAX_ANCHORS:]
             if (moved.size, moved.last_position, moved.anchors) != (
                 state.size,
@@ -381,11 +383,11 @@ class Witness(ABC):
         where: str,
     ) -> None:
         """Refuse a ledger that lost one of ``anchors`` (records after ``state``'s tree),
-        unless a retention purge came after the tree (it deletes records)."""
+        unless a genuine retention purge came after the tree (it deletes records)."""
         for position, record_hash in anchors:
             if store._hash_at(position) == record_hash:
                 continue
-            if store._purged_after(state.last_position):
+            if any(_genuine(store, r) for r in store._purges_after(state.last_position, 100)):
                 return
             raise RollbackError(
                 operation,

@@ -95,10 +95,11 @@ class PostgresReads(PostgresBase):
         row = self._read("witness", lambda conn: conn.execute(query, (position,)).fetchone())
         return None if row is None else str(row[0])
 
-    def _purged_after(self, position: int) -> bool:
-        query = self._q["purged_after"]
-        row = self._read("witness", lambda conn: conn.execute(query, (position,)).fetchone())
-        return bool(row and row[0])
+    def _purges_after(self, position: int, limit: int) -> list[Record]:
+        query = self._q["purges_after"]
+        return self._read(
+            "witness", lambda conn: [Record(*r) for r in conn.execute(query, (position, limit))]
+        )
 
     def head(self, memory_id: MemoryId) -> StreamHead | None:
         key = self._stream_key(memory_id, "head")

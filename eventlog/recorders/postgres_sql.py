@@ -239,8 +239,8 @@ _Q_READ_ALL = _Q_SELECT + (
 )
 # The witness's anchors (eventlog.witness): any committed record, also above the watermark.
 _Q_HASH_AT = "SELECT hash FROM {schema}.events WHERE position = %s"
-_Q_PURGED_AFTER = (
-    "SELECT EXISTS (SELECT 1 FROM {schema}.events WHERE position > %s AND kind = 'memory_purged')"
+_Q_PURGES_AFTER = _Q_SELECT + (
+    "WHERE position > %s AND kind = 'memory_purged' ORDER BY position LIMIT %s"
 )
 _Q_WATERMARK = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 20"
 # Which of an append's records landed (their hashes were computed before sending): resolves an
@@ -385,7 +385,7 @@ _TEMPLATES = {
     "range_rows": _Q_RANGE_ROWS,
     "read_all": _Q_READ_ALL,
     "hash_at": _Q_HASH_AT,
-    "purged_after": _Q_PURGED_AFTER,
+    "purges_after": _Q_PURGES_AFTER,
     "watermark": _Q_WATERMARK,
     "terminate_holder": _Q_TERMINATE_HOLDER,
     "lock_events_share": _Q_LOCK_EVENTS_SHARE,

@@ -61,7 +61,7 @@ class ReadContract:
             everything[2].position,
         ]
 
-    def test_hash_at_and_purged_after_see_every_committed_record(self, store):
+    def test_hash_at_and_purges_after_see_every_committed_record(self, store):
         # The witness's anchor checks (eventlog.witness): a backend that overrides them must
         # agree with the default, which reads through read_all.
         records = store.append("u1", batch("a", "b"))
@@ -69,11 +69,11 @@ class ReadContract:
         for record in records:
             assert store._hash_at(record.position) == record.hash
         assert store._hash_at(records[-1].position + 10**9) is None
-        assert store._purged_after(0) is False
+        assert store._purges_after(0, 10) == []
         tombstone = store.purge("u1", expected_seq=2, reason="retention")
         assert store._hash_at(records[0].position) is None  # deleted by the purge
-        assert store._purged_after(records[-1].position) is True
-        assert store._purged_after(tombstone.position) is False
+        assert store._purges_after(records[-1].position, 10) == [tombstone]
+        assert store._purges_after(tombstone.position, 10) == []
 
     def test_head_follows_appends(self, store):
         assert store.head("u1") is None

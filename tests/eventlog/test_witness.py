@@ -726,3 +726,36 @@ def test_a_rollback_of_the_stores_own_records_is_refused_on_close_while_a_transa
         with pytest.raises(RollbackError) as caught:
             store.close()
         assert caught.value.operation == "close"
+
+
+@pytest.mark.skip_backend("memory", "sqlite")
+def test_a_hand_made_purge_row_does_not_excuse_a_missing_anchor(backend, tmp_path):
+    import psycopg
+    from psycopg import sql
+
+    key = b"k" * 32
+    path = tmp_path / "w"
+    store = backend.open(witness=path, chain_key=key)
+    store.append("u1", batch("a"))
+    store.close()
+    _snapshot(backend)
+    with _transaction_held_open():
+        store = backend.open(witness=path, chain_key=key)
+        store.append("u1", batch("b", "c"))
+        store.close()
+        _restore(backend)
+        # The forger writes to the database without the chain key: a row that merely says
+        # memory_purged must not explain away the anchored record it removed.
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (position, stream_id, seq, recorded_at, kind, "
+                    "schema_version, payload, meta, prev_hash, hash, salt, commitment, format) "
+                    "VALUES ((pg_current_xact_id()::text::bigint << 20), 'zz', 1, "
+                    "'2026-01-01T00:00:00.000000Z', 'memory_purged', 1, '{{}}', '{{}}', %s, %s, "
+                    "'', '', 1)"
+                ).format(sql.Identifier(backend.schema, "events")),
+                ("0" * 64, "1" * 64),
+            )
+        with pytest.raises(RollbackError):
+            backend.open(witness=path, chain_key=key)
