@@ -615,6 +615,13 @@ def test_a_postgres_witness_in_a_table_named_with_capitals_and_a_dot_is_read_bac
     assert state is not None and state.size == 3
 
 
+def _witness_one_record(backend, path, **options):
+    """A ledger of one record (u1's "a") and its witness at ``path``."""
+    store = backend.open(witness=path, **options)
+    store.append("u1", batch("a"))
+    store.close()
+
+
 @contextlib.contextmanager
 def _transaction_held_open() -> Iterator[None]:
     """A transaction with an id, open on another connection for the block: PostgreSQL's
@@ -630,9 +637,7 @@ def _transaction_held_open() -> Iterator[None]:
 @pytest.mark.skip_backend("memory", "sqlite")
 def test_records_a_transaction_held_open_keeps_out_of_the_tree_are_anchored(backend, tmp_path):
     path = tmp_path / "w"
-    store = backend.open(witness=path)
-    store.append("u1", batch("a"))
-    store.close()
+    _witness_one_record(backend, path)
     with _transaction_held_open():
         store = backend.open(witness=path)
         appended = store.append("u1", batch("b", "c"))
@@ -651,9 +656,7 @@ def test_records_a_transaction_held_open_keeps_out_of_the_tree_are_anchored(back
 @pytest.mark.skip_backend("memory", "sqlite")
 def test_a_rollback_behind_a_transaction_held_open_is_refused(backend, tmp_path):
     path = tmp_path / "w"
-    store = backend.open(witness=path)
-    store.append("u1", batch("a"))
-    store.close()
+    _witness_one_record(backend, path)
     _snapshot(backend)
     # The attacker holds a transaction open so the tree cannot pass it, waits for the app's
     # next records, then puts the older copy back (records and seal: the read path passes it).
@@ -673,9 +676,7 @@ def test_a_rollback_behind_a_transaction_held_open_is_refused(backend, tmp_path)
 @pytest.mark.skip_backend("memory", "sqlite")
 def test_an_anchored_record_a_retention_purge_deleted_is_not_a_rollback(backend, tmp_path):
     path = tmp_path / "w"
-    store = backend.open(witness=path)
-    store.append("u1", batch("a"))
-    store.close()
+    _witness_one_record(backend, path)
     with _transaction_held_open():
         store = backend.open(witness=path)
         store.append("u2", batch("b", "c"))
@@ -735,9 +736,7 @@ def test_a_hand_made_purge_row_does_not_excuse_a_missing_anchor(backend, tmp_pat
 
     key = b"k" * 32
     path = tmp_path / "w"
-    store = backend.open(witness=path, chain_key=key)
-    store.append("u1", batch("a"))
-    store.close()
+    _witness_one_record(backend, path, chain_key=key)
     _snapshot(backend)
     with _transaction_held_open():
         store = backend.open(witness=path, chain_key=key)
