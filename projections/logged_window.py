@@ -24,11 +24,11 @@ from eventlog.store import EventStore
 from eventlog.vouch import REMEDY
 from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.replay import (
+    WindowRefs,
     materialize,
     origin_entries,
     read_checked,
     window_meta,
-    window_refs,
 )
 from projections.validity import profile_of
 from projections.window import Entry, TokenWindowPolicy, Window, WindowPolicy
@@ -115,10 +115,19 @@ class LoggedWindow:
         self._seq, self._hash = -1, ""
         self._observe(None)  # nor what a subclass kept from the old history's window record
 
-    def _move_to(self, record: Record, entries: list[Entry]) -> None:
+    def _move_to(self, record: Record, known: dict[tuple[int, int], Entry]) -> None:
+        """Adopt the window ``record`` recorded, reading only the messages not ``known``."""
+        meta = window_meta(record)  # decoded once: the refs and the system messages' state
+        entries = materialize(
+            self._store,
+            self._key,
+            WindowRefs(meta.runs, meta.size),
+            identity=self._policy.identity,
+            known=known,
+        )
         # The system messages stay settled only while every event says so (``sys`` recorded);
         # a history written before that was recorded is settled again by a clear or a set.
-        settled = record.kind in EMPTYING_KINDS or window_meta(record).system is not None
+        settled = record.kind in EMPTYING_KINDS or meta.system is not None
         self._settle(entries, record.seq, record.hash, system_settled=settled)
         try:
             self._observe(record)
@@ -151,7 +160,7 @@ class LoggedWindow:
                 "from a backup, or read the history (iter_history) to rebuild the memory",
             )
         (record,) = found
-        self._move_to(record, self._recorded(record, {}))
+        self._move_to(record, {})
 
     def _still_holds(self, head_seq: int) -> bool:
         """True when the event this object last saw is still in the log, with its hash: the
@@ -176,17 +185,7 @@ class LoggedWindow:
         known = {e.ref: e for e in self._window.entries}
         for record in tail:
             known.update(origin_entries(record, self._policy.identity))
-        self._move_to(tail[-1], self._recorded(tail[-1], known))
-
-    def _recorded(self, record: Record, known: dict[tuple[int, int], Entry]) -> list[Entry]:
-        """The window ``record`` recorded, reading only the messages not ``known``."""
-        return materialize(
-            self._store,
-            self._key,
-            window_refs(record),
-            identity=self._policy.identity,
-            known=known,
-        )
+        self._move_to(tail[-1], known)
 
     def _settle(
         self, entries: list[Entry], seq: int, head_hash: str, *, system_settled: bool = True

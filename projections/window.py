@@ -528,7 +528,12 @@ class Window:
         others)."""
         if not self.system_settled:
             return None
-        return [list(e.ref) for e in self.entries if isinstance(e.message, SystemMessage)]
+        # Settled, the window holds at most one (an add replaces it, a set brought at most
+        # one): the scan of every add stops there, usually at the front.
+        for e in self.entries:
+            if isinstance(e.message, SystemMessage):
+                return [list(e.ref)]
+        return []
 
     def view(self, limit: int) -> list[Entry]:
         """What LangChain4j's ``messages()`` shows under ``limit``: the entries, trimmed if the

@@ -39,7 +39,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 try:
     from agents import TResponseInputItem
@@ -82,6 +82,17 @@ __all__ = ["ITEM_KEY", "LedgerSession", "item_of", "message_of", "window_callbac
 _T = TypeVar("_T")
 
 
+class _Served(NamedTuple):
+    """What ``get_items()`` last returned: the items in steps, their refs, the runs of the list
+    they were read from (None: ``get_items()`` was not called on this object) and the limit
+    it was asked for."""
+
+    items: list[tuple[Item, ...]]
+    refs: list[tuple[Ref, ...]]
+    runs: list[Run] | None
+    wanted: int | None
+
+
 class LedgerSession(SessionABC):
     """An OpenAI Agents SDK session whose items are events of a chatledger memory.
 
@@ -113,12 +124,9 @@ class LedgerSession(SessionABC):
         self.items = ItemList(store, session_id)
         self._memory: MessageWindowChatMemory | None = None
         self._closed = False
-        # What get_items() last returned, with the refs of each item: window_callback()
-        # names the history items it sends by these refs.
-        self._served: tuple[list[tuple[Item, ...]], list[tuple[Ref, ...]]] = ([], [])
-        # ... and the list it read them from, and the limit it was asked for: the list a
-        # recorded call chose from (None: get_items() was not called on this object).
-        self._served_from: tuple[list[Run], int | None] | None = None
+        # What get_items() last returned: window_callback() names the history items it
+        # sends by their refs, and records the list they were read from.
+        self._served = _Served([], [], None, None)
 
     @property
     def memory(self) -> MessageWindowChatMemory:
@@ -164,16 +172,14 @@ class LedgerSession(SessionABC):
         while (step := await off_loop(self.store, _step, steps, refs)) is not None:
             parts.append(step[0])
             ref_parts.append(step[1])
-        self._served = (parts, ref_parts)  # tuples: the caller may edit the list it gets
-        self._served_from = (runs, wanted)
+        self._served = _Served(parts, ref_parts, runs, wanted)  # tuples: the caller may edit
         return await off_loop(self.store, _joined, parts)
 
     def _items(self, wanted: int) -> list[TResponseInputItem]:
         runs: list[Run] = []
         stored, refs = self.items.newest_refs(wanted, runs_out=runs)
         items = _items_of_stored(stored)
-        self._served = ([tuple(cast("list[Item]", items))], [tuple(refs)])
-        self._served_from = (runs, wanted)
+        self._served = _Served([tuple(cast("list[Item]", items))], [tuple(refs)], runs, wanted)
         return items
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
@@ -287,7 +293,7 @@ class LedgerSession(SessionABC):
                     tokens=_tokens(policy, chosen),
                     adapter="openai_agents",
                 )
-                served = self._served_from
+                runs, wanted = self._served.runs, self._served.wanted
                 try:
                     # With the list the history was read from, which the audit re-runs the
                     # policy over (not the list as another writer left it meanwhile).
@@ -296,7 +302,7 @@ class LedgerSession(SessionABC):
                             self.store,
                             self.items.record_sent,
                             event,
-                            chosen_from=None if served is None else served[0],
+                            chosen_from=runs,
                         )
                     )
                 except ConcurrencyError:
@@ -304,9 +310,9 @@ class LedgerSession(SessionABC):
                     # read it again (as the SDK asked for it) and choose again from it.
                     now = time.monotonic()
                     deadline = deadline or now + RETRY_FOR
-                    if served is None or now > deadline:
+                    if runs is None or now > deadline:
                         raise
-                    history = cast("list[Item]", await self._get(served[1]))
+                    history = cast("list[Item]", await self._get(wanted))
                     continue
                 return chosen
 
@@ -315,7 +321,7 @@ class LedgerSession(SessionABC):
     def _sent_entries(self, chosen: list[Item]) -> list[dict[str, Any]]:
         """Each chosen item as a ref to the event holding an equal item that get_items()
         served (each served item used once), else the item itself."""
-        served, refs = self._served
+        served, refs = self._served.items, self._served.refs
         by_text: dict[str, list[Ref]] = {}
         for item, ref in zip(chain.from_iterable(served), chain.from_iterable(refs), strict=True):
             by_text.setdefault(_canonical(item), []).append(ref)
