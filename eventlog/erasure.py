@@ -133,17 +133,21 @@ def erasure_record(
     return encode_event(event), event
 
 
-def tombstone(head: StreamHead, count: int, reason: str, now: datetime) -> NewRecord:
-    """The ``memory_purged`` record ``purge`` appends before deleting ``count`` records up to
-    ``head``: the chain of what is left starts from it."""
+def tombstone(
+    head: StreamHead, leaves: Sequence[tuple[int, str]], reason: str, now: datetime
+) -> NewRecord:
+    """The ``memory_purged`` record ``purge`` appends before deleting the records up to
+    ``head`` (``leaves``: their positions and hashes): the chain of what is left starts from
+    it, and a witness checks against ``leaves`` that nothing else went."""
     from eventlog.serialization import encode_event
 
     event = MemoryPurged(
         last_seq=head.seq,
         last_hash=head.hash,
-        event_count=count,
+        event_count=len(leaves),
         purged_at=now,
         reason=reason,
+        leaves=tuple(sorted(leaves)),
     )
     return encode_event(event)
 

@@ -159,6 +159,10 @@ class RollbackError(EventLogError):
         ledger_size: Records in the ledger now.
         behind: True when the ledger is smaller than the witnessed tree, False when it
             diverges from it.
+        unlisted_purges: Genuine purge tombstones after the witnessed tree that do not list
+            what they erased (written by a chatledger before tombstones did): they excuse no
+            missing record, so a purge that old code ran after the witness's last move reads
+            as a rollback.
     """
 
     def __init__(
@@ -170,7 +174,9 @@ class RollbackError(EventLogError):
         witnessed_size: int,
         ledger_size: int,
         behind: bool,
+        unlisted_purges: int = 0,
     ) -> None:
+        self.unlisted_purges = unlisted_purges
         self.operation = operation
         self.where = where
         self.witness = witness
@@ -193,6 +199,12 @@ class RollbackError(EventLogError):
             "database, or - to accept the loss - move the witness file aside and open again "
             "(a new witness starts from the ledger as it is)"
         )
+        if unlisted_purges:
+            msg += (
+                f"; {unlisted_purges} purge tombstone(s) after the witnessed tree do not list the "
+                "records they erased (an older chatledger purged): if those purges are the only "
+                "change, moving the witness aside loses nothing"
+            )
         super().__init__(msg)
 
 

@@ -43,6 +43,10 @@ __all__ = [
     "parse_time",
 ]
 
+_Leaf: TypeAlias = tuple[
+    Annotated[int, Field(ge=1)], Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+]
+
 CURRENT_SCHEMA_VERSION = 1
 """Version of the payload format written by this code; older versions are upcast on read."""
 
@@ -121,6 +125,9 @@ class MemoryPurged(BaseModel):
         event_count: How many events were erased.
         purged_at: When the purge ran.
         reason: Why (e.g. ``"idle for 90 days"``).
+        leaves: ``(position, hash)`` of every erased record, in position order, so a witness
+            can check that what went missing from the ledger is exactly what this purge erased
+            (see :mod:`eventlog.witness`); None in tombstones written before chatledger kept it.
     """
 
     model_config = _FROZEN
@@ -130,6 +137,7 @@ class MemoryPurged(BaseModel):
     event_count: int
     purged_at: datetime
     reason: str
+    leaves: tuple[_Leaf, ...] | None = None
 
 
 class MemoryErased(BaseModel):

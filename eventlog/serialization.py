@@ -98,7 +98,10 @@ def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> N
         | RecordQuarantined
         | ContextSent,
     ):
-        payload = _dumps(event.model_dump(mode="json", exclude={"kind"}))
+        # A tombstone without leaves keeps the payload it always had (and so its hash).
+        bare = isinstance(event, MemoryPurged) and event.leaves is None
+        omit = {"kind", "leaves"} if bare else {"kind"}
+        payload = _dumps(event.model_dump(mode="json", exclude=omit))
     else:
         msg = (
             f"encode_event: {type(event).__name__} is not an event; expected one of the event kinds"

@@ -28,6 +28,9 @@ On PostgreSQL the tree grows only below the oldest transaction still running (``
 watermark). A move that could not take in the store's newest record keeps it as an *anchor*
 (position, hash), read by position on every check: whoever holds a transaction open cannot put
 an older copy back unnoticed meanwhile.
+
+A retention purge deletes records: it excuses exactly the ones its tombstone lists (see
+:mod:`eventlog.witness_purges`), and the tree then starts again from the ledger as it is.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from eventlog.errors import PersistenceError, RollbackError
-from eventlog.hashing import KEYED_CHAIN
 from eventlog.merkle import EMPTY_ROOT
+from eventlog.witness_purges import PURGED, Purges, genuine, purges_after
 
 if TYPE_CHECKING:
     from eventlog.models import Record
@@ -58,7 +61,6 @@ __all__ = ["WITNESS_FORMAT", "FileWitness", "PostgresWitness", "TreeState", "Wit
 
 WITNESS_FORMAT: Final = "chatledger.witness/1"
 _PAGE = 20_000
-_PURGED = "memory_purged"
 DEFAULT_EVERY = 1_000
 DEFAULT_SECONDS = 5.0
 MAX_ANCHORS = 64
@@ -181,35 +183,41 @@ class TreeState:
         return state
 
 
-def _genuine(store: EventStore, record: Record) -> bool:
-    """Whether a purge's tombstone verifies: a row made by hand, without the chain key, must not
-    restart the witness or excuse a missing anchor (a store without the key cannot tell)."""
-    return store.check(record) in (None, KEYED_CHAIN)
-
-
 def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, bool]]:
     """``(position, hash, purge)`` of every record after position ``after``, in global order;
-    ``purge``: a purge's tombstone that is :func:`_genuine`."""
+    ``purge``: a purge's tombstone that is :func:`~eventlog.witness_purges.genuine`."""
     while True:
         page = store.read_all(gt=after, limit=_PAGE)
         for record in page:
-            purge = record.kind == _PURGED and _genuine(store, record)
+            purge = record.kind == PURGED and genuine(store, record)
             yield record.position, record.hash, purge
         if len(page) < _PAGE:
             return
         after = page[-1].position
 
 
-def _scan(store: EventStore, witnessed: TreeState) -> tuple[TreeState, str | None]:
-    """The whole ledger as a tree, and its root at the witnessed size (None when smaller)."""
-    state, root_then = TreeState(), None
+def _scan(
+    store: EventStore, witnessed: TreeState, erased: dict[int, str] | None = None
+) -> tuple[TreeState, str | None]:
+    """The whole ledger as a tree, and its root at the witnessed size (None when smaller) once
+    ``erased`` (``{position: hash}`` that purges erased) are put back where they were."""
+    state, then = TreeState(), TreeState()
+    back = sorted((erased or {}).items(), reverse=True)  # popped from the end: lowest first
+    merge = bool(back)  # else the witnessed tree is a prefix of the ledger's: hash leaves once
     for position, record_hash, _ in _records(store, 0):
-        if state.size == witnessed.size:
-            root_then = state.root()
+        while back and back[-1][0] <= position:
+            leaf = back.pop()
+            if leaf[0] < position and then.size < witnessed.size:
+                then.push(*leaf)
+        if merge and then.size < witnessed.size:
+            then.push(position, record_hash)
+        elif not merge and state.size == witnessed.size:
+            then = state.copy()
         state.push(position, record_hash)
-    if state.size == witnessed.size:
-        root_then = state.root()
-    return state, root_then
+    while back and then.size < witnessed.size:
+        then.push(*back.pop())
+    then = state if not merge and state.size == witnessed.size else then
+    return state, then.root() if then.size == witnessed.size else None
 
 
 class Witness(ABC):
@@ -318,11 +326,8 @@ class Witness(ABC):
                         if self.read() is None:
                             self._write(self._extended(store, TreeState()))
                 return
-            anchored = self._anchored(store, state)
-            if self.check_mode == "tree" or not anchored:
-                purged = not anchored and self._purged_since(store, state)
-                if not purged:
-                    self._compare(store, state, "open", where)
+            if self.check_mode == "tree" or not self._anchored(store, state):
+                self._compare(store, state, "open", where)
             self._check_anchors(store, state, state.anchors, "open", where)
             self._last_move = time.monotonic()
 
@@ -345,7 +350,7 @@ class Witness(ABC):
             self._pending = 0
             self._last_move = time.monotonic()
             state = self.read() or TreeState()
-            if not self._anchored(store, state) and not self._purged_since(store, state):
+            if not self._anchored(store, state):
                 self._compare(store, state, operation, where)
             # Our own newest record too, unless the tree holds it: gone, it was rolled back.
             mine = [self._newest] if self._newest is not None else []
@@ -354,11 +359,7 @@ class Witness(ABC):
             moved = self._extended(store, state)
             # What the tree could not take in yet (PostgreSQL): kept, and checked, as anchors.
             moved.anchors = [a for a in anchors if a[0] > moved.last_position][-MAX_ANCHORS:]
-            if (moved.size, moved.last_position, moved.anchors) != (
-                state.size,
-                state.last_position,
-                state.anchors,
-            ):
+            if moved.to_json() != state.to_json():  # unchanged: no write
                 self._write(moved)
 
     # ------------------------------------------------------------ checks
@@ -383,12 +384,14 @@ class Witness(ABC):
         where: str,
     ) -> None:
         """Refuse a ledger that lost one of ``anchors`` (records after ``state``'s tree),
-        unless a genuine retention purge came after the tree (it deletes records)."""
+        unless a genuine retention purge after the tree erased that very record."""
+        purges: Purges | None = None
         for position, record_hash in anchors:
             if store._hash_at(position) == record_hash:
                 continue
-            if any(_genuine(store, r) for r in store._purges_after(state.last_position, 100)):
-                return
+            purges = purges or purges_after(store, state.last_position)
+            if purges.leaves.get(position) == record_hash:
+                continue
             raise RollbackError(
                 operation,
                 where,
@@ -396,13 +399,8 @@ class Witness(ABC):
                 witnessed_size=state.size + len(anchors),
                 ledger_size=_scan(store, state)[0].size,
                 behind=True,
+                unlisted_purges=purges.unlisted,
             )
-
-    @staticmethod
-    def _purged_since(store: EventStore, state: TreeState) -> bool:
-        """Whether a retention purge came after the witnessed last record: it erased records,
-        the witnessed one perhaps among them, so the witness starts again from the ledger."""
-        return any(purge for _, _, purge in _records(store, state.last_position))
 
     def _extended(self, store: EventStore, state: TreeState) -> TreeState:
         """``state`` extended by every record after its last position. A purge tombstone
@@ -416,8 +414,9 @@ class Witness(ABC):
 
     def _compare(self, store: EventStore, state: TreeState, operation: str, where: str) -> None:
         """Read the whole ledger and refuse it unless its first ``state.size`` leaves have
-        the witnessed root."""
-        now, root_then = _scan(store, state)
+        the witnessed root, once the records genuine purges after it erased are put back."""
+        purges = purges_after(store, state.last_position)
+        now, root_then = _scan(store, state, purges.leaves)
         if root_then == state.root():
             return
         raise RollbackError(
@@ -427,6 +426,7 @@ class Witness(ABC):
             witnessed_size=state.size,
             ledger_size=now.size,
             behind=now.size < state.size,
+            unlisted_purges=purges.unlisted,
         )
 
 

@@ -187,7 +187,7 @@ class InMemoryEventStore(EventStore):
             if head.seq != expected_seq:
                 raise ConcurrencyError(key, expected_seq, head.seq)
             now = self._now()
-            tomb = tombstone(head, len(stream), reason, now)
+            tomb = tombstone(head, [(r.position, r.hash) for r in stream], reason, now)
             (row,) = self._build(key, head, [tomb], now)
             # First, under the lock appends take (see erasure._erase_then): a keyring that
             # fails leaves everything as it was.

@@ -49,7 +49,7 @@ class PostgresErasure(PostgresBase):
                 raise ValueError(msg)
             if head.seq != expected_seq:
                 raise ConcurrencyError(key, expected_seq, head.seq)
-            count = conn.execute(self._q["delete_events"], (key,)).rowcount
+            leaves = conn.execute(self._q["delete_events"], (key,)).fetchall()
             conn.execute(self._q["delete_snapshots"], (key,))
             if self._names is not None:
                 conn.execute(self._q["drop_name"], (key,))  # the id goes, as in _erase
@@ -59,7 +59,7 @@ class PostgresErasure(PostgresBase):
             conn.execute(self._q["tree_drop"])
             conn.execute(self._q["tree_bump"])  # a tree read before this must not be saved
             now = self._now()
-            tomb = tombstone(head, count, reason, now)
+            tomb = tombstone(head, leaves, reason, now)
             rows = self._build(key, head, [tomb], now)
             # Sealed as erased through the tombstone: purged records put back from a backup
             # are refused although each is genuine.

@@ -266,7 +266,7 @@ _Q_STREAMS = (
     "SELECT stream_id, count(*), max(seq), min(recorded_at), max(recorded_at) "
     "FROM {schema}.events GROUP BY stream_id"
 )
-_Q_DELETE_EVENTS = "DELETE FROM {schema}.events WHERE stream_id = %s"
+_Q_DELETE_EVENTS = "DELETE FROM {schema}.events WHERE stream_id = %s RETURNING position, hash"
 # Records erase() must blank (format 1 always counts: it cannot be blanked), and the blanking.
 _Q_FIRST_SEALED = (
     "SELECT min(seq) FROM {schema}.events WHERE stream_id = %s AND kind <> ALL(%s) "

@@ -49,11 +49,11 @@ class SQLiteErasure(SQLiteBase):
                 raise ValueError(msg)
             if head.seq != expected_seq:
                 raise ConcurrencyError(key, expected_seq, head.seq)
-            (count,) = conn.execute(
-                "SELECT count(*) FROM events WHERE stream_id = ?", (key,)
-            ).fetchone()
+            leaves = conn.execute(
+                "SELECT position, hash FROM events WHERE stream_id = ?", (key,)
+            ).fetchall()
             now = self._now()
-            tomb = tombstone(head, count, reason, now)
+            tomb = tombstone(head, leaves, reason, now)
             (row,) = self._build(key, head, [tomb], now)
             # Tombstone first, then delete: see the note on the position column (in
             # eventlog.recorders.sqlite_schema). Sealed as erased through the tombstone, so purged

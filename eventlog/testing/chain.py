@@ -9,7 +9,7 @@ from eventlog import ConcurrencyError
 from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import RANGE_ROW_FIELDS, commit, record_hash
 from eventlog.ids import SYSTEM_PREFIX, StreamKey
-from eventlog.models import Record
+from eventlog.models import MemoryPurged, Record
 from eventlog.testing.records import batch, texts, user_payload
 
 
@@ -206,7 +206,7 @@ class ChainContract:
         assert report.first_bad_seq("u1") == 5
 
     def test_purge_leaves_a_verifiable_tombstone(self, store):
-        store.append("u1", batch("a", "b", "c"))
+        erased = store.append("u1", batch("a", "b", "c"))
         store.append("u2", batch("keep"))
         store.save_snapshot("u1", "window", 3, "{}")
         # Check a purge with a stale head erases nothing.
@@ -220,6 +220,10 @@ class ChainContract:
         assert (tomb.seq, tomb.kind) == (4, "memory_purged")
         assert store.load_snapshot("u1", "window") is None
         assert store.verify().ok
+        # Check the tombstone lists what it erased, for a witness to put back (witness_purges).
+        event = MemoryPurged.model_validate_json(tomb.payload)
+        assert event.leaves == tuple((r.position, r.hash) for r in erased)
+        assert event.event_count == 3
         assert texts(store.read("u2")) == ["keep"]
         # Check the id can live on after the purge and its chain continues from the tombstone.
         store.append("u1", batch("back again"), expected_seq=4)
