@@ -68,6 +68,34 @@ def _restore(backend, name="old"):
             )
 
 
+def _put_back(backend, stream: str, source: str) -> None:
+    """As an attacker with write access and no key: replace ``stream``'s rows (records and head
+    seal) with the ones of the copy ``source`` (see _snapshot), every byte genuine."""
+    if backend.name == "sqlite":
+        other = backend.path.with_name(source)
+        with sqlite3.connect(backend.path) as db:
+            db.execute("ATTACH DATABASE ? AS src", (str(other),))
+            db.execute("DELETE FROM events WHERE stream_id = ?", (stream,))
+            db.execute("INSERT INTO events SELECT * FROM src.events WHERE stream_id = ?", (stream,))
+            db.execute(
+                "INSERT OR REPLACE INTO heads SELECT * FROM src.heads WHERE stream_id = ?",
+                (stream,),
+            )
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn, conn.transaction():
+        for table in ("events", "heads"):
+            live = sql.Identifier(backend.schema, table)
+            copy = sql.Identifier(backend.schema, f"{source}_{table}")
+            conn.execute(sql.SQL("DELETE FROM {} WHERE stream_id = %s").format(live), (stream,))
+            conn.execute(
+                sql.SQL("INSERT INTO {} SELECT * FROM {} WHERE stream_id = %s").format(live, copy),
+                (stream,),
+            )
+
+
 def _witnessed(path):
     return json.loads(path.read_text())
 
@@ -758,3 +786,26 @@ def test_a_hand_made_purge_row_does_not_excuse_a_missing_anchor(backend, tmp_pat
             )
         with pytest.raises(RollbackError):
             backend.open(witness=path, chain_key=key)
+
+
+def test_the_anchor_check_passes_an_older_copy_with_the_last_memory_copied_in(backend, tmp_path):
+    # What the README says of the default check: it reads one record, so an older copy with the
+    # witnessed last record's memory copied back in (records and seal, every byte genuine)
+    # passes it; only the tree check (or a digest) tells.
+    path = tmp_path / "w"
+    store = backend.open(witness=path)
+    store.append("u1", batch("a", "b"))
+    store.append("u2", batch("x"))
+    store.close()
+    _snapshot(backend, "old")
+    store = backend.open(witness=path)
+    store.append("u2", batch("y"))  # what the rollback takes away
+    store.append("u1", batch("c"))  # the witnessed last record
+    store.close()
+    _snapshot(backend, "new")
+    _restore(backend, "old")
+    _put_back(backend, "u1", "new")
+    backend.open(witness=path).close()
+    with pytest.raises(RollbackError) as caught:
+        backend.open(witness=FileWitness(path, check="tree"))
+    assert (caught.value.witnessed_size, caught.value.ledger_size) == (5, 4)

@@ -4,7 +4,6 @@ otherwise hide, on SQLite and PostgreSQL (see eventlog.witness_purges)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Literal
 
 import pytest
@@ -16,41 +15,12 @@ from eventlog.serialization import encode_event
 from eventlog.testing.records import batch
 from eventlog.witness import FileWitness
 from eventlog.witness_purges import _listed
-from tests.conftest import PG_DSN
-from tests.eventlog.test_witness import _restore, _snapshot, _witnessed
+from tests.eventlog.test_witness import _put_back, _restore, _snapshot, _witnessed
 
 pytestmark = pytest.mark.skip_backend("memory")  # nothing of a memory store survives it
 
 KEY = b"k" * 32
 CHECKS: tuple[Literal["anchor", "tree"], ...] = ("anchor", "tree")
-
-
-def _put_back(backend, stream: str, source: str) -> None:
-    """As an attacker with write access and no key: replace ``stream``'s rows (records and head
-    seal) with the ones of the copy ``source`` (see _snapshot), every byte genuine."""
-    if backend.name == "sqlite":
-        other = backend.path.with_name(source)
-        with sqlite3.connect(backend.path) as db:
-            db.execute("ATTACH DATABASE ? AS src", (str(other),))
-            db.execute("DELETE FROM events WHERE stream_id = ?", (stream,))
-            db.execute("INSERT INTO events SELECT * FROM src.events WHERE stream_id = ?", (stream,))
-            db.execute(
-                "INSERT OR REPLACE INTO heads SELECT * FROM src.heads WHERE stream_id = ?",
-                (stream,),
-            )
-        return
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(PG_DSN, autocommit=True) as conn, conn.transaction():
-        for table in ("events", "heads"):
-            live = sql.Identifier(backend.schema, table)
-            copy = sql.Identifier(backend.schema, f"{source}_{table}")
-            conn.execute(sql.SQL("DELETE FROM {} WHERE stream_id = %s").format(live), (stream,))
-            conn.execute(
-                sql.SQL("INSERT INTO {} SELECT * FROM {} WHERE stream_id = %s").format(live, copy),
-                (stream,),
-            )
 
 
 def _two_memories_witnessed(backend, path):
