@@ -12,6 +12,7 @@ import contextlib
 import hmac
 import json
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -299,6 +300,16 @@ class FileKeyring(Keyring):
         entries: dict[str, _Entry] = {}
         for key_id, item in keys.items():
             entries[key_id] = self._entry(key_id, item, wrapping)
+        if wrapping is None:
+            # Every write gives every entry its MAC; only a file from before MACs has none.
+            # One without it beside entries that have one was edited (its MAC deleted to get
+            # an edited subject past the check).
+            bare = [k for k, item in keys.items() if item.get("mac") is None]
+            if bare and len(bare) < len(keys):
+                self._corrupt(
+                    f"key {bare[0]!r} has no MAC while other entries have one: its MAC was "
+                    "deleted, and its subject, id, date or key bytes may have been changed"
+                )
         destroyed = doc.get("destroyed", {})
         if not isinstance(destroyed, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in destroyed.items()
@@ -392,6 +403,7 @@ class FileKeyring(Keyring):
         data = _document(keys, destroyed, self._wrapping)
         directory = self._path.parent
         try:
+            self._remove_stray_copies(directory)
             # mkstemp creates the file 0600 whatever the umask; the temp file sits in the
             # same directory so os.replace is an atomic rename, not a copy.
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
@@ -416,6 +428,17 @@ class FileKeyring(Keyring):
             self._fail_from(operation, f"cannot write the file ({e}); check the directory", e)
         # No other writer can have replaced the file since: we hold the flock.
         self._install(dict(keys), dict(destroyed), (st.st_mtime_ns, st.st_size, st.st_ino))
+
+    def _remove_stray_copies(self, directory: Path) -> None:
+        """Delete temporary files a writer killed before its rename left (they hold every key
+        of their time, and a key destroyed later would live on in them). Callers hold the
+        flock, so no live writer of this keyring has one; the name is mkstemp's exactly, so
+        another keyring's in the same directory never matches."""
+        stray = re.compile(rf"\.{re.escape(self._path.name)}\.[a-z0-9_]{{8}}\.tmp")
+        for name in os.listdir(directory):
+            if stray.fullmatch(name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(directory / name)
 
     @contextlib.contextmanager
     def _flocked(self, operation: str) -> Iterator[None]:

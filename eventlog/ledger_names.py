@@ -23,11 +23,13 @@ from eventlog.ids import (
 )
 from eventlog.keyring import (
     Keyring,
+    KeyringError,
     KeyUnavailableError,
     SealBrokenError,
     is_sealed,
     open_sealed,
     seal,
+    sealed_key_id,
     subject_of,
 )
 from eventlog.models import Record, Snapshot
@@ -128,6 +130,44 @@ class LedgerNames(Recorder):
             else:
                 out[key] = memory_id_from_key(key)
         return out
+
+    def _refuse_unreadable_names(self, operation: str, prefix: tuple[object, ...]) -> None:
+        """Refuse to match ``prefix`` against ids this store cannot read: ``names`` rows sealed
+        under a keyring it was opened without, or under keys its keyring neither holds nor
+        records destroying (another keyring, an older copy). Those memories would be skipped
+        as matching nothing, and an erasure that found nothing would look done. A row under a
+        destroyed key names nobody any more (an erasure cut short after the destruction), and
+        a keyring that records no destructions cannot tell the two apart: neither is refused.
+
+        Raises:
+            KeyringError: Some ``names`` row cannot be read here; nothing was erased.
+        """
+        if self._names is None:
+            return
+        ring = self._keyring
+        if ring is not None and type(ring).destroyed is Keyring.destroyed:
+            return
+        unknown = 0
+        for stored in self._name_rows().values():
+            if not is_sealed(stored):
+                continue
+            key_id = sealed_key_id(stored)
+            if ring is None or (ring.get(key_id) is None and not ring.destroyed(key_id)):
+                unknown += 1
+        if unknown:
+            held = (
+                "this store was opened without a keyring"
+                if ring is None
+                else "this store's keyring neither holds nor records destroying their keys "
+                "(another keyring, or an older copy of the right one)"
+            )
+            detail = (
+                f"{unknown} memory id(s) are sealed in their names rows (erasable ids) and "
+                f"{held}, so whether they start with {prefix!r} cannot be told; open the "
+                "store with the keyring the ledger was created with (CLI: --keyring FILE); "
+                "nothing was erased"
+            )
+            raise KeyringError(operation, detail)
 
     def _use_keyring(self, keyring: object) -> None:
         """Backends call this from ``__init__`` with their ``keyring=`` argument."""

@@ -20,7 +20,7 @@ from typing import Self
 from eventlog import erasure
 from eventlog.aio import off_loop
 from eventlog.hashing import RECEIPT_KINDS
-from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey
+from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey, memory_key
 from eventlog.keycheck import HEADS_SEALED, KEY_CHECK, MIN_KEY_BYTES, valid_key
 from eventlog.ledger import InclusionProof, LedgerDigest
 from eventlog.ledger import digest as _digest
@@ -165,10 +165,25 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         Raises:
             ValueError: ``prefix`` or ``reason`` is empty, ``batch`` < 1, or a matching
                 memory holds format 1 records (memories of earlier batches stay erased).
-            TypeError: ``prefix`` is not a tuple.
+            TypeError: ``prefix`` is not a tuple, or holds what no memory id holds (a bool,
+                a float, ...); nothing erased.
             KeyringError: A matching memory's content is sealed and this store's keyring
-                (none, or another) cannot destroy its key; nothing erased.
+                (none, or another) cannot destroy its key, or (erasable ids) some memory's
+                id is sealed under a key this store's keyring cannot read; nothing erased.
         """
+        if isinstance(prefix, tuple) and prefix:
+            try:
+                # Matching compares with ==: (True,) and (1.0,) matched the ids of user 1,
+                # and a key destruction that then failed on the prefix left the earlier
+                # batches erased with their keys alive.
+                memory_key(prefix)
+            except TypeError as e:
+                msg = f"erase_subject: prefix {prefix!r} is not the start of a memory id ({e})"
+                raise TypeError(msg) from e
+            except ValueError as e:
+                msg = f"erase_subject: prefix {prefix!r} is not the start of a memory id ({e})"
+                raise ValueError(msg) from e
+            self._refuse_unreadable_names("erase_subject", prefix)
         return erasure.erase_subject(self, prefix, reason=reason, batch=batch)
 
     # ---------------------------------------------------------------- open modes

@@ -1,0 +1,233 @@
+"""Erasure against a hostile caller, a careless operator and a crash: prefixes that are no id,
+a ledger opened with the wrong keyring, a process killed between an erasure's batches or in
+the middle of a keyring write. Each test is a move that needs no secret, and says which claim
+of the README it holds the code to."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from eventlog import FileKeyring, KeyUnavailableError, SQLiteEventStore
+from eventlog.keyring import KeyringError, MemoryKeyring
+from eventlog.serialization import decode_event
+from eventlog.store import EventStore
+from eventlog.testing.records import batch, texts
+from tests.conftest import Backend
+from tests.processes import unmeasured_env
+
+SECRET = "passport X1234567"  # noqa: S105 - a marker text, not a password
+
+
+def _heads(store: EventStore) -> dict[object, int]:
+    return {info.memory_id: info.last_seq for info in store.streams()}
+
+
+@pytest.mark.parametrize(
+    ("prefix", "error"),
+    [
+        ((True,), TypeError),  # True == 1: matched every memory of user 1
+        ((1.0,), TypeError),  # 1.0 == 1, likewise
+        ((1, 2.5), TypeError),
+        (("user", ["s1"]), TypeError),
+        (("\ud800",), ValueError),  # no store can keep such an id
+    ],
+    ids=["bool", "float", "float-second", "list", "lone-surrogate"],
+)
+@pytest.mark.parametrize("keyring", [False, True], ids=["no-keyring", "keyring"])
+def test_a_prefix_that_is_no_id_is_refused_before_anything_is_erased(
+    tmp_path: pathlib.Path, prefix: tuple[object, ...], error: type[Exception], keyring: bool
+) -> None:
+    # A prefix compares with ==, so (True,) and (1.0,) matched the ids of user 1 - erasing
+    # memories no valid prefix named. With a keyring it was worse: the batches before the last
+    # were erased, then the key's destruction raised on the prefix, rolling back the last
+    # batch: memories blanked with a receipt while their key survived (every backup readable).
+    ring = MemoryKeyring() if keyring else None
+    with SQLiteEventStore(tmp_path / "chat.db", keyring=ring) as store:
+        for session in ("a", "b", "c"):
+            store.append((1, session), batch(f"{SECRET} {session}"))
+        before = _heads(store)
+        with pytest.raises(error, match="erase_subject: prefix"):
+            store.erase_subject(prefix, reason="GDPR", batch=1)
+        # Check nothing was erased, and every memory still reads.
+        assert _heads(store) == before
+        for session in ("a", "b", "c"):
+            assert texts(store.read((1, session))) == [f"{SECRET} {session}"]
+
+
+def test_a_huge_unicode_prefix_erases_exactly_its_memories(tmp_path: pathlib.Path) -> None:
+    # Ids compare exactly: no normalization, no string prefix. "é" composed and decomposed are
+    # two subjects, and ("user-4",) is no prefix of ("user-42", ...).
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    huge = "\U0001f600" * 50_000
+    ids = [(composed, "s1"), (decomposed, "s1"), ("user-4", "s1"), ("user-42", "s1"), (huge, "s")]
+    ring = MemoryKeyring()
+    with SQLiteEventStore(tmp_path / "chat.db", keyring=ring, erasable_ids=True) as store:
+        for mid in ids:
+            store.append(mid, batch(f"text of {mid[0][:10]}"))
+        assert [r.memory_id for r in store.erase_subject((composed,), reason="GDPR")] == [
+            (composed, "s1")
+        ]
+        assert [r.memory_id for r in store.erase_subject(("user-4",), reason="GDPR")] == [
+            ("user-4", "s1")
+        ]
+        assert [r.memory_id for r in store.erase_subject((huge,), reason="GDPR")] == [(huge, "s")]
+        assert texts(store.read((decomposed, "s1"))) == [f"text of {decomposed}"]
+        assert texts(store.read(("user-42", "s1"))) == ["text of user-42"]
+        assert store.verify().ok
+
+
+@pytest.mark.skip_backend("memory")  # a memory store cannot be reopened with another keyring
+@pytest.mark.parametrize("opened_with", ["no keyring", "another keyring"])
+def test_erase_subject_through_the_wrong_keyring_refuses_instead_of_finding_nothing(
+    backend: Backend, opened_with: str
+) -> None:
+    # With erasable ids under a keyring, every id is sealed in its names row. Opened without
+    # that keyring (or with another: a wrong --keyring file), erase_subject could read no id,
+    # matched nothing and returned no receipt, no error: the operator told the regulator the
+    # data was gone while every byte of it stayed.
+    ring = MemoryKeyring()
+    store = backend.open(keyring=ring, erasable_ids=True)
+    store.append(("alice", "s1"), batch(SECRET))
+    store.append(("bob", "s1"), batch("bob's text"))
+    store.close()
+    blind = backend.open(keyring=None if opened_with == "no keyring" else MemoryKeyring())
+    with pytest.raises(KeyringError, match=r"open the store with the keyring.*nothing was erased"):
+        blind.erase_subject(("alice",), reason="GDPR")
+    blind.close()
+    # Check nothing was erased, and with the right keyring the erasure goes through.
+    store = backend.open(keyring=ring)
+    assert texts(store.read(("alice", "s1"))) == [SECRET]
+    (receipt,) = store.erase_subject(("alice",), reason="GDPR")
+    assert receipt.memory_id == ("alice", "s1")
+    assert texts(store.read(("bob", "s1"))) == ["bob's text"]
+    store.close()
+    # Check a names row whose key the keyring destroyed (an erasure cut short after the
+    # destruction) does not block later erasures: it names nobody any more.
+    again = backend.open(keyring=ring)
+    assert again.erase_subject(("carol",), reason="GDPR") == []
+    again.close()
+
+
+_KILLED_BETWEEN_BATCHES = """
+import os, signal, sys
+from eventlog import FileKeyring, SQLiteEventStore
+
+class KilledAfterTheFirstBatch(SQLiteEventStore):
+    def _erase(self, keys, reason, expected_seq, before_commit=None):
+        receipts = super()._erase(keys, reason, expected_seq, before_commit=before_commit)
+        os.kill(os.getpid(), signal.SIGKILL)  # the first batch is committed, nothing more
+        return receipts
+
+path, keys = sys.argv[1:]
+with KilledAfterTheFirstBatch(path, keyring=FileKeyring(keys), erasable_ids=True) as store:
+    store.erase_subject(("user-42", "tenant-a"), reason="GDPR", batch=1)
+"""
+
+
+@pytest.mark.xfail(
+    reason="eventlog/erasure.py (not this helper's file): erase_subject under a longer prefix "
+    "destroys its memories' keys only in the last batch, and a rerun cannot find the memories "
+    "an earlier batch erased (their names rows went with them): their keys survive",
+    strict=True,
+)
+def test_a_rerun_after_a_kill_between_batches_shreds_every_erased_memorys_key(
+    tmp_path: pathlib.Path,
+) -> None:
+    # README: "each memory is untouched or fully erased with its receipt, even after kill -9;
+    # a rerun finishes the job". Under a two-element prefix each memory's own key goes; the
+    # first batch's memories lost their names rows with their content, so the rerun never
+    # learns they were the tenant's and their keys - which open every backup - stay.
+    db, keys = tmp_path / "chat.db", tmp_path / "keys.json"
+    sessions = [("user-42", "tenant-a", f"s{i}") for i in range(3)]
+    with SQLiteEventStore(db, keyring=FileKeyring(keys), erasable_ids=True) as store:
+        for mid in sessions:
+            store.append(mid, batch(f"{SECRET} {mid[2]}"))
+        store.append(("user-42", "tenant-b", "s0"), batch("keep me"))
+        store.checkpoint()
+    shutil.copy(db, tmp_path / "backup.db")  # last night's backup
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_BETWEEN_BATCHES, str(db), str(keys)],
+        env=unmeasured_env(),  # killed: its coverage file would be half written
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    ring = FileKeyring(keys)
+    with SQLiteEventStore(db, keyring=ring) as store:
+        store.erase_subject(("user-42", "tenant-a"), reason="GDPR, rerun")
+        assert texts(store.read(("user-42", "tenant-b", "s0"))) == ["keep me"]
+    with SQLiteEventStore(tmp_path / "backup.db", keyring=ring) as backup:
+        for mid in sessions:
+            with pytest.raises(KeyUnavailableError):
+                decode_event(backup.read(mid)[0])
+
+
+_KILLED_IN_A_KEYRING_WRITE = """
+import os, signal, sys
+from eventlog import FileKeyring
+
+ring = FileKeyring(sys.argv[1])
+ring.memory_key("alice", "m1")
+os.replace = lambda *args: os.kill(os.getpid(), signal.SIGKILL)  # after the temp file's fsync
+ring.memory_key("bob", "m2")
+"""
+
+
+def test_a_key_file_write_cut_short_leaves_no_copy_of_a_key_once_it_is_destroyed(
+    tmp_path: pathlib.Path,
+) -> None:
+    # A process killed between writing the keyring's temporary file and renaming it left that
+    # file behind, holding every key of the time. Destroying one of them later removed it from
+    # the keyring file only: the stray copy beside it still opened every backup's content.
+    path = tmp_path / "keys.json"
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_IN_A_KEYRING_WRITE, str(path)],
+        env=unmeasured_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())  # the kill left one
+    # A keyring at a longer name beside it, which the cleanup must leave alone.
+    neighbour = tmp_path / "keys.json.other"
+    stray = tmp_path / ".keys.json.other.abcdefgh.tmp"
+    stray.write_bytes(b"not ours")
+    ring = FileKeyring(path)
+    _, key = ring.memory_key("alice", "m1")
+    assert ring.destroy("alice") == 1
+    encoded = base64.b64encode(key)
+    assert [p.name for p in tmp_path.iterdir() if encoded in p.read_bytes()] == []
+    assert stray.read_bytes() == b"not ours"
+    assert not neighbour.exists()
+
+
+def test_an_entry_stripped_of_its_mac_beside_entries_that_have_one_is_refused(
+    tmp_path: pathlib.Path,
+) -> None:
+    # The operator who gets "does not match its MAC" after editing an entry's subject by hand
+    # deletes the "mac" line: the file loaded (entries without a MAC pass, for files written
+    # before MACs), and an erasure by subject then destroyed the other subject's key. Every
+    # write gives every entry its MAC, so one entry without it beside others is an edit.
+    path = tmp_path / "keys.json"
+    ring = FileKeyring(path)
+    for subject in ("alice", "bob", "carol"):
+        ring.current(subject)
+    doc = json.loads(path.read_text())
+    first, second = (e for e in doc["keys"].values() if e["subject"] in ("alice", "bob"))
+    first["subject"], second["subject"] = second["subject"], first["subject"]
+    del first["mac"], second["mac"]
+    path.write_text(json.dumps(doc))
+    os.chmod(path, 0o600)
+    with pytest.raises(KeyringError, match="has no MAC"):
+        FileKeyring(path)
