@@ -238,7 +238,9 @@ class FileKeyring(Keyring):
             if stamp == self._stamp:
                 return
         try:
-            f = open(self._path, "rb")  # noqa: SIM115 - closed below, after fstat
+            # Non-blocking: a FIFO put at the path must not hang the open (it is refused
+            # below); reads of a regular file are unaffected.
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
         except FileNotFoundError:
             if self._stamp is not None:
                 # Starting over empty would seal new content with keys nobody else knows (and
@@ -252,8 +254,15 @@ class FileKeyring(Keyring):
             return
         except OSError as e:
             self._fail_from("load", f"cannot open the file ({e})", e)
-        with f:
+        with open(fd, "rb") as f:
             st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                # A FIFO would hang the read, a device (a link to /dev/zero) never end it.
+                self._fail(
+                    "load",
+                    f"it is not a regular file ({stat.filemode(st.st_mode)}); restore the "
+                    "keyring file from its own backup",
+                )
             raw = f.read()
         keys, destroyed = self._parse(raw)
         if st.st_mode & 0o077 and not self._allow_insecure and os.name != "nt":

@@ -231,3 +231,93 @@ def test_an_entry_stripped_of_its_mac_beside_entries_that_have_one_is_refused(
     os.chmod(path, 0o600)
     with pytest.raises(KeyringError, match="has no MAC"):
         FileKeyring(path)
+
+
+@pytest.mark.parametrize("what", ["fifo", "device"])
+def test_a_keyring_path_that_is_no_regular_file_is_refused_without_hanging(
+    tmp_path: pathlib.Path, what: str
+) -> None:
+    # A FIFO put where the key file was made every process opening the keyring hang in
+    # open(); a link to /dev/zero made it read until memory ran out (a MemoryError).
+    path = tmp_path / "keys.json"
+    if what == "fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        path.symlink_to("/dev/zero")
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))\n"
+        "from eventlog import FileKeyring\n"
+        "from eventlog.keyring import KeyringError\n"
+        "try:\n"
+        "    FileKeyring(sys.argv[1], allow_insecure_permissions=True)\n"
+        "except KeyringError as e:\n"
+        "    print(e)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        env=unmeasured_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=20,
+    )
+    assert child.returncode == 0, child.stderr
+    assert "not a regular file" in child.stdout
+
+
+_KILLED_AFTER_THE_KEYS = """
+import os, signal, sys
+from eventlog import FileKeyring, SQLiteEventStore
+
+class KilledAfterTheDestruction(FileKeyring):
+    def destroy(self, subject):
+        destroyed = super().destroy(subject)  # the key file is rewritten, nothing committed
+        os.kill(os.getpid(), signal.SIGKILL)
+        return destroyed
+
+path, keys = sys.argv[1:]
+with SQLiteEventStore(path, keyring=KilledAfterTheDestruction(keys)) as store:
+    store.erase_subject(("user-42",), reason="GDPR")
+"""
+
+
+@pytest.mark.parametrize(
+    "erasable",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.xfail(
+                reason="eventlog/erasure.py (not this helper's file): the rerun cannot read "
+                "the names row, sealed under the destroyed key, so it matches nothing",
+                strict=True,
+            ),
+        ),
+    ],
+    ids=["clear-ids", "erasable-ids"],
+)
+def test_a_rerun_after_a_kill_between_the_key_destruction_and_the_commit_finishes_the_job(
+    tmp_path: pathlib.Path, erasable: bool
+) -> None:
+    # README: "a commit that fails after the destruction leaves the content unreadable but
+    # not blanked, with no receipt, and the erasure raises: run it again". With erasable ids
+    # the rerun of erase_subject found no memory (their ids are sealed under the keys it had
+    # destroyed) and returned no receipt: the rows stayed unblanked and unreceipted forever.
+    db, keys = tmp_path / "chat.db", tmp_path / "keys.json"
+    with SQLiteEventStore(db, keyring=FileKeyring(keys), erasable_ids=erasable) as store:
+        store.append(("user-42", "s1"), batch(SECRET))
+        store.append(("user-7", "s1"), batch("keep me"))
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_THE_KEYS, str(db), str(keys)],
+        env=unmeasured_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    with SQLiteEventStore(db, keyring=FileKeyring(keys)) as store:
+        (receipt,) = store.erase_subject(("user-42",), reason="GDPR, rerun")
+        assert receipt.event.record_count == 1
+        assert texts(store.read(("user-7", "s1"))) == ["keep me"]
+        assert store.verify().ok
