@@ -102,6 +102,17 @@ class LedgerNames(Recorder):
         if names is None or not is_pseudonym(key):
             return None
         row = self._name_rows_made.get(key)
+        ring = self._keyring
+        if (
+            row is not None
+            and ring is not None
+            and is_sealed(row[1])
+            and ring.get(sealed_key_id(row[1])) is None
+        ):
+            # Sealed under a key an erasure destroyed since (another store's: this one forgets
+            # the rows it erases): put back, it would name nobody, and the next erasure of
+            # the subject would miss the memory's new messages.
+            row = None
         if row is None:
             clear = names.clear_key(key)
             if clear is None:

@@ -321,3 +321,26 @@ def test_a_rerun_after_a_kill_between_the_key_destruction_and_the_commit_finishe
         assert receipt.event.record_count == 1
         assert texts(store.read(("user-7", "s1"))) == ["keep me"]
         assert store.verify().ok
+
+
+@pytest.mark.skip_backend("memory")  # one memory store object per database
+def test_an_id_that_comes_back_after_another_store_erased_it_can_be_erased_again(
+    backend: Backend,
+) -> None:
+    # README: "the id keeps working for new messages, which store its names row again". A
+    # store object (a worker process) that appended to the memory before another one erased
+    # it kept the names row it had sealed - under the key the erasure destroyed - and put it
+    # back with its next append: the id was unreadable from then on, and the next erasure of
+    # the subject matched nothing, so the user's new messages survived it.
+    ring = MemoryKeyring()
+    worker = backend.open(keyring=ring, erasable_ids=True)
+    eraser = backend.open(keyring=ring)
+    worker.append(("alice", "s1"), batch("before"))
+    eraser.erase_subject(("alice",), reason="GDPR #1")
+    worker.append(("alice", "s1"), batch(SECRET))
+    # Check the id reads again, and the next erasure of the subject finds the new message.
+    assert [i.memory_id for i in eraser.streams()] == [("alice", "s1")]
+    (receipt,) = eraser.erase_subject(("alice",), reason="GDPR #2")
+    assert receipt.event.record_count == 1
+    records = eraser.read(("alice", "s1"))
+    assert [r.kind for r in records if not r.erased] == ["memory_erased", "memory_erased"]
