@@ -138,6 +138,7 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 content unreadable but not blanked, with no receipt; run the erase again.
             StoreClosedError: The store is closed.
         """
+        _check_reason_text("erase", reason)
         return erasure.erase(self, memory_id, reason=reason, expected_seq=expected_seq)
 
     def erase_subject(
@@ -171,6 +172,7 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 (none, or another) cannot destroy its key, or (erasable ids) some memory's
                 id is sealed under a key this store's keyring cannot read; nothing erased.
         """
+        _check_reason_text("erase_subject", reason)
         if isinstance(prefix, tuple) and prefix:
             try:
                 # Matching compares with ==: (True,) and (1.0,) matched the ids of user 1,
@@ -453,3 +455,19 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         witness, self._witness = self._witness, None
         if witness is not None and not self._read_only:
             witness.move(self, "close", self._witness_where)
+
+
+def _check_reason_text(operation: str, reason: object) -> None:
+    """A reason the receipt cannot hold (a lone surrogate: not UTF-8 text) raised a bare
+    UnicodeEncodeError from deep in the erasure; refuse it by name before anything is read."""
+    if not isinstance(reason, str):
+        return  # erasure.check_reason says what a reason must be
+    try:
+        reason.encode("utf-8")
+    except UnicodeEncodeError as e:
+        msg = (
+            f"{operation}: reason holds a lone surrogate {reason[e.start]!r} at index "
+            f"{e.start}, which is not UTF-8 text and no receipt can keep; decode the bytes it "
+            "came from as UTF-8 (errors='replace' keeps what is readable); nothing was erased"
+        )
+        raise ValueError(msg) from e

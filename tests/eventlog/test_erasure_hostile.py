@@ -344,3 +344,17 @@ def test_an_id_that_comes_back_after_another_store_erased_it_can_be_erased_again
     assert receipt.event.record_count == 1
     records = eraser.read(("alice", "s1"))
     assert [r.kind for r in records if not r.erased] == ["memory_erased", "memory_erased"]
+
+
+@pytest.mark.parametrize("how", ["erase", "erase_subject"])
+def test_a_reason_no_receipt_can_hold_is_refused_by_name(store: EventStore, how: str) -> None:
+    # A lone surrogate (text decoded with errors="surrogateescape") raised a bare
+    # UnicodeEncodeError from the receipt's encoding, naming neither the erasure nor the cure.
+    store.append(("user-42", "s1"), batch(SECRET))
+    reason = "request #12 from caf\udce9"
+    with pytest.raises(ValueError, match=rf"{how}: reason holds a lone surrogate.*nothing was"):
+        if how == "erase":
+            store.erase(("user-42", "s1"), reason=reason)
+        else:
+            store.erase_subject(("user-42",), reason=reason)
+    assert texts(store.read(("user-42", "s1"))) == [SECRET]
