@@ -15,6 +15,7 @@ import json
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from eventlog.ids import memory_key
 from projections.grammar import parse_duration, parse_positive, parse_seq, parse_when
 
 if TYPE_CHECKING:
@@ -34,6 +35,11 @@ def _subject(text: str) -> tuple[object, ...]:
     if not isinstance(value, list) or not value:
         msg = f"--subject {text!r}: expected a non-empty JSON array, e.g. '[\"alice\"]'"
         raise argparse.ArgumentTypeError(msg)
+    try:
+        memory_key(tuple(value))  # [true] or [1.5] is no id's start (they compare equal to 1)
+    except (TypeError, ValueError) as e:
+        msg = f"--subject {text!r}: not the start of a memory id ({e})"
+        raise argparse.ArgumentTypeError(msg) from e
     return tuple(value)
 
 

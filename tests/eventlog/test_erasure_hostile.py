@@ -358,3 +358,21 @@ def test_a_reason_no_receipt_can_hold_is_refused_by_name(store: EventStore, how:
         else:
             store.erase_subject(("user-42",), reason=reason)
     assert texts(store.read(("user-42", "s1"))) == [SECRET]
+
+
+@pytest.mark.parametrize("subject", ["[true]", "[1.5]", '[1, ["a"]]'])
+def test_the_cli_refuses_a_subject_that_is_no_ids_start(
+    tmp_path: pathlib.Path, subject: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `chatledger erase --subject '[true]'` erased every memory of user 1 (True == 1).
+    from projections.cli import main
+
+    path = tmp_path / "chat.db"
+    with SQLiteEventStore(path) as store:
+        store.append((1, "a"), batch(SECRET))
+    status = main(["erase", "--db", str(path), "--subject", subject, "--reason", "r", "--yes"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "not the start of a memory id" in err and "Traceback" not in err
+    with SQLiteEventStore(path) as store:
+        assert texts(store.read((1, "a"))) == [SECRET]
