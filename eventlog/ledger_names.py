@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import (
     PSEUDONYM_PREFIX,
     SYSTEM_PREFIX,
@@ -155,11 +156,13 @@ class LedgerNames(Recorder):
         """
         if self._names is None:
             return
+        rows = self._name_rows()
+        self._refuse_missing_names(operation, rows)
         ring = self._keyring
         if ring is not None and type(ring).destroyed is Keyring.destroyed:
             return
         unknown = 0
-        for stored in self._name_rows().values():
+        for stored in rows.values():
             if not is_sealed(stored):
                 continue
             key_id = sealed_key_id(stored)
@@ -179,6 +182,30 @@ class LedgerNames(Recorder):
                 "nothing was erased"
             )
             raise KeyringError(operation, detail)
+
+    def _refuse_missing_names(self, operation: str, rows: dict[str, str]) -> None:
+        """Refuse when a memory under a pseudonym has no ``names`` row yet holds records after
+        its last erasure (an erasure deletes the row and leaves its receipt or tombstone the
+        newest record; the next append stores the row again). Such a row was deleted by hand,
+        which needs no key: the memory would match no prefix and look erased while every
+        message stays.
+
+        Raises:
+            ValueError: Such a memory exists; nothing was erased.
+        """
+        for key, _count, last_seq, _first, _last in self._stream_rows():
+            if not is_pseudonym(key) or key in rows:
+                continue
+            newest = self._ends(key)[2]
+            if newest is not None and newest.kind not in RECEIPT_KINDS:
+                msg = (
+                    f"{operation}: memory {key} holds records after its last erasure (seq "
+                    f"{last_seq} is a {newest.kind}) but has no names row: the row was deleted "
+                    "since, so whose memory it is cannot be told and it would be left out; "
+                    "restore the names table from a backup, or erase the memory by its id; "
+                    "nothing was erased"
+                )
+                raise ValueError(msg)
 
     def _use_keyring(self, keyring: object) -> None:
         """Backends call this from ``__init__`` with their ``keyring=`` argument."""

@@ -164,8 +164,10 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
             The receipts, in stream key order (``cleanup_pending`` as for :meth:`erase`).
 
         Raises:
-            ValueError: ``prefix`` or ``reason`` is empty, ``batch`` < 1, or a matching
-                memory holds format 1 records (memories of earlier batches stay erased).
+            ValueError: ``prefix`` or ``reason`` is empty, ``batch`` < 1, a matching
+                memory holds format 1 records (memories of earlier batches stay erased), or
+                (erasable ids) a memory holding records after its last erasure has lost its
+                ``names`` row (nothing erased).
             TypeError: ``prefix`` is not a tuple, or holds what no memory id holds (a bool,
                 a float, ...); nothing erased.
             KeyringError: A matching memory's content is sealed and this store's keyring

@@ -11,6 +11,7 @@ import os
 import pathlib
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ from eventlog.keyring import KeyringError, MemoryKeyring
 from eventlog.serialization import decode_event
 from eventlog.store import EventStore
 from eventlog.testing.records import batch, texts
-from tests.conftest import Backend
+from tests.conftest import PG_DSN, Backend
 from tests.processes import unmeasured_env
 
 SECRET = "passport X1234567"  # noqa: S105 - a marker text, not a password
@@ -376,3 +377,43 @@ def test_the_cli_refuses_a_subject_that_is_no_ids_start(
     assert "not the start of a memory id" in err and "Traceback" not in err
     with SQLiteEventStore(path) as store:
         assert texts(store.read((1, "a"))) == [SECRET]
+
+
+def _delete_names_row(backend: Backend, key: str) -> None:
+    """What an attacker with write access to the database does, behind the store's back."""
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.path) as conn:
+            conn.execute("DELETE FROM names WHERE stream_id = ?", (key,))
+        conn.close()
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as pg:
+        query = sql.SQL("DELETE FROM {}.names WHERE stream_id = %s")
+        pg.execute(query.format(sql.Identifier(backend.schema)), (key,))
+
+
+@pytest.mark.skip_backend("memory")  # the attacker edits the database's names table
+@pytest.mark.parametrize("keyring", [False, True], ids=["stored-id-key", "keyring"])
+def test_a_names_row_deleted_by_hand_does_not_hide_a_memory_from_erase_subject(
+    backend: Backend, keyring: bool
+) -> None:
+    # Deleting one names row needs no key and verify does not see it (the row is beside the
+    # chain). The memory then matched no prefix: erase_subject returned no receipt and left
+    # every message, and `streams()` even called its id erased.
+    ring = MemoryKeyring() if keyring else None
+    store = backend.open(keyring=ring, erasable_ids=True)
+    store.append(("alice", "s1"), batch(SECRET))
+    store.append(("alice", "s2"), batch("erased properly"))
+    store.erase(("alice", "s2"), reason="GDPR #1")  # no names row, its receipt newest: fine
+    hidden = str(store.stream_key(("alice", "s1")))
+    store.close()
+    _delete_names_row(backend, hidden)
+    store = backend.open(keyring=ring)
+    assert store.verify().ok  # what makes the check below necessary
+    with pytest.raises(ValueError, match=rf"memory {hidden} holds records after its last"):
+        store.erase_subject(("alice",), reason="GDPR #2")
+    # Check nothing was erased: the message is still there, read by id.
+    assert texts(store.read(("alice", "s1"))) == [SECRET]
+    store.close()
