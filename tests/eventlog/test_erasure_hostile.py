@@ -83,6 +83,13 @@ def test_a_huge_unicode_prefix_erases_exactly_its_memories(tmp_path: pathlib.Pat
         assert [r.memory_id for r in store.erase_subject((huge,), reason="GDPR")] == [(huge, "s")]
         assert texts(store.read((decomposed, "s1"))) == [f"text of {decomposed}"]
         assert texts(store.read(("user-42", "s1"))) == ["text of user-42"]
+        # A plain id is its own subject, apart from the tuples that start with it: erasing
+        # the tuples' subject leaves it readable (its key is not theirs).
+        store.append("user-42", batch("a plain id"))
+        assert [r.memory_id for r in store.erase_subject(("user-42",), reason="GDPR")] == [
+            ("user-42", "s1")
+        ]
+        assert texts(store.read("user-42")) == ["a plain id"]
         assert store.verify().ok
 
 
@@ -417,3 +424,76 @@ def test_a_names_row_deleted_by_hand_does_not_hide_a_memory_from_erase_subject(
     # Check nothing was erased: the message is still there, read by id.
     assert texts(store.read(("alice", "s1"))) == [SECRET]
     store.close()
+
+
+_KILLED_IN_THE_THIRD_BATCH = """
+import os, signal, sys
+from eventlog import FileKeyring
+from eventlog.postgres import PostgresEventStore
+
+batches = []
+
+class KilledInTheThirdBatch(PostgresEventStore):
+    def _erase(self, keys, reason, expected_seq, before_commit=None):
+        batches.append(keys)
+
+        def then_die():
+            if before_commit is not None:
+                before_commit()
+            if len(batches) == 3:  # rows blanked, receipts written, not committed
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        return super()._erase(keys, reason, expected_seq, before_commit=then_die)
+
+dsn, schema, keys = sys.argv[1:]
+with KilledInTheThirdBatch(dsn, schema=schema, keyring=FileKeyring(keys)) as store:
+    store.erase_subject(("user-42",), reason="GDPR", batch=4)
+"""
+
+
+@pytest.mark.skip_backend("memory", "sqlite")  # SQLite: test_erase_durability.py
+def test_postgres_erase_subject_killed_in_a_batch_leaves_each_memory_whole_or_erased(
+    backend: Backend, tmp_path: pathlib.Path
+) -> None:
+    # README: "erase_subject erases 500 memories per transaction (each memory is untouched or
+    # fully erased with its receipt, even after kill -9; a rerun finishes the job without a
+    # second receipt)". Here on PostgreSQL, the process killed inside its third transaction.
+    keys = tmp_path / "keys.json"
+    sessions = [("user-42", f"s{i:02}") for i in range(14)]
+    store = backend.open(keyring=FileKeyring(keys))
+    for mid in sessions:
+        store.append(mid, batch(f"{SECRET} {mid[1]}", "an answer"))
+    store.append(("user-7", "s1"), batch("keep me"))
+    store.close()
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_IN_THE_THIRD_BATCH, PG_DSN, backend.schema, str(keys)],
+        env=unmeasured_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    store = backend.open(keyring=FileKeyring(keys))
+    # Check the first two batches (8 memories, in stream key order) are erased with one
+    # receipt each, the third's rollback left the rest whole, and the chains verify.
+    erased = []
+    for mid in sessions:
+        records = store.read(mid)
+        receipts = [r for r in records if r.kind == "memory_erased"]
+        if receipts:
+            assert len(receipts) == 1 and all(r.erased for r in records[:2]), mid
+            erased.append(mid)
+        else:
+            assert texts(records) == [f"{SECRET} {mid[1]}", "an answer"], mid
+    assert erased == sessions[:8]
+    assert store.verify().ok
+    # Check the rerun erases exactly the rest, one receipt each, and shreds the subject's keys.
+    rerun = store.erase_subject(("user-42",), reason="GDPR, rerun")
+    assert [r.memory_id for r in rerun] == sessions[8:]
+    assert all(len([r for r in store.read(m) if r.kind == "memory_erased"]) == 1 for m in sessions)
+    assert texts(store.read(("user-7", "s1"))) == ["keep me"]
+    assert store.verify().ok
+    store.close()
+    stored = json.loads(keys.read_text())["keys"].values()
+    assert [e["subject"] for e in stored] == ['~t:["user-7"]']
