@@ -11,6 +11,7 @@ and ``purge`` appends the :func:`tombstone`. An import may bring records an eras
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -333,26 +334,31 @@ def erase_subject(
     for key, mid in sorted(named.items()):
         if isinstance(mid, tuple) and mid[: len(prefix)] == prefix:
             keys.append(key)
+    # Memories an erasure killed between its key destruction and its commit left behind:
+    # their names rows are sealed under destroyed keys, so no prefix matches them.
+    keys += [key for key in store._shredded_names() if key not in named or named[key] is None]
     for key in keys:  # before anything is erased
         refuse_without_its_keyring(store, key, "erase")
     ring = store._keyring
 
-    def destroy_keys() -> None:
+    def destroy_keys(chunk: Sequence[str]) -> None:
         # Under a one-element prefix, every key of the subject (keyring.subject_of) at once,
         # its memories' and its own (which sealed content from before memories had keys of
-        # their own). A longer prefix (("user-42", "tenant-a")) erases some of the subject's
-        # memories, not all: each of their own keys goes, in one call per subject (one
-        # rewrite of a key file, not one per memory).
+        # their own), in the last batch. A longer prefix (("user-42", "tenant-a")) erases
+        # some of the subject's memories, not all: each batch's own keys go in its
+        # transaction, in one call per subject (one rewrite of a key file, not one per
+        # memory); a rerun after a kill could not find the memories an earlier batch erased
+        # (with erasable ids their names rows went with them), nor so destroy their keys.
         if ring is None:
             return
         if len(prefix) == 1:
             ring.destroy(memory_key(prefix))
             return
         by_subject: dict[str, list[str]] = {}
-        for key in keys:
+        for key in chunk:
             mid = named[key]
-            assert isinstance(mid, tuple)  # noqa: S101 - keys holds tuple ids only (above)
-            by_subject.setdefault(subject_of(mid), []).append(key)
+            if isinstance(mid, tuple):  # not a leftover (its keys are destroyed already)
+                by_subject.setdefault(subject_of(mid), []).append(key)
         for subject, memories in by_subject.items():
             ring.destroy_memories(subject, memories)
 
@@ -364,12 +370,13 @@ def erase_subject(
     starts = range(0, len(keys), batch)
     for start in starts:
         chunk = keys[start : start + batch]
-        if start == starts[-1]:
-            receipts.extend(_erase_then(store, chunk, reason, None, destroy_keys))
+        if start == starts[-1] or len(prefix) > 1:
+            destroy = functools.partial(destroy_keys, chunk)
+            receipts.extend(_erase_then(store, chunk, reason, None, destroy))
         else:
             receipts.extend(store._erase(chunk, reason, None))
     if not keys:
-        destroy_keys()
+        destroy_keys(keys)
     for key in keys:
         store._name_rows_made.pop(key, None)  # the backend deleted the rows
     pending = not store._clean_files("erase")

@@ -207,6 +207,22 @@ class LedgerNames(Recorder):
                 )
                 raise ValueError(msg)
 
+    def _shredded_names(self) -> list[str]:
+        """Pseudonyms whose ``names`` row is sealed under a key the keyring records destroyed:
+        an erasure killed after destroying its keys and before its commit (every other
+        erasure deletes the row with the key). Nobody can tell whose they are any more, and
+        their content is gone; ``erase_subject`` finishes them (blanks, receipt, row)."""
+        ring = self._keyring
+        if self._names is None or ring is None:
+            return []
+        return sorted(
+            key
+            for key, stored in self._name_rows().items()
+            if is_sealed(stored)
+            and ring.get(sealed_key_id(stored)) is None
+            and ring.destroyed(sealed_key_id(stored))
+        )
+
     def _use_keyring(self, keyring: object) -> None:
         """Backends call this from ``__init__`` with their ``keyring=`` argument."""
         if keyring is not None and not isinstance(keyring, Keyring):

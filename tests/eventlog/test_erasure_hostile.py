@@ -141,12 +141,6 @@ with KilledAfterTheFirstBatch(path, keyring=FileKeyring(keys), erasable_ids=True
 """
 
 
-@pytest.mark.xfail(
-    reason="eventlog/erasure.py (not this helper's file): erase_subject under a longer prefix "
-    "destroys its memories' keys only in the last batch, and a rerun cannot find the memories "
-    "an earlier batch erased (their names rows went with them): their keys survive",
-    strict=True,
-)
 def test_a_rerun_after_a_kill_between_batches_shreds_every_erased_memorys_key(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -290,21 +284,7 @@ with SQLiteEventStore(path, keyring=KilledAfterTheDestruction(keys)) as store:
 """
 
 
-@pytest.mark.parametrize(
-    "erasable",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                reason="eventlog/erasure.py (not this helper's file): the rerun cannot read "
-                "the names row, sealed under the destroyed key, so it matches nothing",
-                strict=True,
-            ),
-        ),
-    ],
-    ids=["clear-ids", "erasable-ids"],
-)
+@pytest.mark.parametrize("erasable", [False, True], ids=["clear-ids", "erasable-ids"])
 def test_a_rerun_after_a_kill_between_the_key_destruction_and_the_commit_finishes_the_job(
     tmp_path: pathlib.Path, erasable: bool
 ) -> None:
