@@ -111,11 +111,16 @@ def read_file(path_text: str, option: str) -> str:
     if not path.is_file():
         msg = f"{option} {path_text}: no such file"
         raise UsageError(msg)
+    return _text_of(path, option)
+
+
+def _text_of(path: Path, option: str) -> str:
+    """The UTF-8 text of an existing file (a one-line failure, naming it, if not UTF-8)."""
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         msg = (
-            f"{option} {path_text}: not UTF-8 text ({e.reason} at byte {e.start}), so not a "
+            f"{option} {path}: not UTF-8 text ({e.reason} at byte {e.start}), so not a "
             "file chatledger wrote; pass the file it wrote"
         )
         raise Failure(msg) from e
@@ -343,7 +348,7 @@ def _evidence_file(path_text: str, what: str, hint: str) -> str:
     if not path.is_file():
         msg = f"{what} {path_text}: no such file; {hint}"
         raise UsageError(msg)
-    return path.read_text(encoding="utf-8")
+    return _text_of(path, what)
 
 
 def prove_consistency_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -463,7 +468,7 @@ def _read_key_file(path_text: str, option: str) -> str:
     if not path.is_file():
         msg = f"{option} {path_text}: no such file; make a key pair with `chatledger keygen NAME`"
         raise UsageError(msg)
-    return path.read_text(encoding="utf-8")
+    return _text_of(path, option)
 
 
 def load_verifier(path_text: str) -> Verifier:
@@ -489,16 +494,18 @@ def checkpoint_cmd(args: argparse.Namespace, store: EventStore) -> int:
         msg = f"--signing-key {args.signing_key}: {e}"
         raise Failure(msg) from e
     note = sign_checkpoint(store, args.origin, signer)
+    # Note lines end at "\n" only: an origin may hold U+2028, where str.splitlines() breaks.
+    size = note.split("\n")[1]
     _deliver(
         args,
         note.removesuffix("\n"),
         "checkpoint",
         is_json=False,
-        report={"size": int(note.splitlines()[1]), "origin": args.origin},
+        report={"size": int(size), "origin": args.origin},
     )
     if args.output not in (None, "-"):
         console(stderr=True).print(
-            f"checkpoint of {note.splitlines()[1]} records signed by {signer.name} written to "
+            f"checkpoint of {size} records signed by {signer.name} written to "
             f"{args.output}; check the ledger against it with `chatledger verify --checkpoint "
             f"{args.output} --verifier-key {_key_stem(signer.name)}.vkey`",
             highlight=False,
