@@ -31,6 +31,10 @@ from projections.cli.store import check_seq, existing, read_key
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
+# Evidence files are kilobytes (a disclosing proof carries one message); this bound only
+# keeps a hostile or mistaken giant file from being read into memory.
+_MAX_EVIDENCE = 256 * 2**20
+
 __all__ = [
     "check_consistency",
     "check_proof",
@@ -115,15 +119,27 @@ def read_file(path_text: str, option: str) -> str:
 
 
 def _text_of(path: Path, option: str) -> str:
-    """The UTF-8 text of an existing file (a one-line failure, naming it, if not UTF-8)."""
+    """The UTF-8 text of an existing file (a one-line failure, naming it, if not UTF-8 or
+    larger than any file chatledger writes)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as f:
+            # One character past the limit at most: a 20 GB file handed over as a proof is
+            # refused here, not read into memory (a MemoryError, or the machine's exhausted).
+            text = f.read(_MAX_EVIDENCE + 1)
     except UnicodeDecodeError as e:
         msg = (
             f"{option} {path}: not UTF-8 text ({e.reason} at byte {e.start}), so not a "
             "file chatledger wrote; pass the file it wrote"
         )
         raise Failure(msg) from e
+    if len(text) > _MAX_EVIDENCE:
+        msg = (
+            f"{option} {path}: longer than {_MAX_EVIDENCE // 2**20} Mi characters, far beyond "
+            "any digest, proof, checkpoint, receipt or key file chatledger writes; pass the "
+            "file it wrote"
+        )
+        raise Failure(msg)
+    return text
 
 
 def load_digest(path_text: str) -> LedgerDigest:

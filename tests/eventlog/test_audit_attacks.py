@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +285,40 @@ def test_read_only_audits_of_a_ledger_with_a_wrong_stored_block_write_nothing(tm
         assert verify_inclusion(prove(ro, first.stream_id, first.seq, digest=d), d)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+
+
+def _limited_memory() -> None:  # pragma: no cover - runs in the child before exec
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+
+def test_a_gigantic_evidence_file_is_refused_in_one_line_not_read_into_memory(tmp_path):
+    # Attack: a "proof" (or digest, checkpoint, key) of 20 GB (sparse: no disk is used). It was
+    # read whole: a MemoryError traceback under a memory limit, the machine's memory without.
+    db = tmp_path / "ledger.db"
+    with SQLiteEventStore(db) as store:
+        _say(store, "conv", "hi")
+    giant = tmp_path / "giant.json"
+    with giant.open("wb") as f:
+        f.truncate(20 * 2**30)
+    exe = Path(sys.executable).with_name("chatledger")
+    for args in (
+        ("check-proof", giant, "--digest", giant),
+        ("--db", db, "verify", "--checkpoint", giant, "--verifier-key", giant),
+        ("check-consistency", giant, giant),
+    ):
+        started = time.monotonic()
+        result = subprocess.run(
+            [exe, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=_limited_memory,
+            check=False,
+        )
+        assert result.returncode == 1, result.stderr[-500:]
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert f"{giant}: longer than 256 Mi characters" in result.stderr
+        assert time.monotonic() - started < 30
