@@ -111,6 +111,12 @@ def receipt_bundle(
     return json.dumps(doc, ensure_ascii=False)
 
 
+def _same(real: object, shown: object) -> bool:
+    """Equal as JSON values: Python's ``==`` takes ``true`` and ``1.0`` for the seq ``1``,
+    which the file would then show in place of the record's own field."""
+    return type(real) is type(shown) and real == shown
+
+
 @dataclass(frozen=True)
 class ReceiptCheck:
     """What :func:`check_receipt` found.
@@ -197,8 +203,8 @@ def check_receipt(
             shown,
         )
     real = _fields(event, record.stream_id, f"{position}-{record.hash}")
-    if shown != real:
-        changed = sorted(k for k in real.keys() | shown.keys() if real.get(k) != shown.get(k))
+    changed = sorted(k for k in real.keys() | shown.keys() if not _same(real.get(k), shown.get(k)))
+    if changed:
         return ReceiptCheck(
             False, f"the receipt shows {', '.join(changed)} other than its record says", shown
         )

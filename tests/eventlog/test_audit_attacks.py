@@ -10,6 +10,7 @@ traceback, and nothing edited may pass.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from eventlog import SQLiteEventStore, UserMessage
 from eventlog.checkpoint import open_checkpoint, sign_checkpoint, verify_checkpoint
 from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
 from eventlog.note import NoteError, generate_key, open_note, sign_note
+from eventlog.receipts import check_receipt, receipt_bundle
 from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory
 from projections.cli import main
@@ -322,3 +324,26 @@ def test_a_gigantic_evidence_file_is_refused_in_one_line_not_read_into_memory(tm
         assert len(result.stderr.strip().splitlines()) == 1
         assert f"{giant}: longer than 256 Mi characters" in result.stderr
         assert time.monotonic() - started < 30
+
+
+# ---------------------------------------------------------------- erasure receipts
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("first_seq", True), ("record_count", 2.0), ("last_seq", 2.0), ("reason", ["gdpr"])],
+)
+def test_a_receipt_showing_a_field_as_another_json_type_does_not_check(field, value):
+    # Attack: show the receipt's numbers as other JSON values Python's == takes for them
+    # (true for 1, 2.0 for 2). check_receipt passed them, and `check-receipt` printed
+    # "2.0 records erased (seq True..2)": fields that are not the record's own.
+    store = SQLiteEventStore(":memory:")
+    _say(store, "conv", "a", "b")
+    receipt = store.erase("conv", reason="gdpr")
+    d = digest(store)
+    doc = json.loads(receipt_bundle(store, receipt, digest=d))
+    assert check_receipt(json.dumps(doc), d).ok
+    doc["receipt"][field] = value
+    check = check_receipt(json.dumps(doc), d)
+    assert not check.ok
+    assert check.reason == f"the receipt shows {field} other than its record says"
