@@ -160,7 +160,7 @@ def check_receipt(
     try:
         doc = json.loads(text)
         shown = doc["receipt"]
-        ok_header = doc.get("format") == RECEIPT_FORMAT and doc.get("version") == _VERSION
+        ok_header = doc.get("format") == RECEIPT_FORMAT and _same(_VERSION, doc.get("version"))
         proof = InclusionProof.from_json(json.dumps(doc["proof"]))
         claimed = LedgerDigest.from_json(json.dumps(doc["digest"]))
     except (ValueError, KeyError, TypeError, RecursionError) as e:

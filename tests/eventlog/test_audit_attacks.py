@@ -347,3 +347,15 @@ def test_a_receipt_showing_a_field_as_another_json_type_does_not_check(field, va
     check = check_receipt(json.dumps(doc), d)
     assert not check.ok
     assert check.reason == f"the receipt shows {field} other than its record says"
+
+
+@pytest.mark.parametrize("version", [True, 1.0])
+def test_a_receipt_whose_version_is_true_or_a_float_is_not_version_1(version):
+    store = SQLiteEventStore(":memory:")
+    _say(store, "conv", "a")
+    receipt = store.erase("conv", reason="gdpr")
+    d = digest(store)
+    doc = json.loads(receipt_bundle(store, receipt, digest=d))
+    doc["version"] = version
+    check = check_receipt(json.dumps(doc), d)
+    assert not check.ok and "version 1" in check.reason
