@@ -36,11 +36,14 @@ _VERSION: Final = 1
 _ERASED: Final = "memory_erased"
 _POSITION = re.compile("[1-9][0-9]{0,18}").fullmatch
 _MAX_POSITION = (1 << 63) - 1
+_HEX64 = re.compile("[0-9a-f]{64}").fullmatch
 
 
 def _parse_id(receipt_id: str) -> tuple[int, str]:
     position, _, digest = str(receipt_id).partition("-")
-    if not (position.isdigit() and len(digest) == 64 and digest == digest.lower()):
+    # ASCII digits only: str.isdigit() also takes "\u00b2" (which int() refuses) and the
+    # fullwidth digits.
+    if not (_POSITION(position) and int(position) <= _MAX_POSITION and _HEX64(digest)):
         msg = (
             f"erasure receipt id {receipt_id!r} is not <position>-<64 hex digits>; copy it "
             "from the erase output or `chatledger history` of the memory"

@@ -359,3 +359,55 @@ def test_a_receipt_whose_version_is_true_or_a_float_is_not_version_1(version):
     doc["version"] = version
     check = check_receipt(json.dumps(doc), d)
     assert not check.ok and "version 1" in check.reason
+
+
+# ---------------------------------------------------------------- rollback hidden by growth
+
+
+def test_an_older_copy_grown_past_the_checkpoint_is_still_refused(tmp_path):
+    # Attack: restore an older genuine copy, then append until it holds more records than the
+    # signed checkpoint, so "behind the checkpoint" no longer applies. The tree of the first
+    # checkpoint-size records is not the signed one: refused as changed history.
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        _say(store, "conv", "I agree to the terms.")
+    backup = path.read_bytes()
+    with SQLiteEventStore(path) as store:
+        _say(store, "conv", "Cancel the order.")
+        signer, verifier = generate_key("log")
+        note = sign_checkpoint(store, ORIGIN, signer)
+        d = digest(store)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(backup)
+    with SQLiteEventStore(path) as store:
+        _say(store, "conv", "Ship it.", "Thanks.")
+        assert store.verify().ok  # every record genuine
+        report = verify_checkpoint(store, note, verifier)
+        assert not report.ok and not report.behind and report.ledger_size == 3
+        assert "does not extend the checkpoint" in report.reason
+        assert not verify_digest(store, d).ok
+
+
+@pytest.mark.parametrize(
+    "position", ["\u00b2", "\uff11", "99999999999999999999999", "9223372036854775808", "0", ""]
+)
+def test_a_receipt_id_whose_position_is_not_a_plain_position_is_malformed(position):
+    # Attack: str.isdigit() took U+00B2 (then int() raised "invalid literal for int()"), the
+    # fullwidth digit one (an alias of 1) and positions past 64 bits (read_all's range error).
+    from eventlog.receipts import find_receipt
+
+    store = SQLiteEventStore(":memory:")
+    _say(store, "conv", "a")
+    receipt = store.erase("conv", reason="gdpr")
+    assert find_receipt(store, receipt.id).id == receipt.id
+    with pytest.raises(ValueError, match="is not <position>-<64 hex digits>"):
+        find_receipt(store, f"{position}-{receipt.record.hash}")
+
+
+def test_a_receipt_id_whose_hash_is_not_hex_is_malformed():
+    from eventlog.receipts import find_receipt
+
+    store = SQLiteEventStore(":memory:")
+    with pytest.raises(ValueError, match="is not <position>-<64 hex digits>"):
+        find_receipt(store, "1-" + "z" * 64)
