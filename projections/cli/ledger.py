@@ -88,10 +88,14 @@ def write_evidence(text: str, output: str | None, what: str) -> None:
         sys.stdout.write(text + "\n")
         return
     path = Path(output)
-    if path.exists():
-        msg = f"{what} file {path} exists; pick a new name (a {what} is evidence: keep each one)"
-        raise Failure(msg)
-    path.write_text(text + "\n", encoding="utf-8")
+    msg = f"{what} file {path} exists; pick a new name (a {what} is evidence: keep each one)"
+    try:
+        # "x": created here or refused, never through a symlink planted at the name (exists()
+        # is False for one that dangles, and a plain write would create its target).
+        with path.open("x", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except FileExistsError:
+        raise Failure(msg) from None
 
 
 def _deliver(
@@ -458,7 +462,7 @@ def keygen(args: argparse.Namespace) -> int:
     key_path = out / f"{_key_stem(args.name)}.key"
     vkey_path = out / f"{_key_stem(args.name)}.vkey"
     for path in (key_path, vkey_path):
-        if path.exists():
+        if os.path.lexists(path):  # a dangling symlink too: the key is not written through it
             msg = (
                 f"keygen {args.name}: {path} exists; a key is never overwritten (checkpoints "
                 "signed with it would stop verifying), pick another NAME or --out DIR"
@@ -468,7 +472,8 @@ def keygen(args: argparse.Namespace) -> int:
     fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(signer.to_text() + "\n")
-    vkey_path.write_text(verifier.to_text() + "\n", encoding="utf-8")
+    with vkey_path.open("x", encoding="utf-8") as f:  # as the key: never through a symlink
+        f.write(verifier.to_text() + "\n")
     if args.json:
         emit({"key": str(key_path), "vkey": str(vkey_path), "verifier_key": verifier.to_text()})
         return 0

@@ -411,3 +411,32 @@ def test_a_receipt_id_whose_hash_is_not_hex_is_malformed():
     store = SQLiteEventStore(":memory:")
     with pytest.raises(ValueError, match="is not <position>-<64 hex digits>"):
         find_receipt(store, "1-" + "z" * 64)
+
+
+# ---------------------------------------------------------------- output files
+
+
+def test_evidence_and_keys_are_never_written_through_a_planted_symlink(capsys, tmp_path):
+    # Attack: in a shared directory, plant a dangling symlink where the auditor will write a
+    # digest, checkpoint or verifier key. Path.exists() is False for it, and write_text()
+    # created the link's target: a file of the planter's choosing, written as the auditor.
+    db = tmp_path / "ledger.db"
+    with SQLiteEventStore(db) as store:
+        _say(store, "conv", "hi")
+    shared, victim = tmp_path / "shared", tmp_path / "victim"
+    shared.mkdir()
+    victim.mkdir()
+    (shared / "log.vkey").symlink_to(victim / "planted-vkey")
+    status, _, err = _cli(capsys, "keygen", "log", "--out", shared)
+    assert status == 1 and "exists" in err
+    assert not (victim / "planted-vkey").exists() and not (shared / "log.key").exists()
+    assert _cli(capsys, "keygen", "log", "--out", tmp_path)[0] == 0
+    for name, args in (
+        ("digest.json", ("digest",)),
+        ("cp.txt", ("checkpoint", "--origin", "o", "--signing-key", tmp_path / "log.key")),
+        ("proof.json", ("prove", "conv", "1")),
+    ):
+        (shared / name).symlink_to(victim / name)
+        status, _, err = _cli(capsys, "--db", db, *args, "-o", shared / name)
+        assert status == 1 and "exists; pick a new name" in err, err
+        assert not (victim / name).exists()
