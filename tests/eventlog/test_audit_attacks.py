@@ -440,3 +440,28 @@ def test_evidence_and_keys_are_never_written_through_a_planted_symlink(capsys, t
         status, _, err = _cli(capsys, "--db", db, *args, "-o", shared / name)
         assert status == 1 and "exists; pick a new name" in err, err
         assert not (victim / name).exists()
+
+
+# ---------------------------------------------------------------- signatures
+
+
+def test_a_key_with_the_trusted_keys_name_and_hash_cannot_sign_or_hide_behind_it():
+    # Attack: a key whose name and 4-byte key hash equal the trusted key's (a 2**32 search,
+    # simulated here by building the signer directly). Its signature line is the trusted
+    # key's by (name, hash), so it is checked with the trusted public key and refused; added
+    # beside the genuine signature it is a second signature by that key, also refused.
+    from eventlog.note import Signer
+
+    store = SQLiteEventStore(":memory:")
+    _say(store, "conv", "hi")
+    signer, verifier = generate_key("example.com/log")
+    other, _ = generate_key("example.com/log")
+    twin = Signer(verifier.name, verifier.key_hash, other.seed)
+    forged = sign_checkpoint(store, ORIGIN, twin)
+    report = verify_checkpoint(store, forged, verifier)
+    assert not report.ok and "does not verify" in report.reason
+    genuine = sign_checkpoint(store, ORIGIN, signer)
+    twin_line = forged.rsplit("\n\n", 1)[1]
+    with pytest.raises(NoteError, match="signed it twice"):
+        open_checkpoint(genuine + twin_line, verifier)
+    assert verify_checkpoint(store, genuine, verifier).ok
