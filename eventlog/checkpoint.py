@@ -25,7 +25,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
-from eventlog import merkle
+from eventlog import ledger_scan, merkle
 from eventlog.note import NoteError, Signer, Verifier, open_note, sign_note
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ __all__ = [
 
 _SIZE = re.compile(r"0|[1-9][0-9]{0,19}").fullmatch
 _MAX_SIZE = 2**64 - 1
-_PAGE = 50_000
+_ALL = 2**63  # a tree size above any ledger's: "the tree of every record"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -189,18 +189,6 @@ class CheckpointReport:
     behind: bool = False
 
 
-def _tree_now(store: EventStore) -> merkle.MerkleTree:
-    """A fresh tree of every stored record hash: verification never trusts a cached tree."""
-    tree = merkle.MerkleTree()
-    after = 0
-    while True:
-        page = store.read_all(gt=after, limit=_PAGE)
-        tree.extend([r.hash for r in page])
-        if len(page) < _PAGE:
-            return tree
-        after = page[-1].position
-
-
 def verify_checkpoint(
     store: EventStore,
     note: str | bytes,
@@ -210,10 +198,12 @@ def verify_checkpoint(
 ) -> CheckpointReport:
     """Check a signed checkpoint, then that ``store``'s ledger is that tree or extends it.
 
-    The signature first (with the verifier key alone); then the ledger's Merkle tree is
-    rebuilt from the stored record hashes (never a cached tree) and a consistency proof from
-    the checkpoint's size to the ledger's is made and checked against the checkpoint's root
-    with the RFC 9162 verifier. Record contents are ``store.verify()``'s job.
+    The signature first (with the verifier key alone); then one pass over the log, as
+    ``verify(digest=)`` makes: every record re-hashed and its chain link checked (a record
+    edited under its stored hash builds the signed tree but is not what was hashed), and the
+    ledger's Merkle tree rebuilt from those records (never a cached tree); a consistency proof
+    from the checkpoint's size to the ledger's is made and checked against the checkpoint's
+    root with the RFC 9162 verifier.
 
     Args:
         store: The store the checkpoint was signed of.
@@ -242,7 +232,8 @@ def verify_checkpoint(
                 "from their publisher again"
             ),
         )
-    tree = _tree_now(store)
+    # Every record, whatever the checkpoint's size: a tree that is too big is never built.
+    scan, tree = ledger_scan.scan(store, 0, _ALL)
     size, where = tree.size, f"{checkpoint.origin} at size {checkpoint.size}"
     if size < checkpoint.size:
         return CheckpointReport(
@@ -264,6 +255,18 @@ def verify_checkpoint(
                 f"the ledger ({size} records) does not extend the checkpoint ({where}): its "
                 f"first {checkpoint.size} records hash to another root, so history was "
                 "changed (or records purged since); run `chatledger verify` to locate it"
+            ),
+            checkpoint=checkpoint,
+            ledger_size=size,
+        )
+    if scan.bad is not None:
+        return CheckpointReport(
+            ok=False,
+            reason=(
+                f"{scan.bad.stream_id} seq {scan.bad.seq} does not verify: the ledger's stored "
+                f"hashes build the tree of the checkpoint ({where}), but that record is not "
+                "what was hashed, or its chain link is broken; run `chatledger verify` to "
+                "locate every break"
             ),
             checkpoint=checkpoint,
             ledger_size=size,

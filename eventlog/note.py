@@ -237,10 +237,16 @@ def generate_key(name: str) -> tuple[Signer, Verifier]:
 
 
 def _text_problem(text: str) -> str | None:
-    # Go's note rules: UTF-8 (a str is), no ASCII control character but the newline.
+    # Go's note rules: UTF-8, no ASCII control character but the newline. A str is UTF-8
+    # unless it holds a lone surrogate (as surrogateescape decoding leaves for a bad byte).
     for c in text:
         if c < " " and c != "\n":
             return f"it holds the control character {c!r}"
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as e:
+            return f"it is not UTF-8 text (a lone surrogate {text[e.start]!r} at {e.start})"
     return None
 
 

@@ -36,11 +36,14 @@ _VERSION: Final = 1
 _ERASED: Final = "memory_erased"
 _POSITION = re.compile("[1-9][0-9]{0,18}").fullmatch
 _MAX_POSITION = (1 << 63) - 1
+_HEX64 = re.compile("[0-9a-f]{64}").fullmatch
 
 
 def _parse_id(receipt_id: str) -> tuple[int, str]:
     position, _, digest = str(receipt_id).partition("-")
-    if not (position.isdigit() and len(digest) == 64 and digest == digest.lower()):
+    # ASCII digits only: str.isdigit() also takes "\u00b2" (which int() refuses) and the
+    # fullwidth digits.
+    if not (_POSITION(position) and int(position) <= _MAX_POSITION and _HEX64(digest)):
         msg = (
             f"erasure receipt id {receipt_id!r} is not <position>-<64 hex digits>; copy it "
             "from the erase output or `chatledger history` of the memory"
@@ -111,6 +114,12 @@ def receipt_bundle(
     return json.dumps(doc, ensure_ascii=False)
 
 
+def _same(real: object, shown: object) -> bool:
+    """Equal as JSON values: Python's ``==`` takes ``true`` and ``1.0`` for the seq ``1``,
+    which the file would then show in place of the record's own field."""
+    return type(real) is type(shown) and real == shown
+
+
 @dataclass(frozen=True)
 class ReceiptCheck:
     """What :func:`check_receipt` found.
@@ -154,7 +163,7 @@ def check_receipt(
     try:
         doc = json.loads(text)
         shown = doc["receipt"]
-        ok_header = doc.get("format") == RECEIPT_FORMAT and doc.get("version") == _VERSION
+        ok_header = doc.get("format") == RECEIPT_FORMAT and _same(_VERSION, doc.get("version"))
         proof = InclusionProof.from_json(json.dumps(doc["proof"]))
         claimed = LedgerDigest.from_json(json.dumps(doc["digest"]))
     except (ValueError, KeyError, TypeError, RecursionError) as e:
@@ -197,8 +206,8 @@ def check_receipt(
             shown,
         )
     real = _fields(event, record.stream_id, f"{position}-{record.hash}")
-    if shown != real:
-        changed = sorted(k for k in real.keys() | shown.keys() if real.get(k) != shown.get(k))
+    changed = sorted(k for k in real.keys() | shown.keys() if not _same(real.get(k), shown.get(k)))
+    if changed:
         return ReceiptCheck(
             False, f"the receipt shows {', '.join(changed)} other than its record says", shown
         )

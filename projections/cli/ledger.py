@@ -31,6 +31,10 @@ from projections.cli.store import check_seq, existing, read_key
 if TYPE_CHECKING:
     from eventlog.store import EventStore
 
+# Evidence files are kilobytes (a disclosing proof carries one message); this bound only
+# keeps a hostile or mistaken giant file from being read into memory.
+_MAX_EVIDENCE = 256 * 2**20
+
 __all__ = [
     "check_consistency",
     "check_proof",
@@ -84,10 +88,14 @@ def write_evidence(text: str, output: str | None, what: str) -> None:
         sys.stdout.write(text + "\n")
         return
     path = Path(output)
-    if path.exists():
-        msg = f"{what} file {path} exists; pick a new name (a {what} is evidence: keep each one)"
-        raise Failure(msg)
-    path.write_text(text + "\n", encoding="utf-8")
+    msg = f"{what} file {path} exists; pick a new name (a {what} is evidence: keep each one)"
+    try:
+        # "x": created here or refused, never through a symlink planted at the name (exists()
+        # is False for one that dangles, and a plain write would create its target).
+        with path.open("x", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except FileExistsError:
+        raise Failure(msg) from None
 
 
 def _deliver(
@@ -111,14 +119,31 @@ def read_file(path_text: str, option: str) -> str:
     if not path.is_file():
         msg = f"{option} {path_text}: no such file"
         raise UsageError(msg)
+    return _text_of(path, option)
+
+
+def _text_of(path: Path, option: str) -> str:
+    """The UTF-8 text of an existing file (a one-line failure, naming it, if not UTF-8 or
+    larger than any file chatledger writes)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as f:
+            # One character past the limit at most: a 20 GB file handed over as a proof is
+            # refused here, not read into memory (a MemoryError, or the machine's exhausted).
+            text = f.read(_MAX_EVIDENCE + 1)
     except UnicodeDecodeError as e:
         msg = (
-            f"{option} {path_text}: not UTF-8 text ({e.reason} at byte {e.start}), so not a "
+            f"{option} {path}: not UTF-8 text ({e.reason} at byte {e.start}), so not a "
             "file chatledger wrote; pass the file it wrote"
         )
         raise Failure(msg) from e
+    if len(text) > _MAX_EVIDENCE:
+        msg = (
+            f"{option} {path}: longer than {_MAX_EVIDENCE // 2**20} Mi characters, far beyond "
+            "any digest, proof, checkpoint, receipt or key file chatledger writes; pass the "
+            "file it wrote"
+        )
+        raise Failure(msg)
+    return text
 
 
 def load_digest(path_text: str) -> LedgerDigest:
@@ -343,7 +368,7 @@ def _evidence_file(path_text: str, what: str, hint: str) -> str:
     if not path.is_file():
         msg = f"{what} {path_text}: no such file; {hint}"
         raise UsageError(msg)
-    return path.read_text(encoding="utf-8")
+    return _text_of(path, what)
 
 
 def prove_consistency_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -437,7 +462,7 @@ def keygen(args: argparse.Namespace) -> int:
     key_path = out / f"{_key_stem(args.name)}.key"
     vkey_path = out / f"{_key_stem(args.name)}.vkey"
     for path in (key_path, vkey_path):
-        if path.exists():
+        if os.path.lexists(path):  # a dangling symlink too: the key is not written through it
             msg = (
                 f"keygen {args.name}: {path} exists; a key is never overwritten (checkpoints "
                 "signed with it would stop verifying), pick another NAME or --out DIR"
@@ -447,7 +472,8 @@ def keygen(args: argparse.Namespace) -> int:
     fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(signer.to_text() + "\n")
-    vkey_path.write_text(verifier.to_text() + "\n", encoding="utf-8")
+    with vkey_path.open("x", encoding="utf-8") as f:  # as the key: never through a symlink
+        f.write(verifier.to_text() + "\n")
     if args.json:
         emit({"key": str(key_path), "vkey": str(vkey_path), "verifier_key": verifier.to_text()})
         return 0
@@ -463,7 +489,7 @@ def _read_key_file(path_text: str, option: str) -> str:
     if not path.is_file():
         msg = f"{option} {path_text}: no such file; make a key pair with `chatledger keygen NAME`"
         raise UsageError(msg)
-    return path.read_text(encoding="utf-8")
+    return _text_of(path, option)
 
 
 def load_verifier(path_text: str) -> Verifier:
@@ -489,16 +515,18 @@ def checkpoint_cmd(args: argparse.Namespace, store: EventStore) -> int:
         msg = f"--signing-key {args.signing_key}: {e}"
         raise Failure(msg) from e
     note = sign_checkpoint(store, args.origin, signer)
+    # Note lines end at "\n" only: an origin may hold U+2028, where str.splitlines() breaks.
+    size = note.split("\n")[1]
     _deliver(
         args,
         note.removesuffix("\n"),
         "checkpoint",
         is_json=False,
-        report={"size": int(note.splitlines()[1]), "origin": args.origin},
+        report={"size": int(size), "origin": args.origin},
     )
     if args.output not in (None, "-"):
         console(stderr=True).print(
-            f"checkpoint of {note.splitlines()[1]} records signed by {signer.name} written to "
+            f"checkpoint of {size} records signed by {signer.name} written to "
             f"{args.output}; check the ledger against it with `chatledger verify --checkpoint "
             f"{args.output} --verifier-key {_key_stem(signer.name)}.vkey`",
             highlight=False,

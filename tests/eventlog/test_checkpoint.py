@@ -205,9 +205,9 @@ def test_a_malformed_verifier_key_raises():
 
 
 def test_the_tree_is_rebuilt_page_by_page(monkeypatch):
-    import eventlog.checkpoint
+    import eventlog.ledger_scan
 
-    monkeypatch.setattr(eventlog.checkpoint, "_PAGE", 3)
+    monkeypatch.setattr(eventlog.ledger_scan, "_PAGE", 3)
     store = InMemoryEventStore()
     _fill(store)
     signer, verifier = generate_key("log")
