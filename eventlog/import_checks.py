@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
 from eventlog import validation
 from eventlog.ids import StreamKey, memory_id_from_key, memory_key
-from eventlog.models import MessagesSet, Record, format_time
+from eventlog.models import MessagesSet, Record, RecordQuarantined, format_time
+from eventlog.quarantine import QUARANTINE_STREAM
 from eventlog.store import EventStore
 
 __all__ = [
@@ -187,6 +188,7 @@ class ImportGate:
         self._check = check
         self._set_size = 0  # items of the last record checked, when it is a messages_set
         self._brought: dict[str, Brought] = {}
+        self._acks: list[tuple[str, str, int]] = []  # (line, memory, seq) of each one
 
     # ------------------------------------------------------------------ lines
 
@@ -314,6 +316,8 @@ class ImportGate:
             msg = f"{what} {event}; the record is malformed"
             raise self._refuse(msg)
         self._set_size = len(event.messages) if isinstance(event, MessagesSet) else 0
+        if isinstance(event, RecordQuarantined) and record.stream_id == QUARANTINE_STREAM:
+            self._acks.append((where, event.memory, event.seq))
 
     def _meta(self, record: Record, where: str) -> None:
         # Never deeper than append accepts, whatever max_depth allows elsewhere: a meta the
@@ -366,3 +370,18 @@ class ImportGate:
                 "memory, or was altered and re-hashed"
             )
             raise self._refuse(msg) from e
+
+    def acknowledgements(self, brought: Collection[str]) -> None:
+        """Refuse an acknowledgement of damage (``~sys:quarantine``, :mod:`eventlog.quarantine`)
+        naming a memory the import does not bring (``brought``: the keys it writes). It
+        would land next to records it never saw: the target's own, or ones a later write
+        makes, excusing them if they ever matched it."""
+        for where, memory, seq in self._acks:
+            if memory not in brought:
+                msg = (
+                    f"{where}: {QUARANTINE_STREAM} acknowledges damage to {memory!r:.80} seq "
+                    f"{seq}, a memory this file does not bring; an acknowledgement travels "
+                    "with its memory only - leave the system streams out (export without "
+                    "--include-system), or export the memory with it"
+                )
+                raise self._refuse(msg)
