@@ -273,7 +273,8 @@ def _roles(event: object) -> _Roles:
         return _Roles([], (event.seq, event.index))
     if isinstance(event, ContentErased):
         return _Roles([], None, event.erased_kind not in ("message_added", "messages_set"))
-    return _Roles([])
+    # A target's record this import cannot decode (sealed under a key it lacks): unknown.
+    return _Roles([], None, not isinstance(event, str))
 
 
 def _brought_by(record: Record, event: object) -> int:

@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from eventlog.ids import MemoryId, StreamKey, id_from_json, memory_id_from_key, memory_key
-from eventlog.validation import shown
 from projections.cli import langgraph_view
 from projections.cli.errors import Failure, UsageError
 from projections.cli.subcommands import (
@@ -182,7 +181,11 @@ def shown_id(key: str) -> str:
     hold (an id read from a file someone else wrote may be 100,000 characters), ``key``'s
     repr cut with ``...`` (:func:`eventlog.validation.shown`): visibly not a word to paste."""
     word = shell_id(key)
-    return word if len(word) <= _SHOWN_ID else shown(key)
+    if len(word) <= _SHOWN_ID:
+        return word
+    from eventlog.validation import shown  # pydantic: not loaded for `chatledger --help`
+
+    return shown(key)
 
 
 def resolve_ids(args: argparse.Namespace) -> None:
