@@ -264,15 +264,15 @@ class _Roles(NamedTuple):
 
 def _roles(event: object) -> _Roles:
     """The system messages an event brought, the message it took back, and whether that is
-    known (an erased record's messages are not)."""
+    known (not for an erased record)."""
     if isinstance(event, MessageAdded):
         return _Roles([0] if isinstance(event.message, SystemMessage) else [])
     if isinstance(event, MessagesSet):
         return _Roles([i for i, m in enumerate(event.messages) if isinstance(m, SystemMessage)])
     if isinstance(event, MessageRetracted):
         return _Roles([], (event.seq, event.index))
-    if isinstance(event, ContentErased):
-        return _Roles([], None, event.erased_kind not in ("message_added", "messages_set"))
+    if isinstance(event, ContentErased):  # its roles, or what it took back, are gone
+        return _Roles([], None, False)
     # A target's record this import cannot decode (sealed under a key it lacks): unknown.
     return _Roles([], None, not isinstance(event, str))
 

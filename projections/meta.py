@@ -27,6 +27,7 @@ Stored form (canonical JSON: sorted keys, compact), every key but ``"w"`` option
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice, pairwise
@@ -400,6 +401,14 @@ def check_window_record(record: Record, brought: Brought) -> None:
     for (s1, _, j1), (s2, i2, _) in pairwise(sorted(sets)):
         if s1 == s2 and i2 <= j1:
             msg = f"refers to item {i2} of event {s2} twice"
+            raise ValueError(msg)
+    # A run [a, b] names item 0 of a set in it: a set run may not name that item again.
+    starts = sorted(adds)
+    firsts = [a for a, _ in starts]
+    for s, i, _ in sets:
+        k = bisect_right(firsts, s) - 1
+        if i == 0 and k >= 0 and starts[k][1] >= s:
+            msg = f"refers to item 0 of event {s} twice"
             raise ValueError(msg)
     _check_system(meta)
     if (

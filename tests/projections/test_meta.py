@@ -113,6 +113,8 @@ _SETS = _brought(("messages_set", 3), ("messages_set", 3), ("message_added", 1))
         ([[1, 3], [3, 5]], _ADDS, "refers to event 3 twice"),  # runs that touch at one end
         ([[1, 0, 2], [2, 0, 2]], _SETS, None),  # the same items of two sets
         ([[1, 0, 1], [1, 1, 2]], _SETS, "refers to item 1 of event 1 twice"),
+        ([[1, 2], [2, 1, 2]], _SETS, None),  # a run [a, b] names item 0 of each set in it
+        ([[1, 3], [2, 0, 1]], _SETS, "refers to item 0 of event 2 twice"),
     ],
 )
 def test_a_window_names_each_message_once(window, brought, error):

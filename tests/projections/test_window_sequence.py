@@ -62,10 +62,8 @@ def _export(store: InMemoryEventStore) -> list[str]:
     return out.getvalue().splitlines()
 
 
-def _import(lines: list[str]) -> InMemoryEventStore:
-    target = InMemoryEventStore()
-    import_jsonl(target, lines, source="f", check=check_window_record)
-    return target
+def _import(lines: list[str]) -> Any:
+    return import_jsonl(InMemoryEventStore(), lines, source="f", check=check_window_record)
 
 
 def _play(memory, box, script) -> None:
@@ -246,3 +244,22 @@ def test_brought_keeps_only_a_retraction_of_a_message_it_brought():
     assert brought.retracted_in((1, 0), (9, 0)) == 1
     assert brought.gone_from((1, 0)) == 2  # the system message and the retracted one
     assert brought.newest("message_retracted") == 5 and brought.unknown == 0
+
+
+def test_an_erased_memory_imports_its_roles_unknown():
+    # An erasure empties the records (their roles are gone) but keeps their windows: the
+    # gap rules cannot be judged there and are not, until the receipt empties the window.
+    store = InMemoryEventStore()
+    chat = MessageWindowChatMemory(
+        id="p", max_messages=3, store=store, always_keep_system_message_first=True
+    )
+    chat.add(UserMessage("a"), SystemMessage("s1"), UserMessage("b"), SystemMessage("s2"))
+    chat.add(UserMessage("c"))
+    store.erase("p", reason="asked")
+    MessageWindowChatMemory(id="p", max_messages=3, store=store).add(UserMessage("after"))
+    popped = MessageWindowChatMemory(id="q", max_messages=3, store=store)
+    popped.add(SystemMessage("s"), UserMessage("u"))
+    popped.pop()
+    popped.add(UserMessage("v"))
+    report = _import(_export(store))
+    assert report.imported == {"p": (1, 7), "q": (1, 4)}
