@@ -16,15 +16,25 @@ brought so far (:class:`Brought`); the command line passes
 
 from __future__ import annotations
 
-import json
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from eventlog import validation
 from eventlog.ids import StreamKey, memory_id_from_key, memory_key
-from eventlog.models import MessagesSet, Record, format_time
+from eventlog.messages import SystemMessage
+from eventlog.models import (
+    ContentErased,
+    MessageAdded,
+    MessageRetracted,
+    MessagesSet,
+    Record,
+    RecordQuarantined,
+    format_time,
+)
+from eventlog.quarantine import QUARANTINE_STREAM
 from eventlog.store import EventStore
 
 __all__ = [
@@ -64,29 +74,76 @@ def _one_line(error: BaseException) -> str:
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
+def _ref(seq: int, index: int) -> int:
+    """A message's ref ``(seq, index)`` as one int that sorts as the pair does."""
+    return seq << 32 | index
+
+
+_LAST_INDEX = (1 << 32) - 1
+
+
 class Brought(Mapping[int, int]):
     """What the events of one memory brought, as far as an import has read them.
 
     Maps seq -> how many messages that event brought: 1 for ``message_added``, the item
     count for ``messages_set``, 0 for the other kinds. It also keeps prefix counts of
     ``message_added`` events, so "are events a..b all adds?" costs O(1) whatever a..b is:
-    a window run is checked without expanding it.
+    a window run is checked without expanding it. And what a window check needs beyond
+    counts, in O(log n) per question: which messages are system messages, which were taken
+    back (``message_retracted``), the newest event of each kind, and the newest event whose
+    messages' roles are unknown (its content erased).
 
     Args:
         first: The seq of the first event it will hold (a purged memory starts later).
     """
 
-    __slots__ = ("_adds", "_counts", "_first", "_sets")
+    __slots__ = (
+        "_adds",
+        "_counts",
+        "_first",
+        "_firsts",
+        "_gone",
+        "_newest",
+        "_retracted",
+        "_sets",
+        "_system",
+        "_unknown",
+    )
 
     def __init__(self, first: int = 1) -> None:
         self._first = first
         # Flat int arrays, not lists: a million-event memory costs 16 MB here, not 60.
         self._counts = array("q")
         self._adds = array("q", [0])  # _adds[k]: adds among the first k events held
+        self._firsts = array("q", [0])  # the same for events bringing a message at index 0
         self._sets: set[int] = set()
+        # Sorted refs (_ref): system messages, messages taken back, and the two together.
+        self._system = array("q")
+        self._retracted = array("q")
+        self._gone = array("q")
+        self._newest: dict[str, int] = {}
+        self._unknown = 0
 
-    def append(self, seq: int, kind: str, count: int) -> None:
+    def append(
+        self,
+        seq: int,
+        kind: str,
+        count: int,
+        *,
+        system: Iterable[int] = (),
+        retracted: tuple[int, int] | None = None,
+        known: bool = True,
+    ) -> None:
         """Record that event ``seq`` (the next one) of kind ``kind`` brought ``count`` messages.
+
+        Args:
+            seq: The event.
+            kind: Its kind.
+            count: How many messages it brought.
+            system: The indexes (0 for an add) of the system messages among them.
+            retracted: The ref ``(seq, index)`` a ``message_retracted`` event takes back
+                (kept only when it names a message brought before it, once).
+            known: False when the roles of its messages are unknown (its content erased).
 
         Raises:
             ValueError: ``seq`` is not the next seq.
@@ -94,10 +151,58 @@ class Brought(Mapping[int, int]):
         if seq != self.last + 1:
             msg = f"Brought.append of seq {seq}: the next seq is {self.last + 1}"
             raise ValueError(msg)
+        if (
+            retracted is not None
+            and self._brings(*retracted)
+            and not self.retracted_in(retracted, retracted)
+        ):
+            ref = _ref(*retracted)
+            insort(self._retracted, ref)
+            if not self.is_system(*retracted):
+                insort(self._gone, ref)
         self._counts.append(count)
         self._adds.append(self._adds[-1] + (kind == "message_added"))
+        first = kind == "message_added" or (kind == "messages_set" and count > 0)
+        self._firsts.append(self._firsts[-1] + first)
         if kind == "messages_set":
             self._sets.add(seq)
+        for index in system:  # later refs than any held: the arrays stay sorted
+            self._system.append(_ref(seq, index))
+            self._gone.append(_ref(seq, index))
+        self._newest[kind] = seq
+        if not known:
+            self._unknown = seq
+
+    def _brings(self, seq: int, index: int) -> bool:
+        if not self._first <= seq <= self.last:
+            return False
+        size = self.set_size(seq)
+        return index == 0 and self.added(seq, seq) == 1 if size is None else 0 <= index < size
+
+    def newest(self, kind: str) -> int:
+        """The seq of the newest event of ``kind`` held (0: none)."""
+        return self._newest.get(kind, 0)
+
+    @property
+    def unknown(self) -> int:
+        """The newest event held whose messages' roles are unknown (0: none)."""
+        return self._unknown
+
+    def is_system(self, seq: int, index: int) -> bool:
+        """Whether the message ``(seq, index)`` brought is a system message."""
+        return self.system_in((seq, index), (seq, index)) == 1
+
+    def system_in(self, low: tuple[int, int], high: tuple[int, int]) -> int:
+        """How many system messages were brought with refs in ``low..high`` (inclusive)."""
+        return _between(self._system, low, high)
+
+    def retracted_in(self, low: tuple[int, int], high: tuple[int, int]) -> int:
+        """How many messages with refs in ``low..high`` were taken back."""
+        return _between(self._retracted, low, high)
+
+    def gone_from(self, low: tuple[int, int]) -> int:
+        """How many messages with refs from ``low`` on are system messages or taken back."""
+        return _between(self._gone, low, (self.last, _LAST_INDEX))
 
     @property
     def first(self) -> int:
@@ -116,6 +221,14 @@ class Brought(Mapping[int, int]):
         hi = min(b, self.last) - self._first + 1
         return self._adds[hi] - self._adds[lo] if hi > lo else 0
 
+    def firsts(self, a: int, b: int) -> int:
+        """How many of the events ``a..b`` brought a message at index 0 - an add, or a set
+        of one item or more: what a run ``[a, b]`` names (see :func:`projections.meta.
+        encode_refs`) - in O(1)."""
+        lo = max(a, self._first) - self._first
+        hi = min(b, self.last) - self._first + 1
+        return self._firsts[hi] - self._firsts[lo] if hi > lo else 0
+
     def set_size(self, seq: int) -> int | None:
         """The item count of ``messages_set`` event ``seq``; None when it is not one."""
         return self._counts[seq - self._first] if seq in self._sets else None
@@ -132,23 +245,44 @@ class Brought(Mapping[int, int]):
         return len(self._counts)
 
 
+def _between(refs: array[int], low: tuple[int, int], high: tuple[int, int]) -> int:
+    return bisect_right(refs, _ref(*high)) - bisect_left(refs, _ref(*low))
+
+
 WindowCheck: TypeAlias = Callable[[Record, Brought], None]
 """``check(record, brought)``: raise ValueError when ``record`` (its ``meta``) cannot be
 right given what the memory's events up to and including it brought."""
 
 
-def _brought_by(record: Record) -> int:
+class _Roles(NamedTuple):
+    """What :meth:`Brought.append` is told of an event beyond its kind and count."""
+
+    system: list[int]
+    retracted: tuple[int, int] | None = None
+    known: bool = True
+
+
+def _roles(event: object) -> _Roles:
+    """The system messages an event brought, the message it took back, and whether that is
+    known (not for an erased record)."""
+    if isinstance(event, MessageAdded):
+        return _Roles([0] if isinstance(event.message, SystemMessage) else [])
+    if isinstance(event, MessagesSet):
+        return _Roles([i for i, m in enumerate(event.messages) if isinstance(m, SystemMessage)])
+    if isinstance(event, MessageRetracted):
+        return _Roles([], (event.seq, event.index))
+    if isinstance(event, ContentErased):  # its roles, or what it took back, are gone
+        return _Roles([], None, False)
+    # A target's record this import cannot decode (sealed under a key it lacks): unknown.
+    return _Roles([], None, not isinstance(event, str))
+
+
+def _brought_by(record: Record, event: object) -> int:
     """Messages a record already in the target brought (it was checked when it was written;
     a payload that does not decode brings nothing, so no window may refer to it)."""
     if record.kind == "message_added":
         return 1
-    if record.kind != "messages_set":
-        return 0
-    try:
-        items = json.loads(record.payload)
-    except (ValueError, RecursionError):
-        return 0
-    return len(items) if isinstance(items, list) else 0
+    return len(event.messages) if isinstance(event, MessagesSet) else 0
 
 
 class ImportGate:
@@ -186,7 +320,9 @@ class ImportGate:
         self._max_depth = max_depth
         self._check = check
         self._set_size = 0  # items of the last record checked, when it is a messages_set
+        self._roles = _Roles([])  # and what else it brought (system messages, a retraction)
         self._brought: dict[str, Brought] = {}
+        self._acks: list[tuple[str, str, int]] = []  # (line, memory, seq) of each one
 
     # ------------------------------------------------------------------ lines
 
@@ -314,6 +450,9 @@ class ImportGate:
             msg = f"{what} {event}; the record is malformed"
             raise self._refuse(msg)
         self._set_size = len(event.messages) if isinstance(event, MessagesSet) else 0
+        self._roles = _roles(event)
+        if isinstance(event, RecordQuarantined) and record.stream_id == QUARANTINE_STREAM:
+            self._acks.append((where, event.memory, event.seq))
 
     def _meta(self, record: Record, where: str) -> None:
         # Never deeper than append accepts, whatever max_depth allows elsewhere: a meta the
@@ -343,7 +482,17 @@ class ImportGate:
                 break
             for old in page:
                 brought = brought or Brought(old.seq)
-                brought.append(old.seq, old.kind, _brought_by(old))
+                opened = old if self._opener is None else self._opener(old)
+                event = validation.decoded_payload(opened, self._max_depth)
+                roles = _roles(event)
+                brought.append(
+                    old.seq,
+                    old.kind,
+                    _brought_by(old, event),
+                    system=roles.system,
+                    retracted=roles.retracted,
+                    known=roles.known,
+                )
             after = page[-1].seq
         self._brought[key] = brought or Brought(first)
 
@@ -356,7 +505,15 @@ class ImportGate:
         key = record.stream_id
         brought = self._brought[key]
         count = 1 if record.kind == "message_added" else self._set_size
-        brought.append(record.seq, record.kind, count)
+        roles = self._roles
+        brought.append(
+            record.seq,
+            record.kind,
+            count,
+            system=roles.system,
+            retracted=roles.retracted,
+            known=roles.known,
+        )
         try:
             self._check(record, brought)
         except ValueError as e:
@@ -366,3 +523,18 @@ class ImportGate:
                 "memory, or was altered and re-hashed"
             )
             raise self._refuse(msg) from e
+
+    def acknowledgements(self, brought: Collection[str]) -> None:
+        """Refuse an acknowledgement of damage (``~sys:quarantine``, :mod:`eventlog.quarantine`)
+        naming a memory the import does not bring (``brought``: the keys it writes). It
+        would land next to records it never saw: the target's own, or ones a later write
+        makes, excusing them if they ever matched it."""
+        for where, memory, seq in self._acks:
+            if memory not in brought:
+                msg = (
+                    f"{where}: {QUARANTINE_STREAM} acknowledges damage to {memory!r:.80} seq "
+                    f"{seq}, a memory this file does not bring; an acknowledgement travels "
+                    "with its memory only - leave the system streams out (export without "
+                    "--include-system), or export the memory with it"
+                )
+                raise self._refuse(msg)

@@ -9,7 +9,7 @@ rules) and the acknowledgement of damaged records (:mod:`eventlog.quarantine`).
 from __future__ import annotations
 
 import typing
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, cast, overload
 
 from eventlog import validation
@@ -245,7 +245,8 @@ class LedgerVerify(LedgerNames):
             reason: Why, recorded with the acknowledgement.
 
         Returns:
-            The acknowledgement record (the existing one if ``seq`` was acknowledged before).
+            The acknowledgement record (the existing one if this damage - ``seq`` with the
+            same hash in its row - was acknowledged before).
 
         Raises:
             ValueError: The record is intact (nothing to quarantine), the seq is past the head,
@@ -258,7 +259,9 @@ class LedgerVerify(LedgerNames):
         return quarantine(cast("EventStore", self), memory_id, seq, reason=reason)
 
     def quarantined(self, memory_id: MemoryId) -> dict[int, RecordQuarantined]:
-        """The acknowledged damaged records of a memory, by seq (see :meth:`quarantine`).
+        """The acknowledged damaged records of a memory, by seq (see :meth:`quarantine`): those
+        still damaged, their rows holding the hash acknowledged (one for a record restored or
+        damaged anew since excuses nothing).
 
         Raises:
             ChainIntegrityError: The acknowledgements themselves do not verify.
@@ -270,7 +273,7 @@ class LedgerVerify(LedgerNames):
     def read_verified_excluding(
         self,
         memory_id: MemoryId,
-        skip: Collection[int],
+        skip: Collection[int] | Mapping[int, RecordQuarantined],
         *,
         gt: int | None = None,
         lte: int | None = None,
@@ -279,6 +282,8 @@ class LedgerVerify(LedgerNames):
     ) -> list[Record]:
         """:meth:`read_verified` with the records ``skip`` names (acknowledged damage, see
         :meth:`quarantined`) left out: not checked, not returned; the rest vouched for as usual.
+        Given :meth:`quarantined`'s acknowledgements, a record is left out only while its row
+        holds the hash acknowledged (:func:`eventlog.quarantine.read_excluding`).
 
         Raises:
             ChainIntegrityError: Something else does not verify.

@@ -15,7 +15,11 @@ record left out, and everything else must still verify as before:
   range must verify on its own and chain to its neighbours, the head must be the sealed one and
   the first record must start the chain (unless it is the one excluded);
 * it is an acknowledgement, not a repair: ``verify()`` keeps reporting the break, and the
-  history keeps the record (shown as quarantined).
+  history keeps the record (shown as quarantined);
+* it excuses the damage it saw, and only while it lasts: the record must still be damaged and
+  its row must still hold the hash acknowledged (``found_hash``; none for a missing record).
+  A record restored from a backup is served again, and new damage needs a new
+  acknowledgement. An import brings none for a memory the file does not bring.
 
 Only a record that is really damaged can be acknowledged (its own check fails, it is missing,
 a link to or from it does not join, or its content is gone although no erasure reached it, or
@@ -27,7 +31,7 @@ The happy path costs nothing: acknowledgements are looked up only after a read w
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from eventlog.errors import ChainIntegrityError
@@ -72,21 +76,36 @@ def damage(store: EventStore, key: str, seq: int) -> tuple[str, str] | None:
     return None
 
 
+def _acknowledgements(store: EventStore, key: str) -> Iterator[tuple[Record, RecordQuarantined]]:
+    """Every acknowledgement naming stream ``key``, oldest first (read through the read path)."""
+    from eventlog.serialization import decode_event
+
+    for record in store.read_verified(QUARANTINE_STREAM):
+        event = decode_event(record)
+        if isinstance(event, RecordQuarantined) and event.memory == key:
+            yield record, event
+
+
 def quarantined(store: EventStore, memory_id: MemoryId) -> dict[int, RecordQuarantined]:
-    """The acknowledged records of a memory, by seq (read through the read path).
+    """The acknowledged records of a memory that are still damaged as acknowledged, by seq:
+    the record is damaged (:func:`damage`) and its row holds the hash the acknowledgement
+    found ("": still missing). One for a record since restored, or damaged anew (another hash
+    in its row), excuses nothing: it was not this damage that was acknowledged.
 
     Raises:
         ChainIntegrityError: The acknowledgements themselves do not verify.
     """
-    from eventlog.serialization import decode_event
-
     key = store.stream_key(memory_id)
     found: dict[int, RecordQuarantined] = {}
-    for record in store.read_verified(QUARANTINE_STREAM):
-        event = decode_event(record)
-        if isinstance(event, RecordQuarantined) and event.memory == key:
-            found.setdefault(event.seq, event)
+    for _, event in _acknowledgements(store, key):
+        if event.seq not in found and _applies(store, key, event):
+            found[event.seq] = event
     return found
+
+
+def _applies(store: EventStore, key: str, event: RecordQuarantined) -> bool:
+    now = damage(store, key, event.seq)
+    return now is not None and now[1] == event.found_hash
 
 
 def quarantine(store: EventStore, memory_id: MemoryId, seq: int, *, reason: str) -> Record:
@@ -109,12 +128,6 @@ def quarantine(store: EventStore, memory_id: MemoryId, seq: int, *, reason: str)
             "record (restore the database from a backup)"
         )
         raise ValueError(msg)
-    for record in store.read_verified(QUARANTINE_STREAM):
-        from eventlog.serialization import decode_event
-
-        event = decode_event(record)
-        if isinstance(event, RecordQuarantined) and (event.memory, event.seq) == (key, seq):
-            return record  # already acknowledged: one acknowledgement is enough
     found = damage(store, key, seq)
     if found is None:
         msg = (
@@ -122,6 +135,9 @@ def quarantine(store: EventStore, memory_id: MemoryId, seq: int, *, reason: str)
             "nothing to quarantine; run `chatledger verify` to find the damaged seq"
         )
         raise ValueError(msg)
+    for record, event in _acknowledgements(store, key):
+        if event.seq == seq and event.found_hash == found[1]:
+            return record  # this damage is acknowledged already: once is enough
     event = RecordQuarantined(
         memory=key,
         seq=seq,
@@ -137,7 +153,7 @@ def quarantine(store: EventStore, memory_id: MemoryId, seq: int, *, reason: str)
 def read_excluding(
     store: EventStore,
     memory_id: MemoryId,
-    skip: Collection[int],
+    skip: Collection[int] | Mapping[int, RecordQuarantined],
     *,
     gt: int | None = None,
     lte: int | None = None,
@@ -145,7 +161,10 @@ def read_excluding(
     desc: bool = False,
 ) -> list[Record]:
     """``store.read_verified(...)`` with the records ``skip`` names left out: those are not
-    checked and not returned; everything else is vouched for as usual.
+    checked and not returned; everything else is vouched for as usual. When ``skip`` holds
+    acknowledgements (:func:`quarantined`), each excuses its record only while the row read
+    holds the hash it found (a missing record only when it found none): a record restored
+    or changed since is checked, and served or refused, as any other.
 
     Raises:
         ChainIntegrityError: Something else does not verify.
@@ -154,6 +173,11 @@ def read_excluding(
     ends = store._ends(key)
     found = store.read(memory_id, gt=gt, lte=lte, limit=limit, desc=desc)
     ordered = list(reversed(found)) if desc else list(found)
+    if isinstance(skip, Mapping):
+        # Judged on the rows this read returned (and the ends it checks), not on rows read
+        # before: what is left out is exactly what was acknowledged.
+        rows = {r.seq: r.hash for r in (*ordered, *(e for e in ends[1:] if e is not None))}
+        skip = {s for s, ack in skip.items() if rows.get(s, "") == ack.found_hash}
     seal, first, last = _ends_excluding(store, key, ends, skip)
     if last is None or first is None:
         if ordered:

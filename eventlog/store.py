@@ -284,7 +284,9 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 last_seq=last_seq,
                 first_recorded_at=parse_time(first),
                 last_recorded_at=parse_time(last),
-                id_erased=is_pseudonym(key) and key not in stored,
+                # A plain ledger has no names: a pseudonym imported into it (from a ledger
+                # with erasable ids) is listed by its key, its id unknown here, not erased.
+                id_erased=self._names is not None and is_pseudonym(key) and key not in stored,
             )
             for key, count, last_seq, first, last in rows
         ]

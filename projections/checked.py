@@ -15,7 +15,7 @@ from typing import Any
 
 from eventlog.errors import ChainIntegrityError
 from eventlog.ids import MemoryId
-from eventlog.models import Record
+from eventlog.models import Record, RecordQuarantined
 from eventlog.store import EventStore
 
 __all__ = [
@@ -50,7 +50,7 @@ def read_checked(store: EventStore, memory_id: MemoryId, **bounds: Any) -> list[
         return store.read_verified(memory_id, **bounds)
     except ChainIntegrityError:
         # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
-        skip = _quarantined(store, memory_id)
+        skip = _acknowledged(store, memory_id)
         if not skip:
             raise
         limit = bounds.get("limit")
@@ -79,20 +79,26 @@ def read_checked_rows(
         return store.read_verified_rows(memory_id, gt=gt, lte=lte), set()
     except ChainIntegrityError:
         # Only now, off the happy path: is the damage acknowledged (store.quarantine)?
-        skip = _quarantined(store, memory_id)
+        skip = _acknowledged(store, memory_id)
         if not skip:
             raise
     records = store.read_verified_excluding(memory_id, skip, gt=gt, lte=lte)
-    return [r.range_row(r.payload) for r in records], skip
+    return [r.range_row(r.payload) for r in records], set(skip)
+
+
+def _acknowledged(store: EventStore, memory_id: MemoryId) -> dict[int, RecordQuarantined]:
+    """The acknowledged damage of a memory, by seq (none when the acknowledgements themselves
+    do not verify: then the original refusal stands). Passed whole to the store's read, which
+    leaves a record out only while its row holds the hash acknowledged."""
+    try:
+        return store.quarantined(memory_id)
+    except ChainIntegrityError:
+        return {}
 
 
 def _quarantined(store: EventStore, memory_id: MemoryId) -> set[int]:
-    """The acknowledged damaged seqs of a memory (none when the acknowledgements themselves
-    do not verify: then the original refusal stands)."""
-    try:
-        return set(store.quarantined(memory_id))
-    except ChainIntegrityError:
-        return set()
+    """The acknowledged damaged seqs of a memory (see :func:`_acknowledged`)."""
+    return set(_acknowledged(store, memory_id))
 
 
 def quarantined_seqs(store: EventStore, memory_id: MemoryId) -> set[int]:

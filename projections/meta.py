@@ -27,9 +27,10 @@ Stored form (canonical JSON: sorted keys, compact), every key but ``"w"`` option
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import islice, pairwise
 from typing import TYPE_CHECKING, Any
 
 from projections.window import Entry
@@ -373,8 +374,13 @@ def check_window_record(record: Record, brought: Brought) -> None:
             if not 1 <= a <= b <= record.seq:
                 msg = f"refers to events {a}..{b}, outside 1..{record.seq} (up to itself)"
                 raise ValueError(msg)
-            if brought.added(a, b) != b - a + 1:
-                msg = f"refers to events {a}..{b} as added messages, but not all are message_added"
+            # Item 0 of a set is written in such a run too (encode_refs cannot tell it from
+            # an add), so a set that brought a message counts.
+            if brought.firsts(a, b) != b - a + 1:
+                msg = (
+                    f"refers to events {a}..{b} as added messages, but not all are "
+                    "message_added (or a messages_set's item 0)"
+                )
                 raise ValueError(msg)
             adds.append((a, b))
         else:
@@ -396,7 +402,29 @@ def check_window_record(record: Record, brought: Brought) -> None:
         if s1 == s2 and i2 <= j1:
             msg = f"refers to item {i2} of event {s2} twice"
             raise ValueError(msg)
+    # A run [a, b] names item 0 of a set in it: a set run may not name that item again.
+    starts = sorted(adds)
+    firsts = [a for a, _ in starts]
+    for s, i, _ in sets:
+        k = bisect_right(firsts, s) - 1
+        if i == 0 and k >= 0 and starts[k][1] >= s:
+            msg = f"refers to item 0 of event {s} twice"
+            raise ValueError(msg)
     _check_system(meta)
+    if (
+        record.kind in ("message_added", "messages_set")
+        and meta.tokens is None
+        and meta.limit is not None
+        and meta.size > meta.limit
+    ):
+        # A message window (no token counts): LangChain4j's ensureCapacity trims the whole
+        # list, system message included, to the limit after every add and set.
+        msg = f"holds {meta.size} messages, more than its own limit {meta.limit}"
+        raise ValueError(msg)
+    if meta.limit != UNBOUNDED_LIMIT:
+        # A framework session's list (recorded unbounded) may reorder and leave gaps:
+        # LangGraph replaces and removes messages by id. A memory's window never does.
+        _check_sequence(meta, brought)
 
 
 def _check_system(meta: WindowMeta) -> None:
@@ -411,3 +439,107 @@ def _check_system(meta: WindowMeta) -> None:
         if (a[0], a[1]) >= (b[0], b[1]):
             msg = f"names system messages {a} and {b} out of order"
             raise ValueError(msg)
+
+
+def _check_sequence(meta: WindowMeta, brought: Brought) -> None:
+    """What the window rules (:class:`projections.window.Window`) keep under every policy:
+    nothing from before the newest set or clear; messages in the order they were brought,
+    but for a system message put first (``always_keep_system_message_first``); and the
+    non-system messages held are all those brought from the oldest held on (see
+    :func:`_check_gaps`). Roles are known when no content since the newest set or clear was
+    erased; otherwise only the order is checked."""
+    runs = meta.runs
+    if not runs:
+        return
+    floor, reset = 0, ""
+    for kind in ("messages_set", *sorted(EMPTYING_KINDS)):
+        seq = brought.newest(kind)
+        after = seq if kind == "messages_set" else seq + 1
+        if seq and after > floor:
+            floor, reset = after, f"event {seq} ({kind})"
+    low = min(run[0] for run in runs)
+    if low < floor:
+        msg = f"refers to event {low}, but after {reset} the window holds nothing older"
+        raise ValueError(msg)
+    spans = [_span(run) for run in runs]
+    known = brought.unknown == 0 or brought.unknown < floor
+    # A system message may be put first, with a later ref than the message after it.
+    lead = len(spans) > 1 and spans[0][0] == spans[0][1] and spans[0][1] > spans[1][0]
+    if lead and known and not brought.is_system(*spans[0][0]):
+        msg = (
+            f"puts message {list(spans[0][0])} first, before earlier ones, which only a "
+            "system message can be"
+        )
+        raise ValueError(msg)
+    for (_, end), (start, _) in pairwise(spans[1:] if lead else spans):
+        if end >= start:
+            msg = f"holds message {list(start)} after {list(end)}, out of the order brought"
+            raise ValueError(msg)
+    if known:
+        _check_gaps(runs, spans, brought, lead=lead, size=meta.size)
+
+
+_Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _span(run: Sequence[int]) -> _Span:
+    """The first and last ref of a run."""
+    if len(run) == 2:
+        return (run[0], 0), (run[1], 0)
+    return (run[0], run[1]), (run[0], run[2])
+
+
+def _check_gaps(runs: Refs, spans: list[_Span], brought: Brought, *, lead: bool, size: int) -> None:
+    """The non-system messages held are every message brought from the oldest of them on
+    that is neither a system message nor taken back: eviction takes from the front (the
+    orphan cascade too), and only a replaced system message or a message taken back
+    (``message_retracted``) leaves from the middle. Counted, never expanded."""
+    system = 0
+    first: tuple[int, int] | None = None
+    for k, (run, (start, end)) in enumerate(zip(runs, spans, strict=True)):
+        if _in_run(brought.retracted_in, run):
+            msg = f"holds a message taken back (message_retracted) in {list(start)}..{list(end)}"
+            raise ValueError(msg)
+        inside = _in_run(brought.system_in, run)
+        system += inside
+        if first is None and not (lead and k == 0):
+            first = _first_not_system(run, inside, brought)
+    held = size - system
+    if first is None or held == 0:
+        return  # only system messages: the newest may have been evicted behind one
+    seq, index = first
+    count = brought.set_size(seq)
+    since = brought.added(seq + (count is not None), brought.last)
+    if count is not None:
+        since += count - index
+    expected = since - brought.gone_from(first)
+    if held != expected:
+        msg = (
+            f"holds {held} non-system messages from {list(first)} on, but {expected} were "
+            "brought there that no eviction leaves out (it takes the oldest first): a "
+            "message is missing from the window"
+        )
+        raise ValueError(msg)
+
+
+def _in_run(count: Callable[[tuple[int, int], tuple[int, int]], int], run: Sequence[int]) -> int:
+    """``count(low, high)`` over the refs of ``run`` alone: a run ``[a, b]`` names item 0 of
+    each event, and only event ``a`` can be a set with later items (a set after it would
+    have left nothing of ``a``: checked first), so those are left out of the range."""
+    if len(run) == 3:
+        return count((run[0], run[1]), (run[0], run[2]))
+    a, b = run
+    return count((a, 0), (a, 0)) + (count((a + 1, 0), (b, 0)) if b > a else 0)
+
+
+def _first_not_system(run: Sequence[int], system: int, brought: Brought) -> tuple[int, int] | None:
+    """The first ref of ``run`` that is not a system message (None: all are); ``system`` of
+    its refs are, so at most that many are stepped over."""
+    if len(run) == 2:
+        refs: Iterable[tuple[int, int]] = ((seq, 0) for seq in range(run[0], run[1] + 1))
+    else:
+        refs = ((run[0], i) for i in range(run[1], run[2] + 1))
+    for ref in islice(refs, system + 1):
+        if not brought.is_system(*ref):
+            return ref
+    return None

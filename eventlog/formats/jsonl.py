@@ -510,6 +510,7 @@ def import_jsonl(
         plans = _validate(
             store, lines, source=source, gate=gate, skip_purged=skip_purged, copy=copy
         )
+        gate.acknowledgements({key for key, plan in plans.items() if plan.head is not None})
         if store.erasable_ids:
             clear = sorted(k for k in plans if not k.startswith((PSEUDONYM_PREFIX, SYSTEM_PREFIX)))
             if clear:

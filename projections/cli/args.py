@@ -66,6 +66,7 @@ __all__ = [
     "settle_id",
     "shell_id",
     "shorthand",
+    "shown_id",
 ]
 
 PROG = "chatledger"
@@ -170,6 +171,21 @@ def shell_id(key: str) -> str:
         # A plain string with "/" would read as tuple shorthand: give it as a JSON string.
         key = "~s:" + json.dumps(key, ensure_ascii=False)
     return shlex.quote(key)
+
+
+_SHOWN_ID = 80  # characters of an id a message repeats (as eventlog.validation.shown cuts)
+
+
+def shown_id(key: str) -> str:
+    """:func:`shell_id` of ``key`` for a message, or, when that is longer than a line can
+    hold (an id read from a file someone else wrote may be 100,000 characters), ``key``'s
+    repr cut with ``...`` (:func:`eventlog.validation.shown`): visibly not a word to paste."""
+    word = shell_id(key)
+    if len(word) <= _SHOWN_ID:
+        return word
+    from eventlog.validation import shown  # pydantic: not loaded for `chatledger --help`
+
+    return shown(key)
 
 
 def resolve_ids(args: argparse.Namespace) -> None:

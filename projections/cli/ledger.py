@@ -23,7 +23,8 @@ from eventlog.consistency import (
 from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
 from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest
 from eventlog.note import Signer, Verifier, generate_key
-from projections.cli.args import shell_id
+from eventlog.validation import shown
+from projections.cli.args import shell_id, shown_id
 from projections.cli.errors import Failure, UsageError
 from projections.cli.render import console, emit
 from projections.cli.store import check_seq, existing, read_key
@@ -270,6 +271,9 @@ def _tlog_proof_cmd(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
+_SHOWN_KIND = 40  # characters of a proof's kind a message repeats
+
+
 def check_proof(args: argparse.Namespace) -> int:
     """``chatledger check-proof PROOF --digest FILE``, or ``PROOF --verifier-key FILE`` for a
     C2SP tlog-proof bundle: no database needed."""
@@ -294,7 +298,9 @@ def check_proof(args: argparse.Namespace) -> int:
 
     ok = verify_inclusion(proof, d, chain_key=read_key(args))
     record = proof.record
-    what = f"memory {shell_id(record.stream_id)} seq {record.seq} ({record.kind})"
+    # The proof file is anyone's: its id and kind are cut to fit one line.
+    kind = record.kind if len(record.kind) <= _SHOWN_KIND else shown(record.kind)
+    what = f"memory {shown_id(record.stream_id)} seq {record.seq} ({kind})"
     if args.json:
         emit({"ok": ok, "memory": record.stream_id, "seq": record.seq, "digest_size": d.size})
         return 0 if ok else 1

@@ -81,6 +81,25 @@ def test_a_proof_checks_with_the_two_files_alone(cli, ok, ledger, tmp_path):
     assert result.returncode == 1 and result.stdout.startswith("NOT PROVEN")
 
 
+def test_check_proof_cuts_a_hostile_memory_id_and_kind_to_one_short_line(cli, ok, ledger, tmp_path):
+    # Before the fix a proof file naming a memory id of 100,000 characters printed all of it.
+    digest = _digest(ok, ledger, tmp_path)
+    proof = tmp_path / "p.json"
+    ok("--db", ledger, "prove", "conv", "5", "-o", proof, "--digest", digest)
+    data = json.loads(proof.read_text())
+    data["record"]["stream_id"] = "x" * 100_000
+    data["record"]["kind"] = "k" * 100_000
+    proof.write_text(json.dumps(data))
+    result = cli("check-proof", proof, "--digest", digest)
+    assert result.returncode == 1
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("NOT PROVEN memory 'xxx") and len(line) < 300, line[:400]
+    assert "x..." in line and "k..." in line
+    # Check --json still gives the id as the file has it: it is data, not a message.
+    (report,) = json_lines(cli("check-proof", proof, "--digest", digest, "--json").stdout)
+    assert report["memory"] == "x" * 100_000
+
+
 def test_a_proof_for_another_log_size_says_how_to_fix_it(cli, ok, ledger, tmp_path):
     old = _digest(ok, ledger, tmp_path, "old.json")
     with SQLiteEventStore(ledger) as store:

@@ -447,6 +447,40 @@ def test_exports_carry_pseudonyms_and_clear_ids_are_not_imported_into_an_erasabl
     assert target.streams() == []
 
 
+def test_pseudonymous_memories_imported_into_a_plain_ledger_are_listed_by_their_keys(
+    tmp_path, capsys
+):
+    # Before the fix `chatledger ids` showed each as "erased" (its id hidden, no key to
+    # paste), though its id was never erased: a plain ledger has no names to read it from.
+    import io
+
+    from eventlog import export_jsonl, import_jsonl
+    from projections.cli.app import main
+
+    source = InMemoryEventStore(erasable_ids=True)
+    _fill(source)
+    out = io.StringIO()
+    export_jsonl(source, out)
+    path = tmp_path / "plain.db"
+    with SQLiteEventStore(path) as plain:
+        import_jsonl(plain, out.getvalue().splitlines())
+        infos = plain.streams()
+    keys = sorted(info.stream_id for info in infos)
+    assert len(keys) == 4 and all(k.startswith("~p:") for k in keys)
+    assert not any(info.id_erased for info in infos)
+    capsys.readouterr()
+    assert main(["ids", "--db", str(path), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(r["memory"] for r in rows) == keys
+    assert not any("id_erased" in r for r in rows)
+    assert main(["ids", "--db", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert all(k in table for k in keys) and "erased" not in table
+    # Check a key as listed is taken back by the commands.
+    assert main(["history", "--db", str(path), keys[0]]) == 0
+    assert "text of" in capsys.readouterr().out
+
+
 @pytest.mark.skip_backend("memory")
 def test_a_clear_name_written_into_a_keyring_ledger_names_nothing(backend):
     store = _pseudonymous(backend, keyring=MemoryKeyring())

@@ -178,20 +178,36 @@ def test_an_acknowledgement_survives_export_and_import(backend, tmp_path) -> Non
     from eventlog.formats.jsonl import export_jsonl, import_jsonl
     from eventlog.serialization import decode_event
 
-    _damaged(backend, keyed=False)
+    db = _damaged(backend, keyed=False, seqs=())
+    (original,) = [r["payload"] for r in db.rows("conv") if r["seq"] == 5]
+    db.run(
+        "UPDATE {events} SET payload = ? WHERE stream_id = ? AND seq = 5",
+        user_payload("damaged"),
+        "conv",
+    )
     store = backend.open()
     ack = store.quarantine("conv", 5, reason="disk fault")
     out = io.StringIO()
     export_jsonl(store, out, include_system=True)
     copy = SQLiteEventStore(tmp_path / "copy.db")
-    # The damaged memory itself would be refused by the import (its chain is broken).
+    # The damaged memory itself would be refused by the import (its chain is broken), and
+    # without it its acknowledgement is refused too: it would name a memory of the target.
     header, *rows = out.getvalue().splitlines()
     lines = [header, *(r for r in rows if json.loads(r)["memory"] != "conv")]
-    import_jsonl(copy, lines)
+    with pytest.raises(ValueError, match="'conv' seq 5, a memory this file does not bring"):
+        import_jsonl(copy, lines)
+    assert copy.streams(include_system=True) == []
+    # Check once the record is restored the memory travels with its acknowledgement, which
+    # excuses nothing there (the record is intact).
+    db.run("UPDATE {events} SET payload = ? WHERE stream_id = ? AND seq = 5", original, "conv")
+    out = io.StringIO()
+    export_jsonl(store, out, include_system=True)
+    import_jsonl(copy, out.getvalue().splitlines())
     (imported,) = copy.read(QUARANTINE_STREAM)
     assert imported.payload == ack.payload
     assert decode_event(imported) == decode_event(ack)
     assert isinstance(decode_event(imported), RecordQuarantined)
+    assert copy.quarantined("conv") == {}
 
 
 def test_bad_requests_are_refused_and_acknowledging_twice_is_one_acknowledgement(backend) -> None:

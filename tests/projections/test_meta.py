@@ -10,7 +10,14 @@ from eventlog.hashing import GENESIS
 from eventlog.import_checks import Brought
 from eventlog.messages import UserMessage
 from eventlog.models import Record
-from projections.meta import ForkOrigin, WindowMeta, check_window_record, decode_refs, encode_refs
+from projections.meta import (
+    UNBOUNDED_LIMIT,
+    ForkOrigin,
+    WindowMeta,
+    check_window_record,
+    decode_refs,
+    encode_refs,
+)
 from projections.window import Entry
 
 
@@ -106,10 +113,14 @@ _SETS = _brought(("messages_set", 3), ("messages_set", 3), ("message_added", 1))
         ([[1, 3], [3, 5]], _ADDS, "refers to event 3 twice"),  # runs that touch at one end
         ([[1, 0, 2], [2, 0, 2]], _SETS, None),  # the same items of two sets
         ([[1, 0, 1], [1, 1, 2]], _SETS, "refers to item 1 of event 1 twice"),
+        ([[1, 2], [2, 1, 2]], _SETS, None),  # a run [a, b] names item 0 of each set in it
+        ([[1, 3], [2, 0, 1]], _SETS, "refers to item 0 of event 2 twice"),
     ],
 )
 def test_a_window_names_each_message_once(window, brought, error):
-    record = _record(brought.last, {"w": window})
+    # A session's list (recorded unbounded): only the structure is checked, since a memory's
+    # window holds no gap and nothing from before a set (test_window_sequence.py).
+    record = _record(brought.last, {"w": window, "lim": UNBOUNDED_LIMIT})
     if error is None:
         check_window_record(record, brought)
     else:
@@ -128,7 +139,7 @@ def test_a_window_names_each_message_once(window, brought, error):
 )
 def test_a_set_run_names_items_the_set_brought(window, error):
     brought = _brought(("message_added", 1), ("messages_set", 3))
-    record = _record(2, {"w": window})
+    record = _record(2, {"w": window, "lim": UNBOUNDED_LIMIT})  # a session's: structure only
     if error is None:
         check_window_record(record, brought)
     else:
@@ -149,7 +160,9 @@ def test_a_set_run_names_items_the_set_brought(window, error):
 )
 def test_system_refs_name_messages_of_the_window_once_each_in_order(system, error):
     brought = _brought(("message_added", 1), ("messages_set", 3), ("message_added", 1))
-    record = _record(3, {"w": [[1, 1], [2, 1, 2], [3, 3]], "sys": system})
+    # A session's list, which records its system messages (structure only, as above).
+    window = {"w": [[1, 1], [2, 1, 2], [3, 3]], "sys": system, "lim": UNBOUNDED_LIMIT}
+    record = _record(3, window)
     if error is None:
         check_window_record(record, brought)
     else:
