@@ -100,7 +100,8 @@ def shown_key(info: StreamInfo) -> str:
 def erased_id_label(store: EventStore, info: StreamInfo) -> str | None:
     """``erased (receipt RECEIPT_ID)`` for a memory whose id was erased with its content
     (erasable ids), naming the newest erasure receipt in full (``purged (tombstone at seq N)``
-    when a purge came after it); None for any other memory.
+    when a purge came after it, ``id unknown (...)`` when neither explains the missing id);
+    None for any other memory.
     The old id is gone from the ledger: the receipt is what is left to name it by."""
     if not info.id_erased:
         return None
@@ -116,7 +117,9 @@ def erased_id_label(store: EventStore, info: StreamInfo) -> str | None:
         if len(page) < 100:
             break
         newest = page[-1].seq - 1
-    return "erased"
+    # No receipt and no tombstone: nothing erased it. Its names row went some other way (deleted
+    # by hand); calling it erased would tell an auditor a request was carried out.
+    return "id unknown (no names row and no erasure receipt: restore the names table)"
 
 
 def reason_text(reason: str | None) -> str:

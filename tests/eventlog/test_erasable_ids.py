@@ -606,3 +606,19 @@ def test_the_cli_lists_a_purged_id_by_its_tombstone(tmp_path, capsys):
     out = capsys.readouterr().out.replace('\\"', '"')
     assert f'"id_erased": "purged (tombstone at seq {tomb.seq})"' in out
     assert memory_key((MARKER, "s1")) not in out and memory_key((MARKER, "s2")) in out
+
+
+def test_the_cli_never_calls_an_id_erased_that_no_receipt_erased(tmp_path, capsys):
+    from projections.cli.app import main
+
+    path = tmp_path / "chat.db"
+    with SQLiteEventStore(path, erasable_ids=True) as store:
+        _fill(store)
+        key = store.stream_key((MARKER, "s1"))
+    with sqlite3.connect(path) as db:  # the row deleted by hand: no erasure, no receipt
+        db.execute("DELETE FROM names WHERE stream_id = ?", (key,))
+    capsys.readouterr()
+    assert main(["ids", "--db", str(path), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "no erasure receipt" in out
+    assert '"id_erased": "erased"' not in out
