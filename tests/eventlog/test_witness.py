@@ -230,7 +230,9 @@ def test_a_read_only_open_never_writes_the_witness(backend, tmp_path):
     # ... nor moves an existing one when the ledger grew, on reads or close.
     backend.open().append("u1", batch("b"))
     reader = backend.open(witness=path, read_only=True)
-    assert len(reader.read_all()) == 2
+    # read(), not read_all(): PostgreSQL's global order stops below any transaction still
+    # running in the database (another workload's), and this test is not about that.
+    assert len(reader.read("u1")) == 2
     reader.close()
     assert path.read_text() == before
 
