@@ -309,10 +309,12 @@ class CheckpointReader(BaseCheckpointSaver[str]):
         limit: int | None,
     ) -> builtins.list[Found]:
         """``(memory id, its state, checkpoint id, seq)`` of what :meth:`list` returns."""
-        if limit is not None and (isinstance(limit, bool) or limit < 0):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
             msg = f"list: limit must be None or an int >= 0, got {limit!r}"
             raise ValueError(msg)
-        configurable = (config or {}).get("configurable", {})
+        configurable = (config or {}).get("configurable") or {}
         thread_id = configurable.get("thread_id")
         checkpoint_id = configurable.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, SupportsIndex, TypeVar, cast
 
 try:
     from agents import TResponseInputItem
@@ -152,7 +153,7 @@ class LedgerSession(SessionABC):
     ) -> list[TResponseInputItem]:
         """The items in order; with ``limit`` (or the settings' limit) the newest ``limit``."""
         self._check_open()
-        wanted = resolve_session_limit(limit, self.session_settings)
+        wanted = _limit(resolve_session_limit(limit, self.session_settings))
         if wanted is not None and wanted < 0:  # SQLiteSession: a negative limit means no limit
             wanted = None
         return await self._get(wanted)
@@ -348,6 +349,22 @@ class LedgerSession(SessionABC):
         ]
 
 
+def _limit(limit: object) -> int | None:
+    """``get_items``'s limit as an int (None: no limit), or a TypeError naming it."""
+    if limit is None:
+        return None
+    try:
+        if isinstance(limit, bool):
+            raise TypeError  # True is not "one item"
+        return operator.index(cast("SupportsIndex", limit))  # TypeError: not an int
+    except TypeError:
+        msg = (
+            f"get_items: limit must be an int (the newest N items; negative: all) or None, "
+            f"got {limit!r} ({type(limit).__name__})"
+        )
+        raise TypeError(msg) from None
+
+
 def _canonical(item: object) -> str:
     return json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -429,7 +446,17 @@ def window_callback(
         policy: E.g. ``MessageWindowPolicy(20)`` or ``TokenWindowPolicy(4000, estimator)``.
         valid_for: A provider profile (see :mod:`projections.validity`), or None.
         memory_id: What a dynamic limit is asked with.
+
+    Raises:
+        TypeError: ``policy`` is not a window policy.
     """
+    if not isinstance(policy, WindowPolicy):
+        msg = (
+            f"window_callback: policy must be a window policy, got {type(policy).__name__} "
+            f"{policy!r:.60}; pass e.g. MessageWindowPolicy(20) or TokenWindowPolicy(4000, "
+            "estimator)"
+        )
+        raise TypeError(msg)
 
     def select(history: list[Item], new_input: list[Item]) -> list[Item]:
         items = [*history, *new_input]
