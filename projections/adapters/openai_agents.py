@@ -287,8 +287,9 @@ class LedgerSession(SessionABC):
             deadline = 0.0
             while True:
                 chosen = select(history, new_input)
+                entries = await off_loop(self.store, self._sent_entries, chosen)
                 event = ContextSent(
-                    sent=tuple(self._sent_entries(chosen)),
+                    sent=tuple(entries),
                     policy=describe(policy, self.session_id),
                     profile=valid_for,
                     tokens=_tokens(policy, chosen),
@@ -321,7 +322,10 @@ class LedgerSession(SessionABC):
 
     def _sent_entries(self, chosen: list[Item]) -> list[dict[str, Any]]:
         """Each chosen item as a ref to the event holding an equal item that get_items()
-        served (each served item used once), else the item itself."""
+        served (each served item used once), else the item itself. A ref is checked against
+        the item its event stores (one verified read of the refs): a served item the caller
+        edited in place since get_items() is kept as sent, not named by the event it no
+        longer equals."""
         served, refs = self._served.items, self._served.refs
         by_text: dict[str, list[Ref]] = {}
         for item, ref in zip(chain.from_iterable(served), chain.from_iterable(refs), strict=True):
@@ -333,6 +337,13 @@ class LedgerSession(SessionABC):
                 entries.append({"ref": list(free.pop(0))})
             else:
                 entries.append({"new": item})
+        at = [i for i, entry in enumerate(entries) if "ref" in entry]
+        stored = self.items.objects([tuple(entries[i]["ref"]) for i in at]) if at else []
+        if len(stored) != len(at):  # acknowledged damage left out meanwhile: keep them all
+            stored = [None] * len(at)
+        for i, obj in zip(at, stored, strict=True):
+            if obj is None or _canonical(_item_of_stored(obj)) != _canonical(chosen[i]):
+                entries[i] = {"new": chosen[i]}
         return entries
 
     async def sent(self, seq: int) -> list[TResponseInputItem]:

@@ -411,3 +411,84 @@ def test_langgraph_list_takes_a_configurable_of_none_as_no_filter(sqlite_store):
     # Before: AttributeError 'NoneType' object has no attribute 'get' (get_tuple said why).
     config: Any = {"configurable": None}
     assert len(list(saver.list(config))) == 1
+
+
+_SAVER_WORKER = textwrap.dedent(
+    """
+    import json, sys
+    from langgraph.checkpoint.base import empty_checkpoint
+    from projections.adapters.langgraph import LedgerSaver
+    path, name, n, dsn = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    if path.startswith("pg:"):
+        from eventlog.postgres import PostgresEventStore
+        store = PostgresEventStore(dsn, schema=path[3:], create_schema=False)
+    else:
+        from eventlog import SQLiteEventStore
+        store = SQLiteEventStore(path)
+    saver = LedgerSaver(store)
+    messages, version, parent = [], None, None
+    for i in range(n):
+        messages = [*messages, f"{name}:{i}"]  # a list that grew by appending
+        version = saver.get_next_version(version, None)
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": messages, "step": [name, i]}
+        checkpoint["channel_versions"] = {"messages": version, "step": version}
+        configurable = {"thread_id": "t", "checkpoint_ns": ""}
+        if parent is not None:
+            configurable["checkpoint_id"] = parent
+        new = {"messages": version, "step": version}
+        meta = {"source": "loop", "step": i}
+        put = saver.put({"configurable": configurable}, checkpoint, meta, new)
+        parent = put["configurable"]["checkpoint_id"]
+        print(json.dumps({"id": parent, "messages": messages}), flush=True)
+    store.close()
+    """
+)
+
+
+def test_processes_putting_growing_lists_on_one_thread_each_get_back_their_own(backend):
+    from projections.adapters.langgraph import LedgerSaver
+
+    store = backend.open()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SAVER_WORKER, _location(backend), name, "40", PG_DSN],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    wanted: dict[str, list[str]] = {}
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        wanted.update((p["id"], p["messages"]) for p in map(json.loads, out.splitlines()))
+    # Check every checkpoint landed, and each gives back exactly the list its writer put,
+    # though the two writers' deltas interleave in one memory.
+    saver = LedgerSaver(backend.open())
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    got = {t.checkpoint["id"]: t.checkpoint["channel_values"] for t in saver.list(config)}
+    assert len(wanted) == 80
+    assert {cid: values["messages"] for cid, values in got.items()} == wanted
+    assert store.verify().ok
+
+
+@pytest.mark.parametrize("limit", [None, 2])
+def test_an_item_edited_in_place_after_get_items_is_recorded_as_it_was_sent(sqlite_store, limit):
+    session = _session(sqlite_store)
+    asyncio.run(session.add_items(ITEMS))
+    call = session.window_callback(MessageWindowPolicy(10))
+
+    async def model_call() -> list[Any]:
+        history: list[Any] = await session.get_items(limit=limit)
+        history[-2]["content"] = "Done: 9000 EUR."  # the caller edits a served item in place
+        return await call(history, [{"role": "user", "content": "And Alice?"}])
+
+    sent = asyncio.run(model_call())
+    assert {"role": "assistant", "content": "Done: 9000 EUR."} in sent
+    # Before: the record named the event of the original item, so sent() said the model was
+    # sent "Done: 10 EUR." - not what it was sent.
+    assert asyncio.run(session.sent(4)) == sent
+    # The log keeps the item as it was added.
+    assert asyncio.run(_session(sqlite_store).get_items())[1] == ITEMS[1]
