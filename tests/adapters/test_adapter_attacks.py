@@ -492,3 +492,43 @@ def test_an_item_edited_in_place_after_get_items_is_recorded_as_it_was_sent(sqli
     assert asyncio.run(session.sent(4)) == sent
     # The log keeps the item as it was added.
     assert asyncio.run(_session(sqlite_store).get_items())[1] == ITEMS[1]
+
+
+def _put_messages(saver: Any, messages: list[Any], step: int, parent: str | None) -> str:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": messages}
+    checkpoint["channel_versions"] = {"messages": str(step)}
+    configurable: Any = {"thread_id": "t", "checkpoint_ns": ""}
+    if parent is not None:
+        configurable["checkpoint_id"] = parent
+    config: Any = {"configurable": configurable}
+    meta: Any = {"source": "loop", "step": step}
+    put = saver.put(config, checkpoint, meta, {"messages": str(step)})
+    return str(put["configurable"]["checkpoint_id"])
+
+
+@pytest.mark.parametrize("edited_after", ["put", "get_tuple"])
+def test_a_message_edited_in_place_between_checkpoints_is_stored_as_edited(
+    sqlite_store, edited_after
+):
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from projections.adapters.langgraph import LedgerSaver
+
+    saver = LedgerSaver(sqlite_store)
+    messages: list[Any] = [HumanMessage("hi", id="h1"), AIMessage("Transfer 10 EUR", id="a1")]
+    first = _put_messages(saver, messages, 1, None)
+    if edited_after == "get_tuple":  # the graph goes on from the checkpoint it read back
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        messages = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    messages[1].content = "Transfer 9000 EUR"  # a node edits a message in place
+    second = _put_messages(saver, [*messages, HumanMessage("next", id="h2")], 2, first)
+    # Before: the second checkpoint was stored as "one message appended" to the first, whose
+    # stored copy still says 10 EUR: every reader got 10 EUR back for it.
+    for reader in (saver, LedgerSaver(sqlite_store)):
+        for cid, want in ((first, "Transfer 10 EUR"), (second, "Transfer 9000 EUR")):
+            config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}}
+            got = reader.get_tuple(config).checkpoint["channel_values"]["messages"]
+            assert got[1].content == want
