@@ -19,8 +19,9 @@ import pytest
 
 from eventlog import ChainIntegrityError
 from eventlog.hashing import chain_hash_v2, commit
-from projections import MessageWindowPolicy
+from projections import MessageWindowPolicy, what_if_call
 from projections.adapters.openai_agents import LedgerSession
+from projections.calls import model_call
 from tests.conftest import PG_DSN
 from tests.eventlog.test_forger import Db
 
@@ -357,6 +358,10 @@ def test_sent_refuses_a_seq_that_is_not_an_int_naming_it(sqlite_store, seq):
     # Before: "'>=' not supported between 'str' and 'int'", or "read: lte must be an int".
     with pytest.raises(TypeError, match=rf"sent\({seq!r}\): a seq is an int"):
         asyncio.run(session.sent(seq))
+    with pytest.raises(TypeError, match=rf"what_if_call\({seq!r}\): a seq is an int"):
+        what_if_call(sqlite_store, "s", seq, MessageWindowPolicy(3))
+    with pytest.raises(TypeError, match=rf"model_call\({seq!r}\): a seq is an int"):
+        model_call(sqlite_store, "s", seq)
     assert asyncio.run(session.sent(4))[-1] == {"content": "And Alice?", "role": "user"}
 
 
