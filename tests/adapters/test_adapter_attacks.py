@@ -537,3 +537,66 @@ def test_a_message_edited_in_place_between_checkpoints_is_stored_as_edited(
             config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}}
             got = reader.get_tuple(config).checkpoint["channel_values"]["messages"]
             assert got[1].content == want
+
+
+_CALLER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from projections import MessageWindowPolicy
+    from projections.adapters.openai_agents import LedgerSession
+    path, role, n, dsn = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    if path.startswith("pg:"):
+        from eventlog.postgres import PostgresEventStore
+        store = PostgresEventStore(dsn, schema=path[3:], create_schema=False)
+    else:
+        from eventlog import SQLiteEventStore
+        store = SQLiteEventStore(path)
+    session = LedgerSession("s", store=store)
+    call = session.window_callback(MessageWindowPolicy(3))
+    async def run():
+        for i in range(n):
+            await asyncio.sleep(0.003)
+            if role == "adder":
+                await session.add_items([{"role": "user", "content": f"added {i}"}])
+                continue
+            history = await session.get_items(limit=5)
+            sent = await call(history, [{"role": "user", "content": f"question {i}"}])
+            print(json.dumps(sent), flush=True)
+    asyncio.run(run())
+    store.close()
+    """
+)
+
+
+def test_model_calls_raced_by_a_writer_process_are_each_recorded_as_sent(backend):
+    from projections.calls import model_call
+
+    store = backend.open()
+    asyncio.run(_session(store).add_items(ITEMS))
+    procs = {
+        role: subprocess.Popen(
+            [sys.executable, "-c", _CALLER, _location(backend), role, str(n), PG_DSN],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for role, n in (("caller", 25), ("adder", 60))
+    }
+    outputs = {}
+    for role, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        outputs[role] = [json.loads(line) for line in out.splitlines()]
+    calls = [r.seq for r in store.read_verified("s") if r.kind == "context_sent"]
+    assert len(calls) == len(outputs["caller"]) == 25
+    # Check each call's record gives back what the model was sent, and re-running its policy
+    # over the list it records reproduces it, however the adds interleaved.
+    session = _session(backend.open())
+    for seq, sent in zip(calls, outputs["caller"], strict=True):
+        recorded = asyncio.run(session.sent(seq))
+        assert [json.dumps(i, sort_keys=True) for i in recorded] == [
+            json.dumps(i, sort_keys=True) for i in sent
+        ]
+        found = model_call(store, "s", seq)
+        assert found is not None
+        assert found.reproduced is True
