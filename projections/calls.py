@@ -157,8 +157,10 @@ def model_call(store: EventStore, memory_id: MemoryId, seq: int) -> ModelCall | 
     front ends then say :data:`NO_WINDOW`).
 
     Raises:
+        TypeError: ``seq`` is not an int.
         ChainIntegrityError: A record read does not verify.
     """
+    _check_seq("model_call", seq)
     found = read_checked(store, memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
     if not found or found[0].kind != "context_sent" or found[0].erased:
         return None
@@ -199,10 +201,12 @@ def what_if_call(
     Raises:
         ValueError: Event ``seq`` is not a recorded model call ("no window recorded"), or
             the content it ran over was erased.
-        TypeError: ``policy`` is not a :class:`~projections.window.WindowPolicy`.
+        TypeError: ``policy`` is not a :class:`~projections.window.WindowPolicy`, or ``seq``
+            not an int.
         ChainIntegrityError: A record read does not verify.
     """
     check_policy("what_if_call", policy)
+    _check_seq("what_if_call", seq)
     found = read_checked(store, memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
     if not found or found[0].kind != "context_sent" or found[0].erased:
         what = (
@@ -231,6 +235,15 @@ def what_if_call(
         left=_grouped({**context.gone, **text}),
         same=_content(sent, context) == _content(context.event.sent, context),
     )
+
+
+def _check_seq(operation: str, seq: object) -> None:
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        msg = (
+            f"{operation}({seq!r}): a seq is an int (the context_sent event's), not "
+            f"{type(seq).__name__}"
+        )
+        raise TypeError(msg)
 
 
 def _call(store: EventStore, memory_id: MemoryId, record: Record) -> ModelCall:

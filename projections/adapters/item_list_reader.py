@@ -408,6 +408,12 @@ class ItemListReader:
             ContentErasedError: It is one, whose content was erased (naming when and why).
             ChainIntegrityError: A record read does not verify.
         """
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            msg = (
+                f"sent({seq!r}): a seq is an int (the context_sent event's), not "
+                f"{type(seq).__name__}"
+            )
+            raise TypeError(msg)
         found = self._verified(gt=seq - 1, lte=seq) if seq >= 1 else []
         if not found:
             msg = f"sent({seq}): {self._id!r} has no event {seq}"

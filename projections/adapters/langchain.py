@@ -18,6 +18,7 @@ Requires the ``langchain`` extra; from your chatledger clone: ``pip install -e '
 from __future__ import annotations
 
 import json
+import reprlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -80,15 +81,17 @@ def from_langchain(message: BaseMessage) -> cl.ChatMessage:
     """
     if not isinstance(message, BaseMessage):
         msg = (
-            f"add_messages: {type(message).__name__} {message!r:.60} is not a LangChain "
+            f"add_messages: {type(message).__name__} {reprlib.repr(message)} is not a LangChain "
             "message (HumanMessage, AIMessage, ToolMessage, SystemMessage, ...); nothing was "
             "written"
         )
         raise TypeError(msg)
     stored = message_to_dict(message)
     try:
-        json.dumps(stored, allow_nan=False)
-    except (TypeError, ValueError) as e:
+        # Encoded as UTF-8 too: a lone surrogate is refused here, with the others, rather than
+        # deep in the message's construction.
+        json.dumps(stored, allow_nan=False, ensure_ascii=False).encode()
+    except (TypeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
         msg = f"add_messages: {type(message).__name__} is not JSON ({e}); nothing was written"
         raise TypeError(msg) from e
     attributes = {MESSAGE_KEY: stored}
@@ -186,6 +189,13 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         window: WindowPolicy | None = None,
         record: bool = True,
     ) -> None:
+        if window is not None and not isinstance(window, WindowPolicy):
+            msg = (
+                f"LedgerChatMessageHistory: window must be a window policy or None, got "
+                f"{type(window).__name__} {reprlib.repr(window)}; pass e.g. "
+                "window=MessageWindowPolicy(20) or TokenWindowPolicy(4000, estimator)"
+            )
+            raise TypeError(msg)
         self.items = ItemList(store, memory_id)
         self.store = store
         self.window = window

@@ -223,16 +223,19 @@ class LedgerSaver(CheckpointReader):
         """How a changed channel is stored: the new items after its previous value (held by
         the event at seq ``base``) when it is a list that grew by appending, else the whole
         value."""
+        # The list kept for the next put's comparison is decoded from what is stored, never
+        # the caller's objects: a message the graph then edits in place must not compare
+        # equal to itself and be left out of the next checkpoint as "already stored".
         if isinstance(value, list):
-            lists[channel] = list(value)
             if base is not None:
                 previous = self._previous_list(state, base, channel)
                 if previous is not None and extends(value, previous):
-                    return {
-                        "version": version,
-                        "base": base,
-                        "append": blob_of(self.serde.dumps_typed(value[len(previous) :])),
-                    }
+                    added = self.serde.dumps_typed(value[len(previous) :])
+                    lists[channel] = [*previous, *self.serde.loads_typed(added)]
+                    return {"version": version, "base": base, "append": blob_of(added)}
+            whole = self.serde.dumps_typed(value)
+            lists[channel] = list(self.serde.loads_typed(whole))
+            return {"version": version, "value": blob_of(whole)}
         return {"version": version, "value": blob_of(self.serde.dumps_typed(value))}
 
     def _previous_list(self, state: Thread, seq: int, channel: str) -> builtins.list[Any] | None:

@@ -53,9 +53,11 @@ Body = dict[str, Any]  # the decoded ``langgraph`` attribute of one event
 Bodies = list[Body]
 
 
-def thread_memory_id(thread_id: object, checkpoint_ns: str = "") -> tuple[str, str, str]:
-    """The memory id that stores a thread's checkpoints in ``checkpoint_ns``."""
-    return (str(thread_id), TAG, checkpoint_ns)
+def thread_memory_id(thread_id: object, checkpoint_ns: object = "") -> tuple[str, str, str]:
+    """The memory id that stores a thread's checkpoints in ``checkpoint_ns`` (None or empty:
+    the root namespace). Both are taken as text, as ``put`` takes them: a namespace given as
+    ``5`` or None is the one a later ``list``, ``copy_thread`` and ``prune`` find."""
+    return (str(thread_id), TAG, str(checkpoint_ns or ""))
 
 
 def is_thread_memory(memory_id: object) -> TypeGuard[tuple[str, str, str]]:

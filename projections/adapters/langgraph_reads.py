@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import functools
 import itertools
+import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -234,11 +235,12 @@ class CheckpointReader(BaseCheckpointSaver[str]):
         holders = {c: seq for c in body["values"]} | dict(body["refs"])
         values = {c: self._value(state, at, c, shared) for c, at in holders.items()}
         if remember:
-            # The graph goes on from these very lists: the next put finds its messages the
-            # same objects (one pointer comparison each), not equal ones (a model comparison).
+            # The graph goes on from these lists; the next put compares its list with a copy
+            # of the saver's own (a model comparison per message): a message the graph edits
+            # in place is then seen as changed, not as the stored one.
             for channel, value in values.items():
-                if isinstance(value, list):
-                    keep_list(state, channel, holders[channel], list(value))
+                if isinstance(value, list) and (own := _copy(value)) is not None:
+                    keep_list(state, channel, holders[channel], own)
         checkpoint["channel_values"] = values
         metadata = cast("CheckpointMetadata", self.serde.loads_typed(bytes_of(body["metadata"])))
         indexed = sorted(
@@ -309,10 +311,12 @@ class CheckpointReader(BaseCheckpointSaver[str]):
         limit: int | None,
     ) -> builtins.list[Found]:
         """``(memory id, its state, checkpoint id, seq)`` of what :meth:`list` returns."""
-        if limit is not None and (isinstance(limit, bool) or limit < 0):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
             msg = f"list: limit must be None or an int >= 0, got {limit!r}"
             raise ValueError(msg)
-        configurable = (config or {}).get("configurable", {})
+        configurable = (config or {}).get("configurable") or {}
         thread_id = configurable.get("thread_id")
         checkpoint_id = configurable.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
@@ -357,6 +361,16 @@ class CheckpointReader(BaseCheckpointSaver[str]):
         cid = get_checkpoint_id(config)
         with self._lock:
             return None if cid is None else self._thread(memory_id).checkpoints.get(cid)
+
+
+def _copy(value: builtins.list[Any]) -> builtins.list[Any] | None:
+    """A deep copy of ``value`` (None when it cannot be copied: the next put then decodes the
+    stored list). A pickle round trip, three to four times as fast as ``copy.deepcopy`` on
+    LangChain messages; the bytes are this process's own, made here."""
+    try:
+        return cast("builtins.list[Any]", pickle.loads(pickle.dumps(value, protocol=5)))  # noqa: S301
+    except Exception:  # anything pickle refuses: simply not kept
+        return None
 
 
 def keep_list(state: Thread, channel: str, seq: int, value: builtins.list[Any]) -> None:

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, SupportsIndex, TypeVar, cast
 
 try:
     from agents import TResponseInputItem
@@ -152,7 +153,7 @@ class LedgerSession(SessionABC):
     ) -> list[TResponseInputItem]:
         """The items in order; with ``limit`` (or the settings' limit) the newest ``limit``."""
         self._check_open()
-        wanted = resolve_session_limit(limit, self.session_settings)
+        wanted = _limit(resolve_session_limit(limit, self.session_settings))
         if wanted is not None and wanted < 0:  # SQLiteSession: a negative limit means no limit
             wanted = None
         return await self._get(wanted)
@@ -286,8 +287,9 @@ class LedgerSession(SessionABC):
             deadline = 0.0
             while True:
                 chosen = select(history, new_input)
+                entries = await off_loop(self.store, self._sent_entries, chosen)
                 event = ContextSent(
-                    sent=tuple(self._sent_entries(chosen)),
+                    sent=tuple(entries),
                     policy=describe(policy, self.session_id),
                     profile=valid_for,
                     tokens=_tokens(policy, chosen),
@@ -320,7 +322,10 @@ class LedgerSession(SessionABC):
 
     def _sent_entries(self, chosen: list[Item]) -> list[dict[str, Any]]:
         """Each chosen item as a ref to the event holding an equal item that get_items()
-        served (each served item used once), else the item itself."""
+        served (each served item used once), else the item itself. A ref is checked against
+        the item its event stores (one verified read of the refs): a served item the caller
+        edited in place since get_items() is kept as sent, not named by the event it no
+        longer equals."""
         served, refs = self._served.items, self._served.refs
         by_text: dict[str, list[Ref]] = {}
         for item, ref in zip(chain.from_iterable(served), chain.from_iterable(refs), strict=True):
@@ -332,6 +337,13 @@ class LedgerSession(SessionABC):
                 entries.append({"ref": list(free.pop(0))})
             else:
                 entries.append({"new": item})
+        at = [i for i, entry in enumerate(entries) if "ref" in entry]
+        stored = self.items.objects([tuple(entries[i]["ref"]) for i in at]) if at else []
+        if len(stored) != len(at):  # acknowledged damage left out meanwhile: keep them all
+            stored = [None] * len(at)
+        for i, obj in zip(at, stored, strict=True):
+            if obj is None or _canonical(_item_of_stored(obj)) != _canonical(chosen[i]):
+                entries[i] = {"new": chosen[i]}
         return entries
 
     async def sent(self, seq: int) -> list[TResponseInputItem]:
@@ -346,6 +358,22 @@ class LedgerSession(SessionABC):
             cast("TResponseInputItem", _item_of_stored(obj) if kind == "ref" else obj)
             for kind, obj in entries
         ]
+
+
+def _limit(limit: object) -> int | None:
+    """``get_items``'s limit as an int (None: no limit), or a TypeError naming it."""
+    if limit is None:
+        return None
+    try:
+        if isinstance(limit, bool):
+            raise TypeError  # True is not "one item"
+        return operator.index(cast("SupportsIndex", limit))  # TypeError: not an int
+    except TypeError:
+        msg = (
+            f"get_items: limit must be an int (the newest N items; negative: all) or None, "
+            f"got {limit!r} ({type(limit).__name__})"
+        )
+        raise TypeError(msg) from None
 
 
 def _canonical(item: object) -> str:
@@ -429,7 +457,17 @@ def window_callback(
         policy: E.g. ``MessageWindowPolicy(20)`` or ``TokenWindowPolicy(4000, estimator)``.
         valid_for: A provider profile (see :mod:`projections.validity`), or None.
         memory_id: What a dynamic limit is asked with.
+
+    Raises:
+        TypeError: ``policy`` is not a window policy.
     """
+    if not isinstance(policy, WindowPolicy):
+        msg = (
+            f"window_callback: policy must be a window policy, got {type(policy).__name__} "
+            f"{policy!r:.60}; pass e.g. MessageWindowPolicy(20) or TokenWindowPolicy(4000, "
+            "estimator)"
+        )
+        raise TypeError(msg)
 
     def select(history: list[Item], new_input: list[Item]) -> list[Item]:
         items = [*history, *new_input]

@@ -19,6 +19,7 @@ profile's validity rules).
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -74,13 +75,13 @@ def message_of(item: object) -> ChatMessage:
     if not isinstance(item, dict):
         msg = (
             f"add_items: an item must be a Responses input item (a dict), not "
-            f"{type(item).__name__} {item!r:.60}; nothing was written"
+            f"{type(item).__name__} {reprlib.repr(item)}; nothing was written"
         )
         raise TypeError(msg)
     try:
         json.dumps(item, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        msg = f"add_items: item {item!r:.60} is not JSON ({e}); nothing was written"
+    except (TypeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
+        msg = f"add_items: item {reprlib.repr(item)} is not JSON ({e}); nothing was written"
         raise TypeError(msg) from e
     attributes = {ITEM_KEY: item}
     kind = item.get("type", "message")
