@@ -44,12 +44,23 @@ __all__ = [
 
 
 def check_reason(operation: str, reason: object) -> None:
-    """A receipt without a reason is no receipt: an auditor must learn why content went."""
+    """A receipt without a reason is no receipt: an auditor must learn why content went. And
+    one the receipt cannot hold (a lone surrogate: not UTF-8 text) is refused here by name,
+    not by a bare UnicodeEncodeError from deep in the erasure."""
     if not isinstance(reason, str) or not reason.strip():
         msg = (
             f"{operation}: reason must be a non-empty string (why the content goes), got {reason!r}"
         )
         raise ValueError(msg)
+    try:
+        reason.encode("utf-8")
+    except UnicodeEncodeError as e:
+        msg = (
+            f"{operation}: reason holds a lone surrogate {reason[e.start]!r} at index "
+            f"{e.start}, which is not UTF-8 text and no receipt can keep; decode the bytes it "
+            "came from as UTF-8 (errors='replace' keeps what is readable); nothing was written"
+        )
+        raise ValueError(msg) from e
 
 
 def erasure_step(at: int, seq: int, kind: str, *, content: bool) -> int | None:

@@ -138,7 +138,6 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 content unreadable but not blanked, with no receipt; run the erase again.
             StoreClosedError: The store is closed.
         """
-        _check_reason_text("erase", reason)
         return erasure.erase(self, memory_id, reason=reason, expected_seq=expected_seq)
 
     def erase_subject(
@@ -174,19 +173,16 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 (none, or another) cannot destroy its key, or (erasable ids) some memory's
                 id is sealed under a key this store's keyring cannot read; nothing erased.
         """
-        _check_reason_text("erase_subject", reason)
+        erasure.check_reason("erase_subject", reason)
         if isinstance(prefix, tuple) and prefix:
             try:
                 # Matching compares with ==: (True,) and (1.0,) matched the ids of user 1,
                 # and a key destruction that then failed on the prefix left the earlier
                 # batches erased with their keys alive.
                 memory_key(prefix)
-            except TypeError as e:
+            except (TypeError, ValueError) as e:
                 msg = f"erase_subject: prefix {prefix!r} is not the start of a memory id ({e})"
-                raise TypeError(msg) from e
-            except ValueError as e:
-                msg = f"erase_subject: prefix {prefix!r} is not the start of a memory id ({e})"
-                raise ValueError(msg) from e
+                raise type(e)(msg) from e
             self._refuse_unreadable_names("erase_subject", prefix)
         return erasure.erase_subject(self, prefix, reason=reason, batch=batch)
 
@@ -459,19 +455,3 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         witness, self._witness = self._witness, None
         if witness is not None and not self._read_only:
             witness.move(self, "close", self._witness_where)
-
-
-def _check_reason_text(operation: str, reason: object) -> None:
-    """A reason the receipt cannot hold (a lone surrogate: not UTF-8 text) raised a bare
-    UnicodeEncodeError from deep in the erasure; refuse it by name before anything is read."""
-    if not isinstance(reason, str):
-        return  # erasure.check_reason says what a reason must be
-    try:
-        reason.encode("utf-8")
-    except UnicodeEncodeError as e:
-        msg = (
-            f"{operation}: reason holds a lone surrogate {reason[e.start]!r} at index "
-            f"{e.start}, which is not UTF-8 text and no receipt can keep; decode the bytes it "
-            "came from as UTF-8 (errors='replace' keeps what is readable); nothing was erased"
-        )
-        raise ValueError(msg) from e

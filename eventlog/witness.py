@@ -39,7 +39,9 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import heapq
 import json
+import operator
 import os
 import pathlib
 import re
@@ -196,28 +198,26 @@ def _records(store: EventStore, after: int) -> Iterator[tuple[int, str, bool]]:
         after = page[-1].position
 
 
-def _scan(
-    store: EventStore, witnessed: TreeState, erased: dict[int, str] | None = None
-) -> tuple[TreeState, str | None]:
-    """The whole ledger as a tree, and its root at the witnessed size (None when smaller) once
-    ``erased`` (``{position: hash}`` that purges erased) are put back where they were."""
-    state, then = TreeState(), TreeState()
-    back = sorted((erased or {}).items(), reverse=True)  # popped from the end: lowest first
-    merge = bool(back)  # else the witnessed tree is a prefix of the ledger's: hash leaves once
-    for position, record_hash, _ in _records(store, 0):
-        while back and back[-1][0] <= position:
-            leaf = back.pop()
-            if leaf[0] < position and then.size < witnessed.size:
-                then.push(*leaf)
-        if merge and then.size < witnessed.size:
-            then.push(position, record_hash)
-        elif not merge and state.size == witnessed.size:
-            then = state.copy()
-        state.push(position, record_hash)
-    while back and then.size < witnessed.size:
-        then.push(*back.pop())
-    then = state if not merge and state.size == witnessed.size else then
-    return state, then.root() if then.size == witnessed.size else None
+def _ledger_size(store: EventStore) -> int:  # for a refusal's message
+    return sum(1 for _ in _records(store, 0))
+
+
+def _root_then(store: EventStore, witnessed: TreeState, erased: dict[int, str]) -> str | None:
+    """The root of the ledger's first ``witnessed.size`` leaves once the records purges erased
+    (``erased``: ``{position: hash}``) are put back where they were (None: fewer leaves).
+    Reads the log only that far."""
+    leaves = ((position, record_hash) for position, record_hash, _ in _records(store, 0))
+    # Both in position order; on a tie (a listed record still there) the ledger's comes first
+    # and the listed one is dropped.
+    merged = heapq.merge(leaves, sorted(erased.items()), key=operator.itemgetter(0))
+    tree, last = TreeState(), 0
+    for position, record_hash in merged:
+        if tree.size == witnessed.size:
+            break
+        if position != last:
+            tree.push(position, record_hash)
+            last = position
+    return tree.root() if tree.size == witnessed.size else None
 
 
 class Witness(ABC):
@@ -397,7 +397,7 @@ class Witness(ABC):
                 where,
                 self.where,
                 witnessed_size=state.size + len(anchors),
-                ledger_size=_scan(store, state)[0].size,
+                ledger_size=_ledger_size(store),
                 behind=True,
                 unlisted_purges=purges.unlisted,
             )
@@ -413,19 +413,19 @@ class Witness(ABC):
         return moved
 
     def _compare(self, store: EventStore, state: TreeState, operation: str, where: str) -> None:
-        """Read the whole ledger and refuse it unless its first ``state.size`` leaves have
-        the witnessed root, once the records genuine purges after it erased are put back."""
+        """Refuse the ledger unless its first ``state.size`` leaves, with what genuine purges
+        after them erased put back, have the witnessed root (see :func:`_root_then`)."""
         purges = purges_after(store, state.last_position)
-        now, root_then = _scan(store, state, purges.leaves)
-        if root_then == state.root():
+        if _root_then(store, state, purges.leaves) == state.root():
             return
+        size = _ledger_size(store)
         raise RollbackError(
             operation,
             where,
             self.where,
             witnessed_size=state.size,
-            ledger_size=now.size,
-            behind=now.size < state.size,
+            ledger_size=size,
+            behind=size < state.size,
             unlisted_purges=purges.unlisted,
         )
 

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from eventlog import ChainIntegrityError
-from eventlog.hashing import chain_hash_v2, commit
 from projections import MessageWindowPolicy, what_if_call
 from projections.adapters.openai_agents import LedgerSession
 from projections.calls import model_call
@@ -38,31 +37,7 @@ def db(backend: Any) -> Db:
 def _rechain(db: Db, stream: str, payloads: dict[int, str]) -> None:
     """Rewrite ``stream`` with ``payloads`` (seq -> stored payload text) and every hash
     recomputed as an unkeyed chain: the best a forger without the key can do."""
-    prev = "0" * 64
-    for row in db.rows(stream):
-        payload = payloads.get(row["seq"], row["payload"])
-        commitment = commit(bytes.fromhex(row["salt"]), payload)
-        digest = chain_hash_v2(
-            prev,
-            stream,
-            row["seq"],
-            row["kind"],
-            row["schema_version"],
-            row["recorded_at"],
-            commitment,
-            row["meta"],
-        )
-        db.run(
-            "UPDATE {events} SET payload = ?, commitment = ?, prev_hash = ?, hash = ?, "
-            "format = 2 WHERE stream_id = ? AND seq = ?",
-            payload,
-            commitment,
-            prev,
-            digest,
-            stream,
-            row["seq"],
-        )
-        prev = digest
+    db.rechain_unkeyed(stream, {}, payloads=payloads)
 
 
 def _session(store: Any, sid: str = "s") -> LedgerSession:

@@ -78,13 +78,21 @@ class Db:
         )
         return [dict(zip(names, row, strict=True)) for row in found]
 
-    def rechain_unkeyed(self, stream: str, edit: dict[int, str], *, move: int = 0) -> None:
+    def rechain_unkeyed(
+        self,
+        stream: str,
+        edit: dict[int, str],
+        *,
+        move: int = 0,
+        payloads: dict[int, str] | None = None,
+    ) -> None:
         """Rewrite ``stream`` as unkeyed format 2 records with valid SHA-256 hashes, payloads of
         ``edit`` (seq -> text) replaced, optionally moving every row to position ``-seq +
         move`` (positions are not hashed): everything a forger without the key can compute."""
         prev = "0" * 64
         for row in self.rows(stream):
             payload = user_payload(edit[row["seq"]]) if row["seq"] in edit else row["payload"]
+            payload = (payloads or {}).get(row["seq"], payload)  # stored text, as given
             commitment = commit(bytes.fromhex(row["salt"]), payload)
             digest = chain_hash_v2(
                 prev,
