@@ -15,6 +15,7 @@ from eventlog.serialization import encode_event
 from eventlog.testing.records import batch
 from eventlog.witness import FileWitness
 from eventlog.witness_purges import _listed
+from tests.eventlog.test_forger import Db
 from tests.eventlog.test_witness import _put_back, _restore, _snapshot, _witnessed
 
 pytestmark = pytest.mark.skip_backend("memory")  # nothing of a memory store survives it
@@ -153,3 +154,26 @@ def _tombstone(**changes) -> Record:
 )
 def test_what_a_tombstone_lists_is_used_only_when_consistent(changes, listed):
     assert _listed(_tombstone(**changes)) == listed
+
+
+def test_an_old_tombstone_moved_after_the_witnessed_tree_does_not_hide_a_rollback(
+    backend, tmp_path
+):
+    # Positions are not hashed: a forger moves a purge's genuine tombstone, which the witness
+    # saw long ago, to a position after the witnessed tree, so it seems a new purge.
+    path = tmp_path / "w"
+    _two_memories_witnessed(backend, path)
+    store = backend.open(witness=path, chain_key=KEY)
+    store.purge("u1", expected_seq=2, reason="retention")
+    store.close()
+    _snapshot(backend, "old")
+    store = backend.open(witness=path, chain_key=KEY)
+    store.append("u2", batch("y", "z"))  # what the rollback will take away
+    store.close()
+    _restore(backend, "old")
+    db = Db(backend)
+    (top,) = db.run("SELECT max(position) FROM {events}")[0]
+    db.run("UPDATE {events} SET position = ? WHERE kind = 'memory_purged'", top + (1 << 20))
+    for check in CHECKS:
+        with pytest.raises(RollbackError):
+            backend.open(witness=FileWitness(path, check=check), chain_key=KEY)
