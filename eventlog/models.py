@@ -238,6 +238,9 @@ class ContextSent(BaseModel):
         profile: The provider profile it was made valid for (None: none).
         tokens: Its token count under a token policy (None for a message window).
         adapter: Which adapter recorded it (``"openai_agents"``, ``"langchain"``).
+        history_limit: The history was the newest ``history_limit`` items of the list (the
+            SDK's ``get_items(limit)``), so the audit re-runs the policy over those; None: the
+            whole list (and in records written before the field existed).
     """
 
     model_config = _FROZEN
@@ -247,6 +250,7 @@ class ContextSent(BaseModel):
     profile: str | None = None
     tokens: int | None = None
     adapter: str
+    history_limit: Annotated[int, Field(strict=True, ge=0)] | None = None
 
 
 Event: TypeAlias = Annotated[

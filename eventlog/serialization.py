@@ -98,9 +98,13 @@ def encode_event(event: Event, meta: Mapping[str, Any] | str | None = None) -> N
         | RecordQuarantined
         | ContextSent,
     ):
-        # A tombstone without leaves keeps the payload it always had (and so its hash).
-        bare = isinstance(event, MemoryPurged) and event.leaves is None
-        omit = {"kind", "leaves"} if bare else {"kind"}
+        # Fields added later are left out when unset, so an event without them keeps the
+        # payload it always had (and so its hash): a tombstone's leaves, a call's history limit.
+        omit = {"kind"}
+        if isinstance(event, MemoryPurged) and event.leaves is None:
+            omit.add("leaves")
+        if isinstance(event, ContextSent) and event.history_limit is None:
+            omit.add("history_limit")
         payload = _dumps(event.model_dump(mode="json", exclude=omit))
     else:
         msg = (

@@ -300,6 +300,12 @@ def _context(store: EventStore, memory_id: MemoryId, record: Record) -> _Context
     start = _walk_back(store, memory_id, record.seq - 1, stored, retracted)
     for ref, at in retracted.items():
         gone[ref] = f"retracted at seq {at}"
+    limit = event.history_limit
+    if limit is not None and limit < len(refs):
+        # The history was read with a limit: the policy ran over the newest `limit` items.
+        for ref in refs[: len(refs) - limit]:
+            gone[ref] = f"not in the history read (get_items(limit={limit}))"
+        refs = refs[len(refs) - limit :]
     # A record acknowledged as damaged stays in the list's refs but is left out where it is
     # read (store.quarantine): the re-run runs over what the list reads.
     for ref in refs:

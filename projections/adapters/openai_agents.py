@@ -288,14 +288,17 @@ class LedgerSession(SessionABC):
             while True:
                 chosen = select(history, new_input)
                 entries = await off_loop(self.store, self._sent_entries, chosen)
+                runs, wanted = self._served.runs, self._served.wanted
                 event = ContextSent(
                     sent=tuple(entries),
                     policy=describe(policy, self.session_id),
                     profile=valid_for,
                     tokens=_tokens(policy, chosen),
                     adapter="openai_agents",
+                    # The history was the newest `wanted` items: the audit re-runs the policy
+                    # over those, not over the whole list (it would choose more).
+                    history_limit=wanted if runs is not None else None,
                 )
-                runs, wanted = self._served.runs, self._served.wanted
                 try:
                     # With the list the history was read from, which the audit re-runs the
                     # policy over (not the list as another writer left it meanwhile).

@@ -233,3 +233,58 @@ def test_a_call_raced_by_another_writer_records_the_list_it_chose_from(
     assert model_call(store, "conv", record.seq).reproduced is True
     assert what_if_call(store, "conv", record.seq, MessageWindowPolicy(3)).same
     assert _canonical(asyncio.run(session.sent(record.seq))) == _canonical(chosen)
+
+
+def test_a_call_over_a_limited_history_under_a_wider_policy_is_reproduced(tmp_path) -> None:
+    """The SDK's `get_items(limit=2)` gives the callback only the newest two items; a
+    MessageWindowPolicy(10) over them sends those two. The audit re-runs the policy over the
+    history the call had, not the whole list (which would choose all five: "does NOT reproduce",
+    before the record kept the limit)."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def run() -> list[Any]:
+        history: list[Any] = list(await session.get_items(2))
+        return await callback(history, NEW)
+
+    chosen = asyncio.run(run())
+    assert chosen == [HISTORY[3], HISTORY[4], NEW[0]]
+    (record,) = [r for r in store.read("conv") if r.kind == "context_sent"]
+    call = model_call(store, "conv", record.seq)
+    assert call.reproduced is True
+    event = decode_event(record)
+    assert isinstance(event, ContextSent)
+    assert event.history_limit == 2
+    # Check the items outside the history are named, with the reason.
+    assert [tuple(run) for run in call.left] == [
+        ((1, 0), (3, 0), 3, "not in the history read (get_items(limit=2))")
+    ]
+    # Check what-if runs over the same history: two messages keep the newest item and the
+    # new input.
+    assert what_if_call(store, "conv", record.seq, MessageWindowPolicy(10)).same
+    narrower = what_if_call(store, "conv", record.seq, MessageWindowPolicy(2))
+    assert [e for e in narrower.sent if "ref" in e] == [{"ref": [5, 0]}]
+    # Check a call over the whole list (no limit) records no limit: its payload is as before.
+    whole = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def run_whole() -> list[Any]:
+        history: list[Any] = list(await session.get_items())
+        return await whole(history, NEW)
+
+    asyncio.run(run_whole())
+    last = store.read("conv")[-1]
+    assert "history_limit" not in last.payload
+    assert model_call(store, "conv", last.seq).reproduced is True
+
+
+def test_a_history_limit_is_checked_and_optional_in_the_format() -> None:
+    # Check an event without the field (as written before it) decodes, and bad limits are
+    # refused.
+    from pydantic import ValidationError
+
+    assert ContextSent(sent=(), policy="messages:3", adapter="x").history_limit is None
+    for bad in (-1, True, 2.0, "3"):
+        with pytest.raises(ValidationError):
+            ContextSent(sent=(), policy="messages:3", adapter="x", history_limit=bad)
