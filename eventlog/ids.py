@@ -41,10 +41,28 @@ class StreamKey(str):
     __slots__ = ()
 
 
+def _int_part(part: int) -> int:
+    """``part``, unless its digits could never fit a stored key (which must be at most 2,048
+    bytes): refused here by its size, before Python's int-to-text limit (4,300 digits) fails
+    with an error that names nothing."""
+    if part.bit_length() > _MAX_INT_BITS:
+        msg = (
+            f"memory id: an int of {part.bit_length():,} bits has more digits than a stored key "
+            "may hold (2,048 bytes); use a shorter id (a str, an int or a uuid.UUID)"
+        )
+        raise ValueError(msg)
+    return part
+
+
+_MAX_INT_BITS = 6_804  # 10**2048 has 6,804 bits: a longer int has at least 2,049 digits
+
+
 def _tagged(part: object, whole: object) -> object:
     # bool is an int subclass; True would silently become 1, so it is refused like any other type.
-    if isinstance(part, str) or (isinstance(part, int) and not isinstance(part, bool)):
+    if isinstance(part, str):
         return part
+    if isinstance(part, int) and not isinstance(part, bool):
+        return _int_part(part)
     if isinstance(part, uuid.UUID):
         return {"uuid": str(part)}
     if isinstance(part, tuple):
@@ -81,7 +99,7 @@ def memory_key(memory_id: object) -> str:
     if isinstance(memory_id, str):  # a str subclass: store its plain value
         return memory_key(str(memory_id))
     if isinstance(memory_id, int) and not isinstance(memory_id, bool):
-        return f"~i:{int(memory_id)}"
+        return f"~i:{_int_part(int(memory_id))}"
     if isinstance(memory_id, uuid.UUID):
         return f"~u:{memory_id}"
     tagged = _tagged(memory_id, memory_id)

@@ -88,9 +88,18 @@ class Checked(NewRecord):
 
 
 def shown(value: object) -> str:
-    """``repr(value)`` cut to a readable length, for messages."""
-    text = repr(value)
+    """``repr(value)`` cut to a readable length, for messages (never itself an error: an int
+    of more than 4,300 digits has no repr, and the message must still say what was wrong)."""
+    if isinstance(value, int) and value.bit_length() > _SHOWN_BITS:
+        return f"an int of {value.bit_length():,} bits"
+    try:
+        text = repr(value)
+    except Exception:  # any repr may fail; the message must not
+        return f"a {type(value).__name__} whose repr failed"
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+_SHOWN_BITS = 256  # a longer int is named by its size: its digits would be cut anyway
 
 
 # ------------------------------------------------------------------------------ text
@@ -320,7 +329,7 @@ def _seq_bound(operation: str, name: str, value: object, *, low: int) -> None:
         what = "an int (a seq) or None" if low >= 0 else "an int (a position)"
         raise _bad_int(operation, name, value, what)
     if not low <= value <= MAX_SEQ:
-        msg = f"{operation}: {name}={value} is outside {low}..{MAX_SEQ}; " + (
+        msg = f"{operation}: {name}={shown(value)} is outside {low}..{MAX_SEQ}; " + (
             "seqs start at 1 (gt=0 or None reads from the first)"
             if value < low
             else "no seq or position is that large"
@@ -335,7 +344,7 @@ def _limit(operation: str, limit: object) -> None:
         raise _bad_int(operation, "limit", limit, "an int >= 0 or None (no limit)")
     if not 0 <= limit <= MAX_SEQ:
         msg = (
-            f"{operation}: limit={limit} is outside 0..{MAX_SEQ}; pass a count of records, "
+            f"{operation}: limit={shown(limit)} is outside 0..{MAX_SEQ}; pass a count of records, "
             "or None for no limit"
         )
         raise ValueError(msg)

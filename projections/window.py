@@ -21,6 +21,7 @@ from typing import Literal, NamedTuple, TypeAlias
 
 from eventlog.ids import MemoryId
 from eventlog.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
+from eventlog.validation import MAX_SEQ, shown
 from projections.tokens import TokenCountEstimator
 
 __all__ = [
@@ -106,14 +107,23 @@ def evict_permille(evict_to: object) -> int | None:
 
 def check_limit(name: str, value: object) -> int:
     """LangChain4j's ``ensureGreaterThanZero`` with Python names: ``max_messages must be ...``."""
+    huge = isinstance(value, int) and value.bit_length() > _SHOWN_BITS
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        msg = f"{name} must be greater than zero, but is: {value}"
+        msg = f"{name} must be greater than zero, but is: {shown(value) if huge else value}"
         if value is not None and type(value) is not int:
             # A limit read from a config file arrives as "20": LangChain4j's text alone
             # ("but is: 20") would hide why 20 was refused.
-            msg += f" (a {type(value).__name__}, {value!r}; pass an int)"
+            msg += f" (a {type(value).__name__}, {shown(value)}; pass an int)"
+        raise ValueError(msg)
+    if value > MAX_SEQ:
+        # LangChain4j's limit is a Java int; ours is recorded in every window record, which
+        # could not even write an int past 4,300 digits. No ledger holds 2**63 messages.
+        msg = f"{name} must be at most {MAX_SEQ}, but is: {shown(value)}"
         raise ValueError(msg)
     return value
+
+
+_SHOWN_BITS = 256  # as eventlog.validation.shown: a longer int is named by its size
 
 
 def check_policy(operation: str, policy: object) -> None:

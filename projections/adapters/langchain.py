@@ -18,10 +18,11 @@ Requires the ``langchain`` extra; from your chatledger clone: ``pip install -e '
 from __future__ import annotations
 
 import json
-import reprlib
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from pydantic import ValidationError
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -56,7 +57,7 @@ from projections.adapters.item_list import (
     tail,
 )
 from projections.adapters.item_list_runs import Run
-from projections.adapters.selection import ITEM_KEY, content_text, fold
+from projections.adapters.selection import ITEM_KEY, content_text, fold, short_repr
 from projections.adapters.selection import rules_message as _for_rules
 from projections.logged_window import RETRY_FOR
 from projections.memories import MessageWindowChatMemory
@@ -81,7 +82,7 @@ def from_langchain(message: BaseMessage) -> cl.ChatMessage:
     """
     if not isinstance(message, BaseMessage):
         msg = (
-            f"add_messages: {type(message).__name__} {reprlib.repr(message)} is not a LangChain "
+            f"add_messages: {type(message).__name__} {short_repr(message)} is not a LangChain "
             "message (HumanMessage, AIMessage, ToolMessage, SystemMessage, ...); nothing was "
             "written"
         )
@@ -94,7 +95,16 @@ def from_langchain(message: BaseMessage) -> cl.ChatMessage:
     except (TypeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
         msg = f"add_messages: {type(message).__name__} is not JSON ({e}); nothing was written"
         raise TypeError(msg) from e
-    attributes = {MESSAGE_KEY: stored}
+    try:
+        return _stored_as(message, {MESSAGE_KEY: stored})
+    except ValidationError as e:
+        # JSON-encodable but not JSON (a tuple, a non-str key): it would not come back equal.
+        problem = e.errors()[0]["msg"]
+        msg = f"add_messages: {type(message).__name__} is not JSON ({problem}); nothing was written"
+        raise TypeError(msg) from None
+
+
+def _stored_as(message: BaseMessage, attributes: dict[str, Any]) -> cl.ChatMessage:
     if isinstance(message, HumanMessage):
         return cl.UserMessage(_text(message), attributes=attributes)
     if isinstance(message, AIMessage):
@@ -192,7 +202,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         if window is not None and not isinstance(window, WindowPolicy):
             msg = (
                 f"LedgerChatMessageHistory: window must be a window policy or None, got "
-                f"{type(window).__name__} {reprlib.repr(window)}; pass e.g. "
+                f"{type(window).__name__} {short_repr(window)}; pass e.g. "
                 "window=MessageWindowPolicy(20) or TokenWindowPolicy(4000, estimator)"
             )
             raise TypeError(msg)

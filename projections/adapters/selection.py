@@ -23,6 +23,8 @@ import reprlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from pydantic import ValidationError
+
 from eventlog.ids import MemoryId
 from eventlog.messages import (
     AiMessage,
@@ -47,6 +49,7 @@ __all__ = [
     "item_of",
     "message_of",
     "rules_message",
+    "short_repr",
     "units",
 ]
 
@@ -75,15 +78,32 @@ def message_of(item: object) -> ChatMessage:
     if not isinstance(item, dict):
         msg = (
             f"add_items: an item must be a Responses input item (a dict), not "
-            f"{type(item).__name__} {reprlib.repr(item)}; nothing was written"
+            f"{type(item).__name__} {short_repr(item)}; nothing was written"
         )
         raise TypeError(msg)
     try:
         json.dumps(item, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
-        msg = f"add_items: item {reprlib.repr(item)} is not JSON ({e}); nothing was written"
+        msg = f"add_items: item {short_repr(item)} is not JSON ({e}); nothing was written"
         raise TypeError(msg) from e
-    attributes = {ITEM_KEY: item}
+    try:
+        return _stored_as(item, {ITEM_KEY: item})
+    except ValidationError as e:
+        # JSON-encodable but not JSON (a tuple, a non-str key): it would not come back equal.
+        problem = e.errors()[0]["msg"]
+        msg = f"add_items: item {short_repr(item)} is not JSON ({problem}); nothing was written"
+        raise TypeError(msg) from None
+
+
+def short_repr(item: object) -> str:
+    """A short repr for a message; an int too long to print is not one more error."""
+    try:
+        return reprlib.repr(item)
+    except ValueError:
+        return f"(a {type(item).__name__} holding an int too long to print)"
+
+
+def _stored_as(item: dict[str, Any], attributes: dict[str, Any]) -> ChatMessage:
     kind = item.get("type", "message")
     role = item.get("role")
     if kind == "message" and role == "user":

@@ -575,3 +575,40 @@ def test_model_calls_raced_by_a_writer_process_are_each_recorded_as_sent(backend
         found = model_call(store, "s", seq)
         assert found is not None
         assert found.reproduced is True
+
+
+def test_a_langchain_message_that_json_would_change_is_refused_by_name(sqlite_store) -> None:
+    """A tuple or a non-str key passes json.dumps but would not come back equal: refused with
+    the adapter's TypeError (before: a raw pydantic ValidationError about UserMessage.attributes),
+    nothing of the batch written."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from projections.adapters.langchain import LedgerChatMessageHistory
+
+    history = LedgerChatMessageHistory("lc", store=sqlite_store)
+    for bad in (
+        HumanMessage("x", additional_kwargs={"t": (1, 2)}),
+        HumanMessage("x", additional_kwargs={"d": {1: "a"}}),
+        AIMessage("x", response_metadata={"t": ("a",)}),
+    ):
+        with pytest.raises(TypeError, match=rf"add_messages: {type(bad).__name__} is not JSON"):
+            history.add_messages([HumanMessage("kept?"), bad])
+    assert LedgerChatMessageHistory("lc", store=sqlite_store).messages == []
+
+
+def test_an_agents_item_that_json_would_change_is_refused_by_name(sqlite_store) -> None:
+    """As for LangChain: a tuple or a non-str key (before: a raw ValidationError), and an int
+    too long to print (before: Python's int-to-text ValueError raised while building the
+    error message) are refused by `add_items` as not JSON, nothing of the batch written."""
+    session = _session(sqlite_store)
+    for bad in (
+        {"role": "user", "content": "x", "t": (1, 2)},
+        {"role": "user", "content": "x", "d": {1: "a"}},
+        {"role": "user", "content": ("a", "b")},
+        {"role": "user", "content": "x", "n": 10**5000},
+    ):
+        with pytest.raises(TypeError, match=r"add_items: item .* is not JSON"):
+            asyncio.run(session.add_items([ITEMS[0], bad]))
+    with pytest.raises(TypeError, match="add_items: an item must be a Responses input item"):
+        asyncio.run(session.add_items([10**5000]))  # type: ignore[list-item]
+    assert asyncio.run(_session(sqlite_store).get_items()) == []

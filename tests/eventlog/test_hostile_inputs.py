@@ -797,3 +797,48 @@ def test_time_travel_to_year_1_is_exact_whatever_the_time_zone(tmp_path, tz):
         assert at.tzinfo is not UTC
         assert [m.text for m in memory.as_of(at=at)] == ["a"]
         assert format_time(at) == "0001-01-01T00:00:00.000000Z"
+
+
+HUGE = 10**5000  # past Python's int-to-text limit (4,300 digits): str() of it raises
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s: s.read(HUGE), r"memory id: an int of 16,610 bits has more digits"),
+        (lambda s: s.read(("user", -HUGE)), r"memory id: an int of 16,610 bits"),
+        (lambda s: s.head(HUGE), r"memory id: an int of 16,610 bits"),
+        (lambda s: s.read("a", gt=HUGE), r"read: gt=an int of 16,610 bits is outside 0\.\."),
+        (lambda s: s.read("a", limit=-HUGE), r"read: limit=an int of 16,610 bits is outside"),
+        (lambda s: s.read_all(gt=-HUGE), r"gt=an int of 16,610 bits is outside"),
+        (
+            lambda s: MessageWindowChatMemory("a", max_messages=HUGE, store=s),
+            r"max_messages must be at most 9223372036854775807, but is: an int of 16,610 bits",
+        ),
+        (
+            lambda s: MessageWindowChatMemory("a", max_messages=-HUGE, store=s),
+            r"max_messages must be greater than zero, but is: an int of 16,610 bits",
+        ),
+    ],
+    ids=["id", "tuple-id", "head", "gt", "limit", "read_all", "limit-huge", "limit-negative"],
+)
+def test_an_int_too_long_to_print_gets_the_error_that_names_it(tmp_path, call, match):
+    """Before: Python's own "Exceeds the limit (4300 digits) for integer string conversion",
+    raised while building the key or the error message, naming no operation and no value."""
+    with SQLiteEventStore(tmp_path / "big.db") as store:
+        with pytest.raises(ValueError, match=match):
+            call(store)
+        assert store.read_all() == []
+
+
+def test_a_limit_past_64_bits_is_refused_and_one_below_still_works(tmp_path):
+    with SQLiteEventStore(tmp_path / "lim.db") as store:
+        with pytest.raises(ValueError, match="max_messages must be at most"):
+            MessageWindowChatMemory("a", max_messages=2**63, store=store)
+        memory = MessageWindowChatMemory("a", max_messages=2**63 - 1, store=store)
+        memory.add(UserMessage("kept"))
+        assert [m.text for m in memory.messages()] == ["kept"]  # type: ignore[attr-defined]
+        # Check the id limit refuses only ids that could never be stored: 2,048 digits is a
+        # key too long for every store (refused as before, by its length), not by this check.
+        with pytest.raises(ValueError, match="longer than|too long|2048"):
+            MessageWindowChatMemory(10**2047, max_messages=2, store=store).add(UserMessage("x"))
