@@ -601,12 +601,13 @@ def test_an_agents_item_that_json_would_change_is_refused_by_name(sqlite_store) 
     too long to print (before: Python's int-to-text ValueError raised while building the
     error message) are refused by `add_items` as not JSON, nothing of the batch written."""
     session = _session(sqlite_store)
-    for bad in (
+    bads: list[Any] = [
         {"role": "user", "content": "x", "t": (1, 2)},
         {"role": "user", "content": "x", "d": {1: "a"}},
         {"role": "user", "content": ("a", "b")},
         {"role": "user", "content": "x", "n": 10**5000},
-    ):
+    ]
+    for bad in bads:
         with pytest.raises(TypeError, match=r"add_items: item .* is not JSON"):
             asyncio.run(session.add_items([ITEMS[0], bad]))
     with pytest.raises(TypeError, match="add_items: an item must be a Responses input item"):

@@ -837,7 +837,7 @@ def test_a_limit_past_64_bits_is_refused_and_one_below_still_works(tmp_path):
             MessageWindowChatMemory("a", max_messages=2**63, store=store)
         memory = MessageWindowChatMemory("a", max_messages=2**63 - 1, store=store)
         memory.add(UserMessage("kept"))
-        assert [m.text for m in memory.messages()] == ["kept"]  # type: ignore[attr-defined]
+        assert [m.text for m in memory.messages()] == ["kept"]
         # Check the id limit refuses only ids that could never be stored: 2,048 digits is a
         # key too long for every store (refused as before, by its length), not by this check.
         with pytest.raises(ValueError, match=r"the memory id is a key of 2051 bytes"):
