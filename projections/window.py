@@ -14,6 +14,7 @@ twice drifts, so there is no other copy.
 
 from __future__ import annotations
 
+import math
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -92,14 +93,19 @@ def evict_permille(evict_to: object) -> int | None:
     """
     if evict_to is None:
         return None
-    if isinstance(evict_to, bool) or not isinstance(evict_to, int | float):
-        msg = f"evict_to must be a fraction of the limit such as 0.7, but is: {evict_to!r}"
+    if (
+        isinstance(evict_to, bool)
+        or not isinstance(evict_to, int | float)
+        # round() of inf is an OverflowError, of nan a ValueError of its own
+        or (isinstance(evict_to, float) and not math.isfinite(evict_to))
+    ):
+        msg = f"evict_to must be a fraction of the limit such as 0.7, but is: {shown(evict_to)}"
         raise ValueError(msg)
     permille = round(evict_to * 1000)
     if not 0 < permille < 1000:
         msg = (
             f"evict_to must be between 0 and 1 (exclusive), e.g. 0.7 to evict down to 70 % of "
-            f"the limit, but is: {evict_to!r}"
+            f"the limit, but is: {shown(evict_to)}"
         )
         raise ValueError(msg)
     return permille

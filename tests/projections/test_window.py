@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -153,13 +155,15 @@ def test_evict_to_is_kept_as_thousandths(evict_to, permille):
     assert evict_permille(evict_to) == permille
 
 
-@pytest.mark.parametrize("evict_to", [True, False, "0.5", [0.5]])
+@pytest.mark.parametrize("evict_to", [True, False, "0.5", [0.5], math.inf, -math.inf, math.nan])
 def test_evict_to_must_be_a_number(evict_to):
     with pytest.raises(ValueError, match=r"^evict_to must be a fraction of the limit such as 0.7"):
         evict_permille(evict_to)
 
 
-@pytest.mark.parametrize("evict_to", [0, 1, 0.0004, 0.9996, -0.5, 1.5])
+@pytest.mark.parametrize(
+    "evict_to", [0, 1, 0.0004, 0.9996, -0.5, 1.5, 10**5000], ids=[*"012345", "huge"]
+)
 def test_evict_to_must_round_to_a_fraction_strictly_between_0_and_1(evict_to):
     with pytest.raises(ValueError, match=r"^evict_to must be between 0 and 1 \(exclusive\)"):
         evict_permille(evict_to)
