@@ -22,6 +22,7 @@ from eventlog.ids import MemoryId, memory_id_from_key, memory_key
 from eventlog.keyring import Keyring, KeyringError, is_sealed, sealed_key_id, subject_of
 from eventlog.models import ErasureReceipt, MemoryErased, MemoryPurged, NewRecord, StreamHead
 from eventlog.names import is_pseudonym
+from eventlog.validation import shown
 
 if TYPE_CHECKING:
     from eventlog.store import EventStore
@@ -337,7 +338,7 @@ def erase_subject(
         raise ValueError(msg)
     check_reason("erase_subject", reason)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        msg = f"erase_subject: batch must be an int >= 1, got {batch!r}"
+        msg = f"erase_subject: batch must be an int >= 1, got {shown(batch)}"
         raise ValueError(msg)
     store._writable("erase", type(store).__name__)
     keys = []

@@ -37,6 +37,7 @@ from eventlog.keycheck import chain_key_argument
 from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest, ProvenRecord
 from eventlog.ledger_tree import BLOCK_LEVEL, LedgerTree, blocks_of
 from eventlog.models import Record
+from eventlog.validation import shown
 from eventlog.vouch import erased_bound, restored
 
 if TYPE_CHECKING:
@@ -360,7 +361,7 @@ def prove(
     found = store.read(memory_id, gt=seq - 1, lte=seq) if seq >= 1 else []
     if not found:
         msg = (
-            f"prove {key} seq {seq}: no such record; pass a seq between 1 and the memory's "
+            f"prove {key} seq {shown(seq)}: no such record; pass a seq between 1 and the memory's "
             "head seq (store.head(memory_id))"
         )
         raise LookupError(msg)

@@ -38,6 +38,7 @@ from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import GENESIS
 from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey
 from eventlog.models import HeadSeal, Record, RecordQuarantined
+from eventlog.validation import shown
 from eventlog.vouch import NO_SEALS, REMEDY, erased_bound, head_problem, restored
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def quarantine(store: EventStore, memory_id: MemoryId, seq: int, *, reason: str)
     from eventlog.erasure import check_reason
     from eventlog.serialization import encode_event
 
-    operation = f"quarantine of {memory_id!r} seq {seq!r}"
+    operation = f"quarantine of {memory_id!r} seq {shown(seq)}"
     check_reason("quarantine", reason)
     store._writable("quarantine", type(store).__name__)
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:

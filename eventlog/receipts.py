@@ -24,6 +24,7 @@ from eventlog.ledger import prove, verify_inclusion
 from eventlog.ledger_models import InclusionProof, LedgerDigest
 from eventlog.models import ErasureReceipt, MemoryErased
 from eventlog.serialization import decode_event
+from eventlog.validation import shown
 
 if TYPE_CHECKING:
     from eventlog.checkpoint import Checkpoint
@@ -40,12 +41,13 @@ _HEX64 = re.compile("[0-9a-f]{64}").fullmatch
 
 
 def _parse_id(receipt_id: str) -> tuple[int, str]:
-    position, _, digest = str(receipt_id).partition("-")
+    text = receipt_id if isinstance(receipt_id, str) else ""  # anything else is malformed
+    position, _, digest = text.partition("-")
     # ASCII digits only: str.isdigit() also takes "\u00b2" (which int() refuses) and the
     # fullwidth digits.
     if not (_POSITION(position) and int(position) <= _MAX_POSITION and _HEX64(digest)):
         msg = (
-            f"erasure receipt id {receipt_id!r} is not <position>-<64 hex digits>; copy it "
+            f"erasure receipt id {shown(receipt_id)} is not <position>-<64 hex digits>; copy it "
             "from the erase output or `chatledger history` of the memory"
         )
         raise ValueError(msg)

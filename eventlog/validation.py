@@ -39,6 +39,7 @@ __all__ = [
     "Checked",
     "check_at",
     "check_range",
+    "check_snapshot",
     "check_tail",
     "decoded_payload",
     "item_problem",
@@ -368,6 +369,33 @@ def check_range(
     if not isinstance(desc, bool):
         msg = f"{operation}: desc must be True or False, got {shown(desc)}"
         raise TypeError(msg)
+
+
+def check_snapshot(operation: str, name: object, seq: object = 1, state: object = "") -> None:
+    """Refuse, identically on every backend, a snapshot ``name`` or ``state`` that is not text
+    every store keeps (a str, UTF-8, without NUL: PostgreSQL text cannot hold it) or a ``seq``
+    that is not one.
+
+    Raises:
+        TypeError: ``name`` or ``state`` is not a str, or ``seq`` not an int.
+        ValueError: Either text cannot be stored, or ``seq`` is outside 0..:data:`MAX_SEQ`.
+    """
+    for what, value in (("name", name), ("state", state)):
+        if not isinstance(value, str):
+            msg = (
+                f"{operation}: the snapshot {what} must be a str, not "
+                f"{type(value).__name__} {shown(value)}"
+            )
+            raise TypeError(msg)
+        problem = text_problem(value)
+        if problem is None and "\x00" in value:
+            problem = "holds a NUL character, which PostgreSQL text cannot hold"
+        if problem is not None:
+            msg = f"{operation}: the snapshot {what} {problem}"
+            raise ValueError(msg)
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise _bad_int(operation, "seq", seq, "an int (the event the snapshot is of)")
+    _seq_bound(operation, "seq", seq, low=0)
 
 
 def check_tail(operation: str, gt: object, limit: object) -> None:

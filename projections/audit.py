@@ -30,6 +30,7 @@ from eventlog.messages import ChatMessage
 from eventlog.models import MessagesSet, Record
 from eventlog.serialization import encode_event
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.meta import ForkOrigin, WindowMeta
 from projections.replay import brought, materialize, read_checked, view_at, window_meta
 from projections.stepping import Step, _check_seq, _head_seq, walk
@@ -311,7 +312,9 @@ def explain(store: EventStore, memory_id: MemoryId, seq: int, index: int = 0) ->
     key = store.stream_key(memory_id)
     last = _head_seq(store, key)
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= last:
-        msg = f"explain event {seq!r} of memory {key!r}: pick a seq from 1 to {last} (the head)"
+        msg = (
+            f"explain event {shown(seq)} of memory {key!r}: pick a seq from 1 to {last} (the head)"
+        )
         raise ValueError(msg)
     ref = (seq, index)
     entered: Entry | None = None
@@ -321,8 +324,8 @@ def explain(store: EventStore, memory_id: MemoryId, seq: int, index: int = 0) ->
             if ref not in came:
                 msg = (
                     f"event {seq} of memory {key!r} is a {step.record.kind} that brought "
-                    f"{len(came)} message(s), none at index {index}; pick an add or set event "
-                    "(see `chatledger history`)"
+                    f"{len(came)} message(s), none at index {shown(index)}; pick an add or set "
+                    "event (see `chatledger history`)"
                 )
                 raise ValueError(msg)
             entered = came[ref]
@@ -368,7 +371,9 @@ def fork(
         raise ValueError(msg)
     target = last if seq is None else seq
     if isinstance(target, bool) or not isinstance(target, int) or not 1 <= target <= last:
-        msg = f"fork of memory {key!r} at seq {target!r}: pick a seq from 1 to {last} (the head)"
+        msg = (
+            f"fork of memory {key!r} at seq {shown(target)}: pick a seq from 1 to {last} (the head)"
+        )
         raise ValueError(msg)
     new_head = _head_seq(store, new_key)
     if new_head:

@@ -34,6 +34,7 @@ from eventlog.models import (
 )
 from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.adapters.item_list import loads, tail
 from projections.adapters.selection import ITEM_KEY, Choice, choose, fold, item_of
 from projections.replay import read_checked, records, window_meta
@@ -215,8 +216,9 @@ def what_if_call(
             else "no such event"
         )
         msg = (
-            f"what_if_call({seq}): {NO_WINDOW} at seq {seq} of {memory_id!r} ({what}); only "
-            "model calls made through window_callback() or a history with window= can be re-run"
+            f"what_if_call({shown(seq)}): {NO_WINDOW} at seq {shown(seq)} of {memory_id!r} "
+            f"({what}); only model calls made through window_callback() or a history with "
+            "window= can be re-run"
         )
         raise ValueError(msg)
     context = _context(store, memory_id, found[0])

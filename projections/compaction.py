@@ -154,6 +154,9 @@ def compact(
     timer = time.perf_counter()
     if now is None:
         now = started_at
+    elif not isinstance(now, datetime):
+        msg = f"compact: now must be an aware datetime (UTC) or None, not {type(now).__name__}"
+        raise TypeError(msg)
     elif now.tzinfo is None or now.utcoffset() is None:
         msg = f"compact: now={now.isoformat()} has no timezone; pass an aware datetime (UTC)"
         raise ValueError(msg)

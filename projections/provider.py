@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from eventlog.ids import MemoryId, memory_key
+from eventlog.validation import shown
 from projections.base import ChatMemory, Clock
 
 __all__ = ["ChatMemoryProvider", "ProviderStats"]
@@ -126,7 +127,7 @@ class ChatMemoryProvider(Generic[M]):
         if wait_timeout is not None and not wait_timeout > 0:
             msg = (
                 f"ChatMemoryProvider: wait_timeout must be positive seconds or None, but is "
-                f"{wait_timeout!r}"
+                f"{shown(wait_timeout)}"
             )
             raise ValueError(msg)
         self._wait_timeout = wait_timeout
@@ -141,7 +142,7 @@ class ChatMemoryProvider(Generic[M]):
             msg = f"ChatMemoryProvider: max_size must be an int, not {type(max_size).__name__}"
             raise TypeError(msg)
         if max_size < 1:
-            msg = f"ChatMemoryProvider: max_size must be at least 1, but is {max_size}"
+            msg = f"ChatMemoryProvider: max_size must be at least 1, but is {shown(max_size)}"
             raise ValueError(msg)
         if ttl is not None:
             if not isinstance(ttl, timedelta):

@@ -29,6 +29,7 @@ from eventlog.messages import ChatMessage
 from eventlog.models import MemoryErased, MessageRetracted, Record, format_time
 from eventlog.serialization import decode_event, require_opened
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.checked import (
     quarantined_seqs,
     read_checked,
@@ -328,12 +329,12 @@ def resolve_seq(
         return 0 if found is None else found
     assert seq is not None  # noqa: S101 - narrowed by the check above
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        msg = f"as_of(seq={seq!r}): seq must be an int >= 0"
+        msg = f"as_of(seq={shown(seq)}): seq must be an int >= 0"
         raise ValueError(msg)
     head = store.head(memory_id)
     last = 0 if head is None else head.seq
     if seq > last:
-        msg = f"as_of(seq={seq}) of {memory_id!r}: the history ends at seq {last}"
+        msg = f"as_of(seq={shown(seq)}) of {memory_id!r}: the history ends at seq {last}"
         raise ValueError(msg)
     return seq
 

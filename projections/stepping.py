@@ -17,6 +17,7 @@ from eventlog.ids import MemoryId, StreamKey
 from eventlog.messages import ChatMessage, SystemMessage
 from eventlog.models import Record
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.meta import EMPTYING_KINDS, WindowMeta, encode_refs
 from projections.replay import (
     WindowRefs,
@@ -208,7 +209,7 @@ def _head_seq(store: EventStore, key: StreamKey) -> int:
 
 def _check_seq(name: str, seq: object, last: int, key: str) -> int:
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= last:
-        msg = f"{name}={seq!r} for memory {key!r}: pick a seq from 0 to {last} (the head)"
+        msg = f"{name}={shown(seq)} for memory {key!r}: pick a seq from 0 to {last} (the head)"
         raise ValueError(msg)
     return seq
 

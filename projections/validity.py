@@ -63,6 +63,7 @@ from eventlog.messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from eventlog.validation import shown
 
 __all__ = [
     "INTERRUPTED",
@@ -122,7 +123,10 @@ def profile_of(valid_for: object) -> Profile:
     """
     profile = PROVIDERS.get(valid_for) if isinstance(valid_for, str) else None
     if profile is None:
-        msg = f"valid_for={valid_for!r} is not a provider profile; use one of {sorted(PROVIDERS)}"
+        msg = (
+            f"valid_for={shown(valid_for)} is not a provider profile; use one of "
+            f"{sorted(PROVIDERS)}"
+        )
         raise ValueError(msg)
     return profile
 

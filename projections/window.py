@@ -142,7 +142,7 @@ def check_policy(operation: str, policy: object) -> None:
     if not isinstance(policy, WindowPolicy):
         msg = (
             f"{operation}: policy must be a WindowPolicy such as MessageWindowPolicy(20) or "
-            f"TokenWindowPolicy(2000, estimator), not {type(policy).__name__} {policy!r:.60}"
+            f"TokenWindowPolicy(2000, estimator), not {type(policy).__name__} {shown(policy)}"
         )
         raise TypeError(msg)
 
@@ -309,7 +309,7 @@ class TokenWindowPolicy(WindowPolicy):
         ):
             if not callable(getattr(estimator, method, None)):
                 msg = (
-                    f"token_count_estimator {estimator!r} has no {method}(); pass an "
+                    f"token_count_estimator {shown(estimator)} has no {method}(); pass an "
                     "OpenAiTokenCountEstimator or any object with the three estimate methods"
                 )
                 raise TypeError(msg)

@@ -35,7 +35,7 @@ from eventlog.models import (
 )
 from eventlog.names import IdKeyring, new_mode
 from eventlog.store import EventStore
-from eventlog.validation import check_at, check_range, check_tail
+from eventlog.validation import check_at, check_range, check_snapshot, check_tail
 
 __all__ = ["InMemoryEventStore"]
 
@@ -262,6 +262,7 @@ class InMemoryEventStore(EventStore):
             return receipts
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
+        check_snapshot("save_snapshot", name, seq, state)
         key = self._stream_key(memory_id, "save_snapshot")
         with self._lock:
             self._open("save_snapshot")
@@ -338,6 +339,7 @@ class InMemoryEventStore(EventStore):
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
         check_range("load_snapshot", None, lte, None)
+        check_snapshot("load_snapshot", name)
         key = self._stream_key(memory_id, "load_snapshot")
         with self._lock:
             self._open("load_snapshot")

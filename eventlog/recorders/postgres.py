@@ -53,6 +53,7 @@ from eventlog.recorders.postgres_erase import PostgresErasure
 from eventlog.recorders.postgres_open import PostgresSchema
 from eventlog.recorders.postgres_races import RACES, LostRace, PostgresRaces, check_batch
 from eventlog.recorders.postgres_sql import MIGRATIONS
+from eventlog.validation import check_snapshot
 
 if TYPE_CHECKING:
     from eventlog.recorders.postgres_base import Conn, Row
@@ -518,6 +519,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
             return [Record(found[row[1]], *row) for row in rows]  # a transaction lands whole
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
+        check_snapshot("save_snapshot", name, seq, state)
         key = self._stream_key(memory_id, "save_snapshot")
         stored = self._sealed_state(key, name, seq, state)
         # Under the memory's append lock, so a purge cannot slip between the check and the

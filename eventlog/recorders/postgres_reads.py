@@ -13,7 +13,7 @@ from eventlog.ledger_tree import TreeBlock
 from eventlog.models import HeadSeal, Record, Snapshot, StreamHead, format_time, parse_time
 from eventlog.recorders import postgres_sql as pgsql
 from eventlog.recorders.postgres_base import EMPTY_HEAD, PostgresBase
-from eventlog.validation import check_at, check_range, check_tail
+from eventlog.validation import check_at, check_range, check_snapshot, check_tail
 
 if TYPE_CHECKING:
     from eventlog.recorders.postgres_base import Conn
@@ -215,6 +215,7 @@ class PostgresReads(PostgresBase):
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
         check_range("load_snapshot", None, lte, None)
+        check_snapshot("load_snapshot", name)
         params = (
             self._stream_key(memory_id, "load_snapshot"),
             name,

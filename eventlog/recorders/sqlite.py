@@ -9,6 +9,7 @@ open in :mod:`eventlog.recorders.sqlite_open`. Import the store, and the names b
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import sqlite3
@@ -74,7 +75,7 @@ from eventlog.recorders.sqlite_sql import (
     TREE_READ,
 )
 from eventlog.store import LedgerTx
-from eventlog.validation import check_at, check_range, check_tail
+from eventlog.validation import check_at, check_range, check_snapshot, check_tail, shown
 from eventlog.vouch import NO_SEALS, Ends
 
 if TYPE_CHECKING:
@@ -91,6 +92,38 @@ __all__ = [
 
 _NO_LIMIT = -1  # SQLite's LIMIT -1 means "no limit"
 _NO_UPPER = 1 << 62
+
+
+_MAX_BUSY_TIMEOUT = 10**12  # seconds; above it (31,000 years) pass math.inf
+
+
+def _check_arguments(path: object, synchronous: object, busy_timeout: object) -> None:
+    """Refuse, before anything is opened, arguments the store cannot use."""
+    if synchronous not in ("NORMAL", "FULL"):
+        msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {shown(synchronous)}"
+        raise ValueError(msg)
+    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
+        msg = (
+            "SQLiteEventStore: busy_timeout must be a number of seconds (int or float), not "
+            f"{type(busy_timeout).__name__} {shown(busy_timeout)}"
+        )
+        raise TypeError(msg)
+    if (
+        # nan too (a nan deadline never passes: a lock would be waited for forever), and
+        # an int too large to add to a clock reading
+        not (0 <= busy_timeout <= _MAX_BUSY_TIMEOUT or busy_timeout == math.inf)
+    ):
+        msg = (
+            "SQLiteEventStore: busy_timeout must be the seconds to wait for another "
+            f"process's lock, >= 0 (math.inf: no limit), not {shown(busy_timeout)}"
+        )
+        raise ValueError(msg)
+    if not isinstance(path, str | bytes | os.PathLike | sqlite_utils.Database):
+        msg = (
+            "SQLiteEventStore: path must be a file path (str or os.PathLike) or a "
+            f"sqlite_utils.Database, not {type(path).__name__}"
+        )
+        raise TypeError(msg)
 
 
 class SQLiteEventStore(SQLiteErasure):
@@ -153,9 +186,7 @@ class SQLiteEventStore(SQLiteErasure):
             adopt_key=adopt_key,
             erasable_ids=erasable_ids,
         )
-        if synchronous not in ("NORMAL", "FULL"):
-            msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}"
-            raise ValueError(msg)
+        _check_arguments(path, synchronous, busy_timeout)
         self._lock = threading.RLock()
         self._closed = False
         self._busy_timeout = busy_timeout
@@ -368,6 +399,7 @@ class SQLiteEventStore(SQLiteErasure):
         )
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
+        check_snapshot("save_snapshot", name, seq, state)
         key = self._stream_key(memory_id, "save_snapshot")
         row = (key, name, seq, self._sealed_state(key, name, seq, state), format_time(self._now()))
 
@@ -551,6 +583,7 @@ class SQLiteEventStore(SQLiteErasure):
         self, memory_id: MemoryId, name: str, *, lte: int | None = None
     ) -> Snapshot | None:
         check_range("load_snapshot", None, lte, None)
+        check_snapshot("load_snapshot", name)
         key = self._stream_key(memory_id, "load_snapshot")
         bound = (1 << 62) if lte is None else lte
         params = (key, name, bound)

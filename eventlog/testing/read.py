@@ -129,6 +129,35 @@ class ReadContract:
         with pytest.raises(ValueError, match="no such event"):
             store.save_snapshot("nobody", "window", 1, "{}")
 
+    @pytest.mark.parametrize(
+        ("name", "seq", "state", "error"),
+        [
+            (5, 1, "{}", TypeError),
+            ("w", 1, 5, TypeError),
+            ("w", 1, b"{}", TypeError),
+            ("w", "1", "{}", TypeError),
+            ("w", None, "{}", TypeError),
+            ("w", True, "{}", TypeError),
+            ("w", -1, "{}", ValueError),
+            ("\ud800", 1, "{}", ValueError),
+            ("w", 1, "\x00", ValueError),
+            ("w", 1, "\udfff", ValueError),
+        ],
+        ids=["name-int", "state-int", "state-bytes", "seq-str", "seq-none", "seq-bool",
+             "seq-negative", "name-surrogate", "state-nul", "state-surrogate"],
+    )  # fmt: skip
+    def test_a_bad_snapshot_is_refused_the_same_everywhere(self, store, name, seq, state, error):
+        """Snapshots are text every backend keeps, or nothing is saved: before, SQLite kept an
+        int name, an int or bytes state and a str seq, the memory store failed comparing the
+        str seq, and SQLite a lone surrogate with a raw UnicodeEncodeError."""
+        store.append("u1", batch("1"))
+        with pytest.raises(error, match="save_snapshot: "):
+            store.save_snapshot("u1", name, seq, state)
+        assert store.load_snapshot("u1", "w") is None
+        if not isinstance(name, str):
+            with pytest.raises(TypeError, match="load_snapshot: the snapshot name must be a str"):
+                store.load_snapshot("u1", name)
+
     def test_context_manager_closes(self, store):
         from eventlog import StoreClosedError
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import shutil
 import sqlite3
 import time
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -29,6 +30,7 @@ from eventlog import (
     RollbackError,
     SQLiteEventStore,
     UserMessage,
+    find_receipt,
     verify_inclusion,
 )
 from eventlog.checkpoint import Checkpoint, open_checkpoint
@@ -41,7 +43,18 @@ from eventlog.models import Record, format_time
 from eventlog.note import NoteError, generate_key, open_note, sign_note
 from eventlog.receipts import check_receipt, receipt_bundle
 from eventlog.tlog_proof import parse_tlog_proof, tlog_proof, verify_tlog_proof
-from projections import MessageWindowChatMemory
+from projections import (
+    ChatMemoryProvider,
+    MessageWindowChatMemory,
+    MessageWindowPolicy,
+    compact,
+    diff,
+    explain,
+    fork,
+    walk,
+    what_if,
+    what_if_call,
+)
 from projections.cli import main
 
 KEY = b"thirty-two bytes of chain key..."
@@ -800,6 +813,7 @@ def test_time_travel_to_year_1_is_exact_whatever_the_time_zone(tmp_path, tz):
 
 
 HUGE = 10**5000  # past Python's int-to-text limit (4,300 digits): str() of it raises
+HUGE_ANY: Any = HUGE  # where a type checker would refuse an int
 
 
 @pytest.mark.parametrize(
@@ -842,3 +856,74 @@ def test_a_limit_past_64_bits_is_refused_and_one_below_still_works(tmp_path):
         # key too long for every store (refused as before, by its length), not by this check.
         with pytest.raises(ValueError, match=r"the memory id is a key of 2051 bytes"):
             MessageWindowChatMemory(10**2047, max_messages=2, store=store).add(UserMessage("x"))
+
+
+def _memory(memory_id: Any) -> MessageWindowChatMemory:
+    return MessageWindowChatMemory(memory_id, max_messages=2)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s: what_if(s, "m", HUGE_ANY), r"what_if: policy must be a WindowPolicy"),
+        (lambda s: what_if(s, "m", MessageWindowPolicy(2), seq=HUGE), r"as_of\(seq=an int of"),
+        (lambda s: what_if(s, "m", MessageWindowPolicy(2), valid_for=HUGE_ANY), "valid_for=an"),
+        (lambda s: fork(s, "m", "f", seq=HUGE), r"fork of memory 'm' at seq an int of"),
+        (lambda s: explain(s, "m", HUGE), r"explain event an int of 16,610 bits"),
+        (lambda s: explain(s, "m", 1, HUGE), r"none at index an int of 16,610 bits"),
+        (lambda s: diff(s, "m", HUGE, 1), r"=an int of 16,610 bits for memory 'm'"),
+        (lambda s: list(walk(s, "m", upto=HUGE)), r"=an int of 16,610 bits for memory 'm'"),
+        (lambda s: what_if_call(s, "m", HUGE, MessageWindowPolicy(2)), r"read: gt=an int of"),
+        (lambda s: s.erase_subject(("m",), reason="r", batch=-HUGE), r"batch must be an int >= 1"),
+        (lambda s: s.prove("m", HUGE), r"an int of 16,610 bits"),
+        (lambda s: s.quarantine("m", HUGE, reason="r"), r"an int of 16,610 bits"),
+        (lambda s: find_receipt(s, HUGE_ANY), r"erasure receipt id an int of 16,610 bits is not"),
+        (lambda s: SQLiteEventStore(HUGE_ANY), r"path must be a file path .* not int"),
+        (
+            lambda s: ChatMemoryProvider(_memory, max_size=-HUGE),
+            r"max_size must be at least 1, but is an int of",
+        ),
+        (
+            lambda s: ChatMemoryProvider(_memory, wait_timeout=-HUGE),
+            r"wait_timeout must be positive seconds or None, but is an int of",
+        ),
+    ],
+    ids=[
+        "what_if-policy", "what_if-seq", "what_if-valid_for", "fork", "explain-seq",
+        "explain-index", "diff", "walk", "what_if_call", "erase_subject-batch", "prove",
+        "quarantine", "find_receipt", "sqlite-path", "provider-max_size", "provider-wait",
+    ],
+)  # fmt: skip
+def test_an_int_too_long_to_print_is_named_by_its_size_everywhere(tmp_path, call, match):
+    """Before: each failed building its own error message with Python's "Exceeds the limit
+    (4300 digits) for integer string conversion", which names neither operation nor value."""
+    with SQLiteEventStore(tmp_path / "big.db") as store:
+        MessageWindowChatMemory("m", max_messages=3, store=store).add(UserMessage("x"))
+        with pytest.raises((TypeError, ValueError), match=match):
+            call(store)
+
+
+@pytest.mark.parametrize(
+    ("busy_timeout", "error"),
+    [(-1, ValueError), (math.nan, ValueError), (HUGE, ValueError), ("5", TypeError),
+     (None, TypeError), (True, TypeError)],
+    ids=["negative", "nan", "huge", "str", "none", "bool"],
+)  # fmt: skip
+def test_a_busy_timeout_that_is_not_seconds_is_refused(tmp_path, busy_timeout, error):
+    """Before: -1, nan and True were taken (a nan deadline never passes: a locked file would
+    be waited for forever), "5" and None failed with a bare TypeError on the first lock, a
+    huge int with an OverflowError."""
+    with pytest.raises(error, match="SQLiteEventStore: busy_timeout must be"):
+        SQLiteEventStore(tmp_path / "b.db", busy_timeout=busy_timeout)
+    with SQLiteEventStore(tmp_path / "b.db", busy_timeout=math.inf) as store:
+        assert store.read("m") == []
+
+
+@pytest.mark.parametrize("now", [True, "2026-01-01", 5, date(2026, 1, 1)])
+def test_compact_refuses_a_now_that_is_not_a_datetime(tmp_path, now):
+    # Before: AttributeError: 'bool' object has no attribute 'tzinfo'.
+    with (
+        SQLiteEventStore(tmp_path / "c.db") as store,
+        pytest.raises(TypeError, match="compact: now must be an aware datetime"),
+    ):
+        compact(store, idle_for=timedelta(days=1), now=now)
