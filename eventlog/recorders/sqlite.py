@@ -9,7 +9,6 @@ open in :mod:`eventlog.recorders.sqlite_open`. Import the store, and the names b
 
 from __future__ import annotations
 
-import math
 import os
 import pathlib
 import sqlite3
@@ -37,6 +36,7 @@ from eventlog.models import (
     parse_time,
 )
 from eventlog.names import settle_ids
+from eventlog.recorders.sqlite_base import check_arguments
 from eventlog.recorders.sqlite_erase import CLEANUP_WAIT, SQLiteErasure
 from eventlog.recorders.sqlite_open import SQLiteLedgerTx as _Tx
 from eventlog.recorders.sqlite_schema import (
@@ -75,7 +75,7 @@ from eventlog.recorders.sqlite_sql import (
     TREE_READ,
 )
 from eventlog.store import LedgerTx
-from eventlog.validation import check_at, check_range, check_snapshot, check_tail, shown
+from eventlog.validation import check_at, check_range, check_snapshot, check_tail
 from eventlog.vouch import NO_SEALS, Ends
 
 if TYPE_CHECKING:
@@ -92,38 +92,6 @@ __all__ = [
 
 _NO_LIMIT = -1  # SQLite's LIMIT -1 means "no limit"
 _NO_UPPER = 1 << 62
-
-
-_MAX_BUSY_TIMEOUT = 10**12  # seconds; above it (31,000 years) pass math.inf
-
-
-def _check_arguments(path: object, synchronous: object, busy_timeout: object) -> None:
-    """Refuse, before anything is opened, arguments the store cannot use."""
-    if synchronous not in ("NORMAL", "FULL"):
-        msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {shown(synchronous)}"
-        raise ValueError(msg)
-    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
-        msg = (
-            "SQLiteEventStore: busy_timeout must be a number of seconds (int or float), not "
-            f"{type(busy_timeout).__name__} {shown(busy_timeout)}"
-        )
-        raise TypeError(msg)
-    if (
-        # nan too (a nan deadline never passes: a lock would be waited for forever), and
-        # an int too large to add to a clock reading
-        not (0 <= busy_timeout <= _MAX_BUSY_TIMEOUT or busy_timeout == math.inf)
-    ):
-        msg = (
-            "SQLiteEventStore: busy_timeout must be the seconds to wait for another "
-            f"process's lock, >= 0 (math.inf: no limit), not {shown(busy_timeout)}"
-        )
-        raise ValueError(msg)
-    if not isinstance(path, str | bytes | os.PathLike | sqlite_utils.Database):
-        msg = (
-            "SQLiteEventStore: path must be a file path (str or os.PathLike) or a "
-            f"sqlite_utils.Database, not {type(path).__name__}"
-        )
-        raise TypeError(msg)
 
 
 class SQLiteEventStore(SQLiteErasure):
@@ -186,7 +154,7 @@ class SQLiteEventStore(SQLiteErasure):
             adopt_key=adopt_key,
             erasable_ids=erasable_ids,
         )
-        _check_arguments(path, synchronous, busy_timeout)
+        check_arguments(path, synchronous, busy_timeout)
         self._lock = threading.RLock()
         self._closed = False
         self._busy_timeout = busy_timeout

@@ -5,6 +5,8 @@ cached stream heads every write chains to."""
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import random
 import sqlite3
 import threading
@@ -18,9 +20,10 @@ from eventlog.errors import PersistenceError, StoreClosedError
 from eventlog.models import StreamHead
 from eventlog.recorders.sqlite_sql import HEAD, HEAD_SEALED
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from eventlog.vouch import Ends
 
-__all__ = ["SQLiteBase"]
+__all__ = ["SQLiteBase", "check_arguments"]
 
 _T = TypeVar("_T")
 # Longest sleep between attempts to take the write lock. A commit holds it for tens of
@@ -181,3 +184,35 @@ class SQLiteBase(EventStore):
             self._heads[key] = head
             self._erased[key] = 0 if row is None or len(row) < 4 else int(row[3])
         return None if head is _MISSING else head
+
+
+_MAX_BUSY_TIMEOUT = 10**12  # seconds; above it (31,000 years) pass math.inf
+
+
+def check_arguments(path: object, synchronous: object, busy_timeout: object) -> None:
+    """Refuse, before anything is opened, arguments the store cannot use."""
+    if synchronous not in ("NORMAL", "FULL"):
+        msg = f"SQLiteEventStore: synchronous must be 'NORMAL' or 'FULL', not {shown(synchronous)}"
+        raise ValueError(msg)
+    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
+        msg = (
+            "SQLiteEventStore: busy_timeout must be a number of seconds (int or float), not "
+            f"{type(busy_timeout).__name__} {shown(busy_timeout)}"
+        )
+        raise TypeError(msg)
+    if (
+        # nan too (a nan deadline never passes: a lock would be waited for forever), and
+        # an int too large to add to a clock reading
+        not (0 <= busy_timeout <= _MAX_BUSY_TIMEOUT or busy_timeout == math.inf)
+    ):
+        msg = (
+            "SQLiteEventStore: busy_timeout must be the seconds to wait for another "
+            f"process's lock, >= 0 (math.inf: no limit), not {shown(busy_timeout)}"
+        )
+        raise ValueError(msg)
+    if not isinstance(path, str | bytes | os.PathLike | sqlite_utils.Database):
+        msg = (
+            "SQLiteEventStore: path must be a file path (str or os.PathLike) or a "
+            f"sqlite_utils.Database, not {type(path).__name__}"
+        )
+        raise TypeError(msg)
