@@ -53,7 +53,7 @@ from eventlog.recorders.postgres_erase import PostgresErasure
 from eventlog.recorders.postgres_open import PostgresSchema
 from eventlog.recorders.postgres_races import RACES, LostRace, PostgresRaces, check_batch
 from eventlog.recorders.postgres_sql import MIGRATIONS
-from eventlog.validation import check_snapshot
+from eventlog.validation import check_snapshot, shown, text_problem
 
 if TYPE_CHECKING:
     from eventlog.recorders.postgres_base import Conn, Row
@@ -69,6 +69,51 @@ DEFAULT_STATEMENT_TIMEOUT = 30.0
 _LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
 _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
+
+
+# PostgreSQL's statement_timeout is an int of milliseconds.
+_MAX_TIMEOUT = (2**31 - 1) // 1000
+
+
+def _check_arguments(
+    schema: object, statement_timeout: object, read_retries: object, max_connections: object
+) -> None:
+    """Refuse, before connecting, arguments the store cannot use (before: a bad timeout
+    spent 5 s failing every connection and then said "connect failed"; -1 became 1 ms)."""
+    if not isinstance(schema, str):
+        msg = f"PostgresEventStore: schema must be a str, not {type(schema).__name__}"
+        raise TypeError(msg)
+    size = len(schema.encode(errors="replace"))
+    if not 0 < size <= _MAX_IDENTIFIER or "\x00" in schema or text_problem(schema):
+        # PostgreSQL cuts a longer name to 63 bytes: two stores would share one schema.
+        msg = (
+            f"PostgresEventStore: schema {shown(schema)} is not a schema name PostgreSQL keeps "
+            f"as given: 1 to {_MAX_IDENTIFIER} bytes of UTF-8, no NUL"
+        )
+        raise ValueError(msg)
+    if statement_timeout is not None:
+        if isinstance(statement_timeout, bool) or not isinstance(statement_timeout, int | float):
+            msg = (
+                "PostgresEventStore: statement_timeout must be seconds (int or float) or None, "
+                f"not {type(statement_timeout).__name__} {shown(statement_timeout)}"
+            )
+            raise TypeError(msg)
+        if not 0 < statement_timeout <= _MAX_TIMEOUT:  # nan and inf too
+            msg = (
+                f"PostgresEventStore: statement_timeout must be seconds in (0, {_MAX_TIMEOUT}], "
+                f"not {shown(statement_timeout)}; pass None for no timeout"
+            )
+            raise ValueError(msg)
+    for name, value, low in (
+        ("read_retries", read_retries, 0),
+        ("max_connections", max_connections, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            msg = f"PostgresEventStore: {name}={shown(value)}; pass an int >= {low}"
+            raise ValueError(msg)
+
+
+_MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
 
 
 class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
@@ -162,9 +207,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                 "it on your pool's connections (configure= or options='-c statement_timeout=...')"
             )
             raise ValueError(msg)
-        if max_connections < 1:
-            msg = f"PostgresEventStore: max_connections={max_connections!r}; pass 1 or more"
-            raise ValueError(msg)
+        _check_arguments(schema, statement_timeout, read_retries, max_connections)
         self._max_connections = max_connections
         self._closed = False
         self._close_lock = threading.Lock()

@@ -301,3 +301,52 @@ def test_a_timed_out_read_does_not_blame_a_lock_only_writes_wait_for(schema):
             assert "Share lock" not in read
             assert "no lock is held against it now" in read
             holder.rollback()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"statement_timeout": -1}, ValueError, r"statement_timeout must be seconds in \(0, "),
+        ({"statement_timeout": 0}, ValueError, "pass None for no timeout"),
+        ({"statement_timeout": float("nan")}, ValueError, "not nan"),
+        ({"statement_timeout": float("inf")}, ValueError, "not inf"),
+        ({"statement_timeout": "5"}, TypeError, "not str '5'"),
+        ({"statement_timeout": True}, TypeError, "not bool True"),
+        ({"schema": ""}, ValueError, "1 to 63 bytes"),
+        ({"schema": "s" * 64}, ValueError, "1 to 63 bytes"),
+        ({"schema": "\x00"}, ValueError, "no NUL"),
+        ({"schema": None}, TypeError, "schema must be a str, not NoneType"),
+        ({"read_retries": -1}, ValueError, "read_retries=-1; pass an int >= 0"),
+        ({"max_connections": "8"}, ValueError, "max_connections='8'; pass an int >= 1"),
+    ],
+    ids=["timeout-negative", "timeout-zero", "timeout-nan", "timeout-inf", "timeout-str",
+         "timeout-bool", "schema-empty", "schema-64", "schema-nul", "schema-none",
+         "retries-negative", "connections-str"],
+)  # fmt: skip
+def test_arguments_the_store_cannot_use_are_refused_before_connecting(kwargs, error, match):
+    """Before: a nan, inf, str or huge timeout made every pooled connection fail for 5 s and
+    then read "connect failed"; -1 and 0 became a 1 ms timeout on every statement; a schema
+    name past 63 bytes was cut by PostgreSQL (two stores sharing the first 63 bytes shared
+    one schema); an empty one failed as SQL; read_retries=-1 was taken as 0."""
+    from eventlog.postgres import PostgresEventStore
+
+    started = time.monotonic()
+    with pytest.raises(error, match=match):
+        PostgresEventStore(PG_DSN, **kwargs)
+    assert time.monotonic() - started < 4  # refused, not after the pool's 5 s wait
+
+
+def test_two_long_schema_names_that_share_63_bytes_are_not_one_schema() -> None:
+    from eventlog.postgres import PostgresEventStore
+
+    base = f"t_{uuid.uuid4().hex}" + "x" * 40
+    assert len(base) == 74
+    with pytest.raises(ValueError, match="1 to 63 bytes"):
+        PostgresEventStore(PG_DSN, schema=base + "a")
+    try:
+        with PostgresEventStore(PG_DSN, schema=base[:63]) as store:  # at the limit: as given
+            store.append("u1", batch("a"))
+            assert texts(store.read("u1")) == ["a"]
+        assert _admin("SELECT 1 FROM pg_namespace WHERE nspname = %s", (base[:63],)) == [(1,)]
+    finally:
+        _admin(f'DROP SCHEMA IF EXISTS "{base[:63]}" CASCADE')
