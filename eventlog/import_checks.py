@@ -36,6 +36,7 @@ from eventlog.models import (
 )
 from eventlog.quarantine import QUARANTINE_STREAM
 from eventlog.store import EventStore
+from eventlog.validation import check_import_options
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -309,6 +310,7 @@ class ImportGate:
         check: WindowCheck | None = None,
         opener: Callable[[Record], Record] | None = None,
     ) -> None:
+        check_import_options(now, skew, max_line, max_depth)
         self._refuse = refuse
         # The target store's decryption: a sealed payload is checked as the plaintext it
         # opens to (and refused, naming the missing key, when the store cannot open it).
@@ -329,9 +331,14 @@ class ImportGate:
     def lines(self, lines: Iterable[str]) -> Iterator[str]:
         """The lines of ``lines``, refusing one longer than ``max_line`` before reading it
         whole when ``lines`` is a text file."""
+        if isinstance(lines, str | bytes | bytearray):
+            # A str would be read a character per line, bytes an int per line.
+            raise _not_lines(lines, None)
         readline = getattr(lines, "readline", None)
         if readline is None:
             for number, line in enumerate(lines, 1):
+                if not isinstance(line, str):
+                    raise _not_lines(line, number)
                 if line.find("\n") not in (-1, len(line) - 1):
                     # One element holding two lines: the private copy the writing pass reads
                     # would split it in two, and that pass fail after writing some memories.
@@ -344,6 +351,8 @@ class ImportGate:
             return
         # readline(n) returns at most n characters: a 10 GB line costs max_line of memory.
         for number, chunk in enumerate(iter(lambda: readline(self._max_line + 1), ""), 1):
+            if not isinstance(chunk, str):  # a file opened in binary mode
+                raise _not_lines(chunk, number)
             if len(chunk) > self._max_line and not chunk.endswith("\n"):
                 raise self._too_long(number)
             yield chunk
@@ -538,3 +547,12 @@ class ImportGate:
                     "--include-system), or export the memory with it"
                 )
                 raise self._refuse(msg)
+
+
+def _not_lines(given: object, number: int | None) -> TypeError:
+    name = type(given).__name__
+    what = f"a whole {name}" if number is None else f"line {number} is a {name}"
+    return TypeError(
+        f"import_jsonl: lines must be the file's lines as str - an open text file (open(path, "
+        f"encoding='utf-8')) or text.splitlines(keepends=True) - but {what}; nothing was written"
+    )

@@ -254,15 +254,17 @@ class FileKeyring(Keyring):
             return
         except OSError as e:
             self._fail_from("load", f"cannot open the file ({e})", e)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            # A FIFO would hang the read, a device (a link to /dev/zero) never end it, and a
+            # directory (a path of "" or ".") fails open() with a bare IsADirectoryError.
+            os.close(fd)
+            self._fail(
+                "load",
+                f"it is not a regular file ({stat.filemode(st.st_mode)}); pass the path of the "
+                "keyring file, or restore it from its own backup",
+            )
         with open(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                # A FIFO would hang the read, a device (a link to /dev/zero) never end it.
-                self._fail(
-                    "load",
-                    f"it is not a regular file ({stat.filemode(st.st_mode)}); restore the "
-                    "keyring file from its own backup",
-                )
             raw = f.read()
         keys, destroyed = self._parse(raw)
         if st.st_mode & 0o077 and not self._allow_insecure and os.name != "nt":

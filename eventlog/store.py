@@ -38,6 +38,7 @@ from eventlog.models import (
 )
 from eventlog.names import is_pseudonym
 from eventlog.recorder import LedgerTx
+from eventlog.validation import shown
 
 if typing.TYPE_CHECKING:
     # Only for the checkpoint methods' annotations: importing them would load cryptography
@@ -205,7 +206,7 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
         self._read_only = bool(read_only)
         self._adopt_key = bool(adopt_key)
         if not isinstance(erasable_ids, bool):
-            msg = f"erasable_ids must be True or False, not {erasable_ids!r}"
+            msg = f"erasable_ids must be True or False, not {shown(erasable_ids)}"
             raise TypeError(msg)
         self._want_erasable_ids = erasable_ids
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 import typing
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 
 from eventlog.attributes import MAX_ATTRIBUTE_DEPTH
@@ -38,6 +38,7 @@ __all__ = [
     "MAX_SEQ",
     "Checked",
     "check_at",
+    "check_import_options",
     "check_range",
     "check_snapshot",
     "check_tail",
@@ -396,6 +397,37 @@ def check_snapshot(operation: str, name: object, seq: object = 1, state: object 
     if isinstance(seq, bool) or not isinstance(seq, int):
         raise _bad_int(operation, "seq", seq, "an int (the event the snapshot is of)")
     _seq_bound(operation, "seq", seq, low=0)
+
+
+def check_import_options(now: object, skew: object, max_line: object, max_depth: object) -> None:
+    """Refuse ``import_jsonl`` options it cannot use, by name, before anything is read.
+
+    Raises:
+        TypeError: ``now`` is not a datetime or None, ``skew`` not a timedelta, a limit not
+            an int.
+        ValueError: ``now`` is naive, ``skew`` negative, ``now + skew`` past year 9999, or a
+            limit below 1.
+    """
+    if now is not None:
+        check_at("import_jsonl", now)
+    if not isinstance(skew, timedelta):
+        msg = f"import_jsonl: skew must be a timedelta, not {type(skew).__name__}"
+        raise TypeError(msg)
+    if skew < timedelta(0):
+        msg = f"import_jsonl: skew must not be negative, but is {skew}"
+        raise ValueError(msg)
+    try:
+        (datetime.now(UTC) if now is None else now) + skew  # type: ignore[operator]
+    except OverflowError:
+        msg = f"import_jsonl: now + skew ({skew}) is past the year 9999; pass a smaller skew"
+        raise ValueError(msg) from None
+    for name, limit in (("max_line", max_line), ("max_depth", max_depth)):
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            operation = "import_jsonl"
+            raise _bad_int(operation, name, limit, "an int")
+        if not 1 <= limit <= MAX_SEQ:
+            msg = f"import_jsonl: {name}={shown(limit)} is outside 1..{MAX_SEQ}"
+            raise ValueError(msg)
 
 
 def check_tail(operation: str, gt: object, limit: object) -> None:

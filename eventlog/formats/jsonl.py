@@ -133,6 +133,9 @@ def export_jsonl(
         "exported_at": format_time(datetime.now(UTC)),
         "memories": keys,
     }
+    if not callable(getattr(out, "write", None)):
+        msg = f"export_jsonl: out must be a text stream (open(path, 'w')), not {type(out).__name__}"
+        raise TypeError(msg)
     out.write(_dumps(header) + "\n")
     count = 0
     for key in keys:

@@ -927,3 +927,74 @@ def test_compact_refuses_a_now_that_is_not_a_datetime(tmp_path, now):
         pytest.raises(TypeError, match="compact: now must be an aware datetime"),
     ):
         compact(store, idle_for=timedelta(days=1), now=now)
+
+
+def _exported(tmp_path: Any) -> tuple[Any, list[str]]:
+    store = InMemoryEventStore()
+    MessageWindowChatMemory("m", max_messages=3, store=store).add(UserMessage("x"))
+    path = tmp_path / "e.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        export_jsonl(store, f)
+    return path, path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("given", ["text", "bytes", "binary-file", "list-of-bytes"])
+def test_import_refuses_what_is_not_the_lines_of_a_text_file(tmp_path, given):
+    """Before: bytes failed with AttributeError ('int' object has no attribute 'find'), a file
+    opened in binary mode with a TypeError from str.endswith, a whole str as one character per
+    line with a misleading "not a chatledger export"."""
+    path, lines = _exported(tmp_path)
+    target = SQLiteEventStore(tmp_path / "t.db")
+    with path.open("rb") as binary:
+        source: Any = {
+            "text": "".join(lines),
+            "bytes": path.read_bytes(),
+            "binary-file": binary,
+            "list-of-bytes": [line.encode() for line in lines],
+        }[given]
+        with pytest.raises(TypeError, match=r"import_jsonl: lines must be the file's lines"):
+            import_jsonl(target, source)
+    assert target.read_all() == []
+    assert import_jsonl(target, lines).records == 1  # the same lines, as text, import
+
+
+@pytest.mark.parametrize(
+    ("option", "error", "match"),
+    [
+        ({"now": timedelta(days=1)}, TypeError, "at must be a timezone-aware datetime"),
+        ({"now": datetime(9999, 12, 31, 23, 59, tzinfo=UTC)}, ValueError, "past the year 9999"),
+        ({"skew": timedelta.max}, ValueError, "past the year 9999"),
+        ({"skew": timedelta(seconds=-1)}, ValueError, "skew must not be negative"),
+        ({"skew": 300}, TypeError, "skew must be a timedelta"),
+        ({"max_line": HUGE}, ValueError, "max_line=an int of 16,610 bits is outside 1.."),
+        ({"max_line": 0}, ValueError, "max_line=0 is outside 1.."),
+        ({"max_depth": HUGE}, ValueError, "max_depth=an int of 16,610 bits is outside"),
+        ({"max_depth": "9"}, TypeError, "max_depth must be an int"),
+    ],
+    ids=["now-timedelta", "now-9999", "skew-max", "skew-negative", "skew-int", "line-huge",
+         "line-zero", "depth-huge", "depth-str"],
+)  # fmt: skip
+def test_import_options_it_cannot_use_are_refused_by_name(tmp_path, option, error, match):
+    """Before: AttributeError (now), OverflowError (now + skew past 9999, a huge max_line),
+    Python's int-to-text error (a huge max_depth in its own message)."""
+    _, lines = _exported(tmp_path)
+    target = InMemoryEventStore()
+    with pytest.raises(error, match=match):
+        import_jsonl(target, lines, **option)
+    assert target.read_all() == []
+
+
+def test_export_to_something_that_is_not_a_stream_is_refused(tmp_path):
+    # Before: AttributeError: 'NoneType' object has no attribute 'write'.
+    store = InMemoryEventStore()
+    with pytest.raises(TypeError, match="export_jsonl: out must be a text stream"):
+        export_jsonl(store, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", ["", ".", "dir"])
+def test_a_keyring_path_that_is_a_directory_is_a_keyring_error(tmp_path, monkeypatch, path):
+    # Before: a bare IsADirectoryError ("[Errno 21] Is a directory: 6", the descriptor).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(KeyringError, match="it is not a regular file"):
+        FileKeyring(path)
