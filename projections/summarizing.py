@@ -31,6 +31,7 @@ from eventlog.messages import AiMessage, ChatMessage, SystemMessage
 from eventlog.models import Record, SummaryRecorded
 from eventlog.serialization import decode_event, encode_event
 from eventlog.store import EventStore
+from eventlog.validation import shown, text_problem
 from projections.audit import walk
 from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.replay import erased_error, materialize, read_checked, window_meta
@@ -227,7 +228,14 @@ class SummarizingChatMemory(_WindowChatMemory):
         if summary is None:
             return window
         at = 1 if window and isinstance(window[0], SystemMessage) else 0
-        return [*window[:at], self._summary_message(summary), *window[at:]]
+        message = self._summary_message(summary)
+        if not isinstance(message, ChatMessage):
+            msg = (
+                f"summary_message returned {type(message).__name__} {shown(message)}, not a "
+                "ChatMessage; return e.g. SystemMessage(text) from it"
+            )
+            raise TypeError(msg)
+        return [*window[:at], message, *window[at:]]
 
     def _view(self, window: list[ChatMessage]) -> list[ChatMessage]:
         return self._with_summary(window, None if self._summary is None else self._summary.summary)
@@ -321,7 +329,7 @@ class SummarizingChatMemory(_WindowChatMemory):
             try:
                 if self._append_summary(text, fold, defer, previous_seq=self._summary_seq):
                     return
-            except EventLogError as e:
+            except (EventLogError, ValueError) as e:
                 # The add itself landed: raising would have the caller retry, and duplicate,
                 # a message already in the log. The summary stays pending (its coverage mark
                 # did not move), as when the summarizer fails.
@@ -344,8 +352,12 @@ class SummarizingChatMemory(_WindowChatMemory):
         if inspect.isawaitable(result):
             result = _run(result)
         if not isinstance(result, str):
-            msg = f"summarizer returned {type(result).__name__} {result!r:.60}, not a str"
+            msg = f"summarizer returned {type(result).__name__} {shown(result)}, not a str"
             raise TypeError(msg)
+        problem = text_problem(result)
+        if problem is not None:  # the log would refuse it, after the add landed
+            msg = f"summarizer returned text that {problem}"
+            raise ValueError(msg)
         return result
 
     def _append_summary(

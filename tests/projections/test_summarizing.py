@@ -489,3 +489,38 @@ def test_a_summary_unreadable_while_catching_up_is_read_again_not_lost(store, mo
     assert stale.summary == "u0 u1"
     stale.add(UserMessage("u6"))
     assert stale.summary == "u0 u1 u2 u3"
+
+
+def test_a_summary_that_is_not_utf8_is_a_summarizer_failure_not_a_failed_add(tmp_path) -> None:
+    """A summarizer returning a lone surrogate: before, the add that triggered the summary
+    raised the log's ValueError although its message had landed (a caller retrying it would
+    add it twice). Now it is a summarizer failure like any other: logged, the evicted messages
+    folded at the next eviction, the add returns."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    replies = iter(["\ud800 broken", "fine"])
+    memory = SummarizingChatMemory(
+        "c", max_messages=2, summarizer=lambda _m, _p: next(replies), store=store
+    )
+    for i in range(3):
+        memory.add(UserMessage(f"u{i}"))  # the third evicts u0: the summarizer runs
+    assert [m.kind for m in memory.history()] == ["message_added"] * 3
+    assert isinstance(memory.last_error, ValueError)
+    assert "not UTF-8" in str(memory.last_error)
+    memory.add(UserMessage("u3"))  # the next eviction folds u0 and u1
+    assert memory.summary == "fine"
+    assert memory.last_error is None
+
+
+def test_a_summary_message_that_is_not_a_message_is_refused_by_name(tmp_path) -> None:
+    # Before: messages() returned the str among the messages, for the model call to fail on.
+    memory = SummarizingChatMemory(
+        "c",
+        max_messages=2,
+        summarizer=lambda _m, _p: "s",
+        summary_message=lambda text: text,  # type: ignore[arg-type,return-value]
+        store=SQLiteEventStore(tmp_path / "s.db"),
+    )
+    for i in range(3):
+        memory.add(UserMessage(f"u{i}"))
+    with pytest.raises(TypeError, match="summary_message returned str 's', not a ChatMessage"):
+        memory.messages()
