@@ -324,7 +324,9 @@ class TokenWindowPolicy(WindowPolicy):
         )
 
     def count(self, message: ChatMessage) -> int:
-        return int(self.estimator.estimate_token_count_in_message(message))
+        return _token_count(
+            self.estimator.estimate_token_count_in_message(message), "in_message", message
+        )
 
     @property
     def additive(self) -> bool:
@@ -346,7 +348,9 @@ class TokenWindowPolicy(WindowPolicy):
                 return self._overhead + int(sum(map(_TOKENS, entries)))
             except TypeError:  # some entry was never counted (None)
                 return self._overhead + sum(self._tokens(e) for e in entries)
-        return int(self.estimator.estimate_token_count_in_messages([e.message for e in entries]))
+        messages = [e.message for e in entries]
+        count = self.estimator.estimate_token_count_in_messages(messages)
+        return _token_count(count, "in_messages", messages)
 
     def ensure_capacity(self, entries: list[Entry], limit: int) -> list[Departure]:
         removed: list[Departure] = []
@@ -559,3 +563,16 @@ class Window:
         work = list(self.entries)
         self.policy.ensure_capacity(work, limit)
         return work
+
+
+def _token_count(count: object, method: str, of: object) -> int:
+    """An estimator's count, which the window record keeps: an int >= 0, never coerced (1.5
+    or "3" were truncated, -5 shrank a window's total, None and nan failed inside int())."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_SEQ:
+        msg = (
+            f"token_count_estimator.estimate_token_count_{method} returned "
+            f"{type(count).__name__} {shown(count)} for {type(of).__name__}; a token count is "
+            f"an int from 0 to {MAX_SEQ}"
+        )
+        raise ValueError(msg)
+    return count

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -308,3 +309,46 @@ def test_add_plain_of_a_token_window_adds_one_by_one():
     # Check a token window gets the per-add rules (its total is not a message count).
     assert at_once.entries == one_by_one.entries
     assert [e.message.text for e in at_once.entries] == ["c", "dddd", "ee"]
+
+
+class _Returns:
+    """A pluggable estimator that returns ``value`` for every count."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def estimate_token_count_in_text(self, text: str) -> object:
+        return self.value
+
+    def estimate_token_count_in_message(self, message: object) -> object:
+        return self.value
+
+    def estimate_token_count_in_messages(self, messages: object) -> object:
+        return self.value
+
+
+def _as_estimator(count: object) -> Any:
+    return _Returns(count)
+
+
+@pytest.mark.parametrize(
+    "count", [-5, 1.5, None, "3", True, math.nan, 2**63, 10**5000],
+    ids=["negative", "float", "none", "str", "bool", "nan", "2**63", "huge"],
+)  # fmt: skip
+def test_an_estimator_count_that_is_not_a_token_count_is_refused(tmp_path, count):
+    """Before: 1.5, "3" and True were coerced by int(), -5 shrank the window's total, None and
+    nan failed inside int() with errors naming neither the estimator nor the message."""
+    from eventlog import SQLiteEventStore
+    from projections import TokenWindowChatMemory
+
+    store = SQLiteEventStore(tmp_path / "t.db")
+    memory = TokenWindowChatMemory(
+        "t", max_tokens=100, token_count_estimator=_as_estimator(count), store=store
+    )
+    with pytest.raises(ValueError, match=r"estimate_token_count_in_message returned .* for "):
+        memory.add(UserMessage("a"))
+    assert store.read_all() == []
+    seven: Any = _Returns(7)
+    ok = TokenWindowChatMemory("ok", max_tokens=100, token_count_estimator=seven, store=store)
+    ok.add(UserMessage("a"))
+    assert [m.text for m in ok.messages()] == ["a"]
