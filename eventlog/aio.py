@@ -31,6 +31,11 @@ _T = TypeVar("_T")
 
 _executors: weakref.WeakKeyDictionary[object, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+_worker = threading.local()  # .active is True on the workers' threads
+
+
+def _mark_worker() -> None:
+    _worker.active = True
 
 
 def _executor(store: object) -> ThreadPoolExecutor:
@@ -39,7 +44,9 @@ def _executor(store: object) -> ThreadPoolExecutor:
         if executor is None:
             workers = getattr(store, "async_workers", 1)
             executor = ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix=f"chatledger-{type(store).__name__}"
+                max_workers=workers,
+                thread_name_prefix=f"chatledger-{type(store).__name__}",
+                initializer=_mark_worker,
             )
             _executors[store] = executor
             # The threads end with the store: nothing keeps an idle pool alive after it.
@@ -50,7 +57,14 @@ def _executor(store: object) -> ThreadPoolExecutor:
 async def off_loop(
     store: object, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
 ) -> _T:
-    """``fn(*args, **kwargs)`` on ``store``'s workers, awaited without blocking the loop."""
+    """``fn(*args, **kwargs)`` on ``store``'s workers, awaited without blocking the loop.
+
+    Awaited on a worker itself (an async summarizer inside ``aadd`` runs its own loop there),
+    it runs right there instead: queued, it would wait for the call that is waiting for it
+    (SQLite has one worker) - a hang. That loop is the call's own, not the application's.
+    """
+    if getattr(_worker, "active", False):
+        return fn(*args, **kwargs)
     loop = asyncio.get_running_loop()
     call: Callable[[], Any] = functools.partial(fn, *args, **kwargs)
     result: _T = await loop.run_in_executor(_executor(store), call)

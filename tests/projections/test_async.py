@@ -112,6 +112,31 @@ def test_an_async_summarizer_runs_inside_an_async_add(store: EventStore) -> None
     assert asyncio.run(play()) == "+2"  # one add of three: both evictions folded at once
 
 
+def test_an_async_summarizer_may_await_the_same_store(store: EventStore) -> None:
+    # A summarizer that records its work in the same ledger (another memory, a store read)
+    # awaits the store's async API from inside an aadd, on the store's worker. That call used
+    # to be queued behind the aadd that was waiting for it: the aadd never finished (SQLite and
+    # the memory store have one worker). The inner wait_for turns that hang into a failure.
+    audit = MessageWindowChatMemory("audit", max_messages=10, store=store)
+
+    async def summarize(evicted: list[ChatMessage], previous: str | None) -> str:
+        await asyncio.wait_for(audit.aadd(UserMessage(f"folded {len(evicted)}")), 10)
+        head = await asyncio.wait_for(store.ahead("audit"), 10)
+        return f"{previous or ''}+{len(evicted)}@{head.seq if head else 0}"
+
+    memory = SummarizingChatMemory("s", max_messages=1, summarizer=summarize, store=store)
+
+    async def play() -> str | None:
+        await memory.aadd(UserMessage("a"), UserMessage("b"), UserMessage("c"))
+        await memory.aadd(UserMessage("d"))
+        return memory.summary
+
+    # Check both summaries were made, each after its audit record landed, and nothing failed.
+    assert asyncio.run(asyncio.wait_for(play(), 60)) == "+2@1+1@2"
+    assert memory.last_error is None
+    assert [getattr(m, "text", None) for m in audit.messages()] == ["folded 2", "folded 1"]
+
+
 @pytest.mark.parametrize("writers", [1, 10])
 def test_the_event_loop_is_never_blocked(store: EventStore, writers: int) -> None:
     memories = [
