@@ -341,6 +341,7 @@ class CompactionScheduler:
         self._scheduler: Any = None
         self._last_report: CompactionReport | None = None
         self._last_error: Exception | None = None
+        self._job_thread: int | None = None  # the thread running a scheduled run, if any
 
     @property
     def last_report(self) -> CompactionReport | None:
@@ -400,12 +401,13 @@ class CompactionScheduler:
         """Stop the background schedule; idempotent.
 
         Args:
-            wait: Wait for a run in progress to finish.
+            wait: Wait for a run in progress to finish (not when called from that run, e.g.
+                by ``on_error``: it would wait for itself).
         """
         with self._state_lock:
             scheduler, self._scheduler = self._scheduler, None
         if scheduler is not None:
-            scheduler.shutdown(wait=wait)
+            scheduler.shutdown(wait=wait and self._job_thread != threading.get_ident())
 
     def run_now(self) -> CompactionReport:
         """Run :func:`compact` once in the calling thread (after a run in progress ends).
@@ -447,8 +449,12 @@ class CompactionScheduler:
 
     def _scheduled_run(self) -> None:
         # Already logged by run_now; suppressed so apscheduler does not log it a second time.
-        with contextlib.suppress(Exception):
-            self.run_now()
+        self._job_thread = threading.get_ident()
+        try:
+            with contextlib.suppress(Exception):
+                self.run_now()
+        finally:
+            self._job_thread = None
 
     @staticmethod
     def _notify(callback: Callable[[Any], object] | None, value: object) -> None:

@@ -653,6 +653,47 @@ def test_scheduler_lifecycle_and_validation():
         CompactionScheduler(store, every=timedelta(hours=1), idle_for=DAY, purge_idle_for=DAY / 2)
 
 
+@pytest.mark.parametrize("hook", ["on_error", "on_report"])
+def test_a_callback_may_shut_the_scheduler_down(tmp_path, caplog, hook):
+    # An operator's reaction to "the store is closed" (or to a report) is to stop compacting
+    # from the callback. It runs on the scheduler's own job thread, and shutdown(wait=True)
+    # used to fail there with a bare "RuntimeError: cannot join current thread" (logged as a
+    # failed callback), waiting for the very run that called it.
+    store = SQLiteEventStore(tmp_path / "closed.db")
+    if hook == "on_error":
+        store.close()  # every run fails: StoreClosedError
+    stopped = threading.Event()
+    outcome: list[object] = []
+
+    def stop(_: object) -> None:
+        try:
+            scheduler.shutdown()
+            outcome.append("stopped")
+        except BaseException as e:
+            outcome.append(e)
+        stopped.set()
+
+    scheduler = CompactionScheduler(
+        store, every=timedelta(milliseconds=100), idle_for=timedelta(0), **{hook: stop}
+    )
+    scheduler.start()
+    try:
+        assert stopped.wait(_WAIT)
+    finally:
+        scheduler.shutdown()
+    # Check shutdown returned in the callback, the schedule is off, nothing but the run's own
+    # failure (on_error) was logged, and no scheduler thread is left.
+    assert outcome == ["stopped"]
+    assert not scheduler.running
+    logged = [r.getMessage() for r in caplog.records if r.name == "chatledger.compaction"]
+    assert not [m for m in logged if "callback" in m]
+    assert len(logged) == (1 if hook == "on_error" else 0)
+    deadline = datetime.now(UTC) + timedelta(seconds=_WAIT)
+    while any(t.name.startswith("APScheduler") for t in threading.enumerate()):
+        assert datetime.now(UTC) < deadline
+        threading.Event().wait(0.01)
+
+
 def test_a_failing_callback_is_logged_and_does_not_fail_the_run(caplog):
     store = InMemoryEventStore()
 
