@@ -310,6 +310,34 @@ def test_non_string_ids_are_compacted_and_evicted_under_their_own_key(store):
     }
 
 
+def test_a_store_or_provider_passed_wrongly_is_refused_at_once(tmp_path):
+    # A path instead of a store, or one provider instead of a list of them: the scheduler
+    # used to accept both and fail every run an interval later ("'str' object has no
+    # attribute 'streams'"), and compact() said only "object is not iterable".
+    store = SQLiteEventStore(tmp_path / "c.db")
+    provider = ChatMemoryProvider(
+        lambda memory_id: MessageWindowChatMemory(id=memory_id, max_messages=3, store=store)
+    )
+    path = str(tmp_path / "c.db")
+    every = timedelta(hours=1)
+    bad_store = "store must be an EventStore, not str '.*c.db'.*SQLiteEventStore"
+    with pytest.raises(TypeError, match=f"compact: {bad_store}"):
+        compact(path, idle_for=DAY)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=f"CompactionScheduler: {bad_store}"):
+        CompactionScheduler(path, every=every, idle_for=DAY)  # type: ignore[arg-type]
+    one = r"providers must be a list of ChatMemoryProvider, not one; pass providers=\[provider\]"
+    with pytest.raises(TypeError, match=f"compact: {one}"):
+        compact(store, idle_for=DAY, providers=provider)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=f"CompactionScheduler: {one}"):
+        CompactionScheduler(store, every=every, idle_for=DAY, providers=provider)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"compact: providers\[1\] is str, not a ChatMemoryProvider"
+    ):
+        compact(store, idle_for=DAY, providers=[provider, "p2"])  # type: ignore[list-item]
+    # Check nothing ran, not even a logged run.
+    assert compaction_runs(store) == []
+
+
 def test_now_measures_idleness_without_freezing_time(store):
     _fill(store, "conv")
     assert compact(store, idle_for=DAY, now=datetime(2026, 1, 1, 12, tzinfo=UTC)).compacted == ()
@@ -673,8 +701,9 @@ def test_a_callback_may_shut_the_scheduler_down(tmp_path, caplog, hook):
             outcome.append(e)
         stopped.set()
 
+    callbacks: dict[str, Any] = {hook: stop}
     scheduler = CompactionScheduler(
-        store, every=timedelta(milliseconds=100), idle_for=timedelta(0), **{hook: stop}
+        store, every=timedelta(milliseconds=100), idle_for=timedelta(0), **callbacks
     )
     scheduler.start()
     try:

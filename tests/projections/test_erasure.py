@@ -73,7 +73,9 @@ def test_a_memory_held_across_an_erasure_shows_no_erased_past(store, how):
         store.erase("u", reason="GDPR request 12")
     else:
         later = datetime.now(UTC) + timedelta(days=400)
-        report = compact(store, idle_for=timedelta(days=1), purge_idle_for=timedelta(days=90), now=later)
+        report = compact(
+            store, idle_for=timedelta(days=1), purge_idle_for=timedelta(days=90), now=later
+        )
         assert report.purged == ("u",)
     # Check both objects refuse the erased past as a fresh object does, sync and async.
     for obj in (memory, plain):
