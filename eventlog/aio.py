@@ -17,25 +17,31 @@ same guarantees, tested by the same suite.
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextvars
 import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["off_loop"]
+__all__ = ["caller_loop", "off_loop"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 _executors: weakref.WeakKeyDictionary[object, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
-_worker = threading.local()  # .active is True on the workers' threads
+# The loop that awaited the call a worker is running, in that call's context (and so in every
+# task it starts on that loop, e.g. an async summarizer): None outside such a call.
+_caller: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "chatledger_caller_loop", default=None
+)
 
 
-def _mark_worker() -> None:
-    _worker.active = True
+def caller_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop whose ``await`` the current call is running for, or None when the code
+    was not reached through :func:`off_loop` (plain sync use)."""
+    return _caller.get()
 
 
 def _executor(store: object) -> ThreadPoolExecutor:
@@ -44,9 +50,7 @@ def _executor(store: object) -> ThreadPoolExecutor:
         if executor is None:
             workers = getattr(store, "async_workers", 1)
             executor = ThreadPoolExecutor(
-                max_workers=workers,
-                thread_name_prefix=f"chatledger-{type(store).__name__}",
-                initializer=_mark_worker,
+                max_workers=workers, thread_name_prefix=f"chatledger-{type(store).__name__}"
             )
             _executors[store] = executor
             # The threads end with the store: nothing keeps an idle pool alive after it.
@@ -59,13 +63,20 @@ async def off_loop(
 ) -> _T:
     """``fn(*args, **kwargs)`` on ``store``'s workers, awaited without blocking the loop.
 
-    Awaited on a worker itself (an async summarizer inside ``aadd`` runs its own loop there),
-    it runs right there instead: queued, it would wait for the call that is waiting for it
-    (SQLite has one worker) - a hang. That loop is the call's own, not the application's.
+    Awaited from inside a call a worker is running (an async summarizer within ``aadd``,
+    which awaits the same store), it runs on a thread of the loop's default pool instead:
+    queued on the store's workers it would wait behind the call that waits for it (SQLite
+    has one worker) - a hang. The order holds: the outer call waits while it runs.
     """
-    if getattr(_worker, "active", False):
-        return fn(*args, **kwargs)
     loop = asyncio.get_running_loop()
-    call: Callable[[], Any] = functools.partial(fn, *args, **kwargs)
-    result: _T = await loop.run_in_executor(_executor(store), call)
+    inside = _caller.get() is not None
+
+    def call() -> Any:
+        token = _caller.set(loop)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _caller.reset(token)
+
+    result: _T = await loop.run_in_executor(None if inside else _executor(store), call)
     return result
