@@ -77,12 +77,13 @@ def _run(awaitable: Awaitable[str]) -> str:
     async def wait() -> str:
         return await awaitable
 
-    loop = caller_loop()
-    if loop is not None and loop.is_running():
-        return _on_loop(wait(), loop)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        # No loop on this thread: a worker running an aadd, or plain sync code.
+        loop = caller_loop()
+        if loop is not None and loop.is_running():
+            return _on_loop(wait(), loop)
         return asyncio.run(wait())
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, wait()).result()

@@ -204,6 +204,30 @@ def test_an_async_summarizer_runs_on_the_loop_that_awaited_the_add(store: EventS
     asyncio.run(play())
 
 
+def test_an_async_summarizer_may_add_to_another_summarizing_memory_synchronously(
+    store: EventStore,
+) -> None:
+    # The summarizer runs on the app's loop; a plain add() it makes there, whose own async
+    # summarizer must then run on a thread of its own, not be sent to the blocked loop.
+    async def inner(evicted: list[ChatMessage], previous: str | None) -> str:
+        return f"inner {len(evicted)}"
+
+    other = SummarizingChatMemory("o", max_messages=1, summarizer=inner, store=store)
+
+    async def outer(evicted: list[ChatMessage], previous: str | None) -> str:
+        other.add(UserMessage("1"), UserMessage("2"))
+        return f"outer {len(evicted)}"
+
+    memory = SummarizingChatMemory("s", max_messages=1, summarizer=outer, store=store)
+
+    async def play() -> None:
+        await asyncio.wait_for(memory.aadd(UserMessage("a"), UserMessage("b")), 10)
+
+    asyncio.run(play())
+    assert (memory.summary, other.summary) == ("outer 1", "inner 1")
+    assert memory.last_error is None and other.last_error is None
+
+
 @pytest.mark.parametrize("writers", [1, 10])
 def test_the_event_loop_is_never_blocked(store: EventStore, writers: int) -> None:
     memories = [
