@@ -379,7 +379,7 @@ class CompactionScheduler:
         self._scheduler: Any = None
         self._last_report: CompactionReport | None = None
         self._last_error: Exception | None = None
-        self._job_thread: int | None = None  # the thread running a scheduled run, if any
+        self._job_threads: set[int] = set()  # threads running a scheduled run now
 
     @property
     def last_report(self) -> CompactionReport | None:
@@ -445,7 +445,7 @@ class CompactionScheduler:
         with self._state_lock:
             scheduler, self._scheduler = self._scheduler, None
         if scheduler is not None:
-            scheduler.shutdown(wait=wait and self._job_thread != threading.get_ident())
+            scheduler.shutdown(wait=wait and threading.get_ident() not in self._job_threads)
 
     def run_now(self) -> CompactionReport:
         """Run :func:`compact` once in the calling thread (after a run in progress ends).
@@ -487,12 +487,13 @@ class CompactionScheduler:
 
     def _scheduled_run(self) -> None:
         # Already logged by run_now; suppressed so apscheduler does not log it a second time.
-        self._job_thread = threading.get_ident()
+        me = threading.get_ident()
+        self._job_threads.add(me)
         try:
             with contextlib.suppress(Exception):
                 self.run_now()
         finally:
-            self._job_thread = None
+            self._job_threads.discard(me)
 
     @staticmethod
     def _notify(callback: Callable[[Any], object] | None, value: object) -> None:
