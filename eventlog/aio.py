@@ -17,20 +17,31 @@ same guarantees, tested by the same suite.
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextvars
 import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["off_loop"]
+__all__ = ["caller_loop", "off_loop"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 _executors: weakref.WeakKeyDictionary[object, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+# The loop that awaited the call a worker is running, in that call's context (and so in every
+# task it starts on that loop, e.g. an async summarizer): None outside such a call.
+_caller: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "chatledger_caller_loop", default=None
+)
+
+
+def caller_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop whose ``await`` the current call is running for, or None when the code
+    was not reached through :func:`off_loop` (plain sync use)."""
+    return _caller.get()
 
 
 def _executor(store: object) -> ThreadPoolExecutor:
@@ -50,8 +61,22 @@ def _executor(store: object) -> ThreadPoolExecutor:
 async def off_loop(
     store: object, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
 ) -> _T:
-    """``fn(*args, **kwargs)`` on ``store``'s workers, awaited without blocking the loop."""
+    """``fn(*args, **kwargs)`` on ``store``'s workers, awaited without blocking the loop.
+
+    Awaited from inside a call a worker is running (an async summarizer within ``aadd``,
+    which awaits the same store), it runs on a thread of the loop's default pool instead:
+    queued on the store's workers it would wait behind the call that waits for it (SQLite
+    has one worker) - a hang. The order holds: the outer call waits while it runs.
+    """
     loop = asyncio.get_running_loop()
-    call: Callable[[], Any] = functools.partial(fn, *args, **kwargs)
-    result: _T = await loop.run_in_executor(_executor(store), call)
+    inside = _caller.get() is not None
+
+    def call() -> Any:
+        token = _caller.set(loop)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _caller.reset(token)
+
+    result: _T = await loop.run_in_executor(None if inside else _executor(store), call)
     return result

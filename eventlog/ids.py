@@ -97,7 +97,9 @@ def memory_key(memory_id: object) -> str:
     if isinstance(memory_id, StreamKey):
         return str(memory_id)
     if isinstance(memory_id, str):  # a str subclass: store its plain value
-        return memory_key(str(memory_id))
+        # str.__str__, not str(): a (str, Enum) member's str() is "Cls.NAME", not the value
+        # it equals (and JSON writes inside a tuple id).
+        return memory_key(str.__str__(memory_id))
     if isinstance(memory_id, int) and not isinstance(memory_id, bool):
         return f"~i:{_int_part(int(memory_id))}"
     if isinstance(memory_id, uuid.UUID):

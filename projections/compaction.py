@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import threading
 import time
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -106,6 +107,41 @@ def _check_thresholds(idle_for: timedelta, purge_idle_for: timedelta | None) -> 
         raise ValueError(msg)
 
 
+def _check_parts(
+    operation: str, store: object, providers: Iterable[object]
+) -> tuple[ChatMemoryProvider[Any], ...]:
+    """Refuse, before any work, a store or providers passed wrongly (a path, one provider):
+    a scheduler would otherwise fail at every run, an interval later."""
+    if not isinstance(store, EventStore):
+        msg = (
+            f"{operation}: store must be an EventStore, not {type(store).__name__} "
+            f"{store!r:.80}; open it first, e.g. SQLiteEventStore(path)"
+        )
+        raise TypeError(msg)
+    if isinstance(providers, ChatMemoryProvider):
+        msg = (
+            f"{operation}: providers must be a list of ChatMemoryProvider, not one; pass "
+            "providers=[provider]"
+        )
+        raise TypeError(msg)
+    try:
+        found = tuple(providers)
+    except TypeError:
+        msg = (
+            f"{operation}: providers must be a list of ChatMemoryProvider, not "
+            f"{type(providers).__name__}"
+        )
+        raise TypeError(msg) from None
+    for i, provider in enumerate(found):
+        if not isinstance(provider, ChatMemoryProvider):
+            msg = (
+                f"{operation}: providers[{i}] is {type(provider).__name__}, not a "
+                "ChatMemoryProvider"
+            )
+            raise TypeError(msg)
+    return typing.cast("tuple[ChatMemoryProvider[Any], ...]", found)
+
+
 def compact(
     store: EventStore,
     *,
@@ -143,13 +179,15 @@ def compact(
         What was done, by memory id.
 
     Raises:
-        TypeError: A threshold is not a timedelta.
+        TypeError: A threshold is not a timedelta, ``store`` is not an EventStore, or
+            ``providers`` is not an iterable of ChatMemoryProvider.
         ValueError: ``idle_for`` is negative, ``purge_idle_for`` < ``idle_for``, or ``now``
             is naive.
         EventLogError: Listing the streams or logging the run failed (the store is
             unusable); failures of single ids are reported, not raised.
     """
     _check_thresholds(idle_for, purge_idle_for)
+    found = _check_parts("compact", store, providers)
     started_at = datetime.now(UTC)
     timer = time.perf_counter()
     if now is None:
@@ -160,7 +198,6 @@ def compact(
     elif now.tzinfo is None or now.utcoffset() is None:
         msg = f"compact: now={now.isoformat()} has no timezone; pass an aware datetime (UTC)"
         raise ValueError(msg)
-    providers = list(providers)
     done: dict[Outcome, list[StreamInfo]] = {
         "compacted": [],
         "purged": [],
@@ -178,7 +215,7 @@ def compact(
             continue
         done[outcome].append(info)
         if outcome in ("compacted", "purged"):
-            for provider in providers:
+            for provider in found:
                 provider.evict(info.memory_id)
     duration = timedelta(seconds=time.perf_counter() - timer)
     run = CompactionRun(
@@ -305,7 +342,8 @@ class CompactionScheduler:
         on_error: Called with the exception after every failed run (after it is logged).
 
     Raises:
-        TypeError: ``every`` or a threshold is not a timedelta.
+        TypeError: ``every`` or a threshold is not a timedelta, or ``store`` or
+            ``providers`` is not what :func:`compact` takes.
         ValueError: ``every`` is not positive, or the thresholds are invalid for
             :func:`compact`.
     """
@@ -328,11 +366,11 @@ class CompactionScheduler:
             msg = f"CompactionScheduler: every must be positive, but is {every}"
             raise ValueError(msg)
         _check_thresholds(idle_for, purge_idle_for)  # fail now, not an interval later
+        self._providers = _check_parts("CompactionScheduler", store, providers)
         self._store = store
         self._every = every
         self._idle_for = idle_for
         self._purge_idle_for = purge_idle_for
-        self._providers = tuple(providers)
         self._on_report = on_report
         self._on_error = on_error
         # Serializes runs: apscheduler's max_instances does not cover run_now().
@@ -341,6 +379,7 @@ class CompactionScheduler:
         self._scheduler: Any = None
         self._last_report: CompactionReport | None = None
         self._last_error: Exception | None = None
+        self._job_threads: set[int] = set()  # threads running a scheduled run now
 
     @property
     def last_report(self) -> CompactionReport | None:
@@ -400,12 +439,13 @@ class CompactionScheduler:
         """Stop the background schedule; idempotent.
 
         Args:
-            wait: Wait for a run in progress to finish.
+            wait: Wait for a run in progress to finish (not when called from that run, e.g.
+                by ``on_error``: it would wait for itself).
         """
         with self._state_lock:
             scheduler, self._scheduler = self._scheduler, None
         if scheduler is not None:
-            scheduler.shutdown(wait=wait)
+            scheduler.shutdown(wait=wait and threading.get_ident() not in self._job_threads)
 
     def run_now(self) -> CompactionReport:
         """Run :func:`compact` once in the calling thread (after a run in progress ends).
@@ -447,8 +487,13 @@ class CompactionScheduler:
 
     def _scheduled_run(self) -> None:
         # Already logged by run_now; suppressed so apscheduler does not log it a second time.
-        with contextlib.suppress(Exception):
-            self.run_now()
+        me = threading.get_ident()
+        self._job_threads.add(me)
+        try:
+            with contextlib.suppress(Exception):
+                self.run_now()
+        finally:
+            self._job_threads.discard(me)
 
     @staticmethod
     def _notify(callback: Callable[[Any], object] | None, value: object) -> None:

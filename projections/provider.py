@@ -39,6 +39,27 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _check_wait_timeout(wait_timeout: object) -> float | None:
+    """``wait_timeout`` as ``Future.result`` takes it: None for "no limit", also for a wait
+    longer than a lock can (``threading.TIMEOUT_MAX``, e.g. ``inf``), which would otherwise
+    raise OverflowError the first time two threads meet on one id."""
+    if wait_timeout is None:
+        return None
+    if isinstance(wait_timeout, bool) or not isinstance(wait_timeout, int | float):
+        msg = (
+            "ChatMemoryProvider: wait_timeout must be seconds (an int or float) or None, not "
+            f"{type(wait_timeout).__name__} {shown(wait_timeout)}; e.g. wait_timeout=60"
+        )
+        raise TypeError(msg)
+    if not wait_timeout > 0:  # also NaN
+        msg = (
+            f"ChatMemoryProvider: wait_timeout must be positive seconds or None, but is "
+            f"{shown(wait_timeout)}"
+        )
+        raise ValueError(msg)
+    return None if wait_timeout >= threading.TIMEOUT_MAX else float(wait_timeout)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProviderStats:
     """A consistent snapshot of a provider's counters (all counted since it was built).
@@ -106,12 +127,13 @@ class ChatMemoryProvider(Generic[M]):
         ttl: Drop a memory not fetched for longer than this; None keeps it until evicted.
         clock: Source of aware datetimes for idle times; default ``datetime.now(UTC)``.
         wait_timeout: Seconds a ``get`` waits for another thread's factory creating the same
-            id before it raises :class:`TimeoutError` (default 60; None waits as long as the
-            factory runs). The creating thread itself is never interrupted.
+            id before it raises :class:`TimeoutError` (default 60; None, ``inf`` or more than
+            ``threading.TIMEOUT_MAX`` wait as long as the factory runs). The creating thread
+            itself is never interrupted.
 
     Raises:
-        TypeError: ``factory`` or ``clock`` is not callable, ``max_size`` is not an int or
-            ``ttl`` is not a timedelta.
+        TypeError: ``factory`` or ``clock`` is not callable, ``max_size`` is not an int,
+            ``ttl`` is not a timedelta or ``wait_timeout`` is not a number.
         ValueError: ``max_size`` < 1, ``ttl`` or ``wait_timeout`` is not positive.
     """
 
@@ -124,13 +146,7 @@ class ChatMemoryProvider(Generic[M]):
         clock: Clock | None = None,
         wait_timeout: float | None = DEFAULT_WAIT_TIMEOUT,
     ) -> None:
-        if wait_timeout is not None and not wait_timeout > 0:
-            msg = (
-                f"ChatMemoryProvider: wait_timeout must be positive seconds or None, but is "
-                f"{shown(wait_timeout)}"
-            )
-            raise ValueError(msg)
-        self._wait_timeout = wait_timeout
+        self._wait_timeout = _check_wait_timeout(wait_timeout)
         if not callable(factory):
             msg = (
                 f"ChatMemoryProvider: factory must be a callable memory_id -> ChatMemory, not "

@@ -21,9 +21,10 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeAlias
 
+from eventlog.aio import caller_loop
 from eventlog.errors import ConcurrencyError, EventLogError
 from eventlog.hashing import GENESIS
 from eventlog.ids import MemoryId
@@ -56,6 +57,7 @@ Summarizer: TypeAlias = Callable[[list[ChatMessage], "str | None"], "str | Await
 _FOLDED = ("evicted", "orphan")  # what the rules evicted; set and clear are the app's choice
 _ATTEMPTS = 3  # lost races before the summary waits for the next eviction
 _LOOK_BACK = 256  # events read per page looking back for the summary in force
+_LOOP_CHECK = 0.25  # seconds between checks that the loop running an async summarizer runs
 _log = logging.getLogger("chatledger.summarizing")
 
 
@@ -66,7 +68,12 @@ def default_summary_message(summary: str) -> ChatMessage:
 
 def _run(awaitable: Awaitable[str]) -> str:
     """The result of an async summarizer, from sync code, even inside a running event loop
-    (then on a thread of its own: the caller's loop is not ours to block on)."""
+    (then on a thread of its own: the caller's loop is not ours to block on).
+
+    Reached from an ``aadd`` (a worker runs the add), it runs on the loop that awaited it:
+    the app's async clients (an AsyncOpenAI, an httpx pool) keep connections bound to that
+    loop, and a private loop per call, closed after it, failed every call that reused one.
+    """
 
     async def wait() -> str:
         return await awaitable
@@ -74,9 +81,33 @@ def _run(awaitable: Awaitable[str]) -> str:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        # No loop on this thread: a worker running an aadd, or plain sync code.
+        loop = caller_loop()
+        if loop is not None and loop.is_running():
+            return _on_loop(wait(), loop)
         return asyncio.run(wait())
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, wait()).result()
+
+
+def _on_loop(coroutine: Coroutine[Any, Any, str], loop: asyncio.AbstractEventLoop) -> str:
+    """``coroutine`` run on ``loop`` (another thread's), waited for from this worker."""
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    while True:
+        try:
+            return future.result(timeout=_LOOP_CHECK)
+        except concurrent.futures.TimeoutError:
+            if loop.is_running():
+                continue
+            # The app's loop stopped (asyncio.run returned) while the add was not awaited
+            # to its end: nothing will run the summarizer; fail it like any summarizer error.
+            if not loop.is_closed():
+                future.cancel()
+            msg = (
+                "the event loop that awaited this add stopped before the async summarizer "
+                "finished; the evicted messages are folded at the next eviction"
+            )
+            raise RuntimeError(msg) from None
 
 
 def _split(batch: list[Entry]) -> tuple[list[Entry], list[Entry]]:
@@ -312,8 +343,9 @@ class SummarizingChatMemory(_WindowChatMemory):
             if not fold:
                 return
             previous = None if self._summary is None else self._summary.summary
+            seen = (self._seq, self._hash)
             try:
-                text = self._call([e.message for e in fold], previous)
+                text = self._unlocked(self._call, [e.message for e in fold], previous)
             except Exception as e:
                 self.last_error = e
                 _log.warning(
@@ -326,6 +358,8 @@ class SummarizingChatMemory(_WindowChatMemory):
                 )
                 return
             self.last_error = None
+            if (self._seq, self._hash) != seen:
+                continue  # this object moved on meanwhile: fold again from where it is now
             try:
                 if self._append_summary(text, fold, defer, previous_seq=self._summary_seq):
                     return
@@ -346,6 +380,17 @@ class SummarizingChatMemory(_WindowChatMemory):
         _log.warning(
             "memory %r: summary lost %d races; left for the next eviction", self._key, _ATTEMPTS
         )
+
+    def _unlocked(self, fn: Callable[[list[ChatMessage], str | None], str], *args: Any) -> str:
+        """``fn(*args)`` without holding this object's lock: a summarizer is an LLM call of
+        seconds, and other calls on the memory (a plain ``messages()`` on the event loop an
+        async summarizer needs) must not wait for it. The add that wrote the eviction has
+        landed, so the object is consistent meanwhile; what moves it is checked after."""
+        self._lock.release()
+        try:
+            return fn(*args)
+        finally:
+            self._lock.acquire()
 
     def _call(self, messages: list[ChatMessage], previous: str | None) -> str:
         result: Any = self._summarizer(messages, previous)

@@ -353,6 +353,9 @@ class _WindowChatMemory(LoggedWindow, ChatMemory):
     ) -> list[_ChatMessage]:
         target = resolve_seq(self._store, self._key, seq=seq, at=at)
         with self._lock:
+            # In step first: the cached window is the answer only while its event is still the
+            # head as stored (not erased, restored or failed over since this object saw it).
+            self._sync()
             if target == self._seq:
                 return self._valid(self._view([e.message for e in self._window.entries]), valid_for)
         view = [e.message for e in view_at(self._store, self._key, target)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import re
 import uuid
 
@@ -35,6 +36,25 @@ def test_plain_strings_are_their_own_key():
     assert memory_key(7) == "~i:7"
     assert memory_key(uuid.UUID(int=1)) == "~u:00000000-0000-0000-0000-000000000001"
     assert memory_key(("u", 1)) == '~t:["u",1]'
+
+
+class _Channel(str, enum.Enum):  # noqa: UP042 - the mixin, not StrEnum, is the case
+    """A str-mixin enum, as apps name tenants or channels: its str() is "_Channel.WEB"."""
+
+    WEB = "web"
+    SYSTEM = "~sys:compaction"
+
+
+def test_a_str_enum_member_is_the_string_it_equals():
+    # memory_key took str(member), which for a (str, Enum) member is "_Channel.WEB": the id
+    # equal to "web" got another memory than "web" - and the one of the literal id
+    # "_Channel.WEB" - while inside a tuple it was "web" (JSON writes the value).
+    assert memory_key(_Channel.WEB) == memory_key("web") == "web"
+    assert memory_key(_Channel.WEB) != memory_key("_Channel.WEB")
+    assert memory_key(("u", _Channel.WEB)) == memory_key(("u", "web"))
+    # Check the value still goes through the str rules (the tag doubled, never a system key).
+    assert memory_key(_Channel.SYSTEM) == "~~sys:compaction"
+    assert memory_id_from_key(memory_key(_Channel.WEB)) == "web"
 
 
 def test_nul_is_never_stored_raw():

@@ -112,6 +112,122 @@ def test_an_async_summarizer_runs_inside_an_async_add(store: EventStore) -> None
     assert asyncio.run(play()) == "+2"  # one add of three: both evictions folded at once
 
 
+def test_an_async_summarizer_may_await_the_same_store(store: EventStore) -> None:
+    # A summarizer that records its work in the same ledger (another memory, a store read)
+    # awaits the store's async API from inside an aadd, on the store's worker. That call used
+    # to be queued behind the aadd that was waiting for it: the aadd never finished (SQLite and
+    # the memory store have one worker). The inner wait_for turns that hang into a failure.
+    audit = MessageWindowChatMemory("audit", max_messages=10, store=store)
+
+    async def summarize(evicted: list[ChatMessage], previous: str | None) -> str:
+        await asyncio.wait_for(audit.aadd(UserMessage(f"folded {len(evicted)}")), 10)
+        head = await asyncio.wait_for(store.ahead("audit"), 10)
+        return f"{previous or ''}+{len(evicted)}@{head.seq if head else 0}"
+
+    memory = SummarizingChatMemory("s", max_messages=1, summarizer=summarize, store=store)
+
+    async def play() -> str | None:
+        await memory.aadd(UserMessage("a"), UserMessage("b"), UserMessage("c"))
+        await memory.aadd(UserMessage("d"))
+        return memory.summary
+
+    # Check both summaries were made, each after its audit record landed, and nothing failed.
+    assert asyncio.run(asyncio.wait_for(play(), 60)) == "+2@1+1@2"
+    assert memory.last_error is None
+    assert [getattr(m, "text", None) for m in audit.messages()] == ["folded 2", "folded 1"]
+
+
+class _Connection:
+    """An app's long-lived async client (as an AsyncOpenAI or httpx client keeps its pooled
+    connections): opened on first use in whatever loop runs it, then reused."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def ask(self, question: str) -> str:
+        if self.streams is None:
+            self.streams = await asyncio.open_connection("127.0.0.1", self.port)
+        reader, writer = self.streams
+        writer.write(question.encode() + b"\n")
+        await writer.drain()
+        return (await reader.readline()).decode().strip()
+
+
+def test_an_async_summarizer_runs_on_the_loop_that_awaited_the_add(store: EventStore) -> None:
+    # An async summarizer is an LLM call through the app's one async client, whose
+    # connections belong to the app's event loop. Run on a private loop per call (closed
+    # after it), every second summary failed with "Event loop is closed" and was deferred.
+    async def play() -> None:
+        served: list[asyncio.StreamWriter] = []
+
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            served.append(writer)
+            while line := await reader.readline():
+                writer.write(b"summary of " + line)
+                await writer.drain()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        client = _Connection(server.sockets[0].getsockname()[1])
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        async def summarize(evicted: list[ChatMessage], previous: str | None) -> str:
+            entered.set()
+            # An event of the app's loop, as a rate limiter's would be (bounded: a summarizer
+            # on another loop is never woken by it).
+            await asyncio.wait_for(release.wait(), 10)
+            texts = ",".join(getattr(m, "text", "") for m in evicted)
+            return await client.ask(f"{previous or ''}+{texts}")
+
+        memory = SummarizingChatMemory("s", max_messages=1, summarizer=summarize, store=store)
+        await memory.aadd(UserMessage("a"))
+        adding = asyncio.create_task(memory.aadd(UserMessage("b")))
+        await asyncio.wait_for(entered.wait(), 10)
+        # Check the memory answers a plain call on the loop's own thread while the
+        # summarizer is out (the LLM call does not hold the memory).
+        assert memory.messages() == [UserMessage("b")]
+        release.set()
+        await asyncio.wait_for(adding, 10)
+        for text in ("c", "d", "e"):
+            await asyncio.wait_for(memory.aadd(UserMessage(text)), 10)
+        # Check every eviction was summarized, through the one connection, in order.
+        assert memory.last_error is None
+        assert memory.summary == "summary of summary of summary of summary of +a+b+c+d"
+        assert client.streams is not None
+        assert len(served) == 1
+        for writer in (client.streams[1], *served):
+            writer.close()
+            await writer.wait_closed()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(play())
+
+
+def test_an_async_summarizer_may_add_to_another_summarizing_memory_synchronously(
+    store: EventStore,
+) -> None:
+    # The summarizer runs on the app's loop; a plain add() it makes there, whose own async
+    # summarizer must then run on a thread of its own, not be sent to the blocked loop.
+    async def inner(evicted: list[ChatMessage], previous: str | None) -> str:
+        return f"inner {len(evicted)}"
+
+    other = SummarizingChatMemory("o", max_messages=1, summarizer=inner, store=store)
+
+    async def outer(evicted: list[ChatMessage], previous: str | None) -> str:
+        other.add(UserMessage("1"), UserMessage("2"))
+        return f"outer {len(evicted)}"
+
+    memory = SummarizingChatMemory("s", max_messages=1, summarizer=outer, store=store)
+
+    async def play() -> None:
+        await asyncio.wait_for(memory.aadd(UserMessage("a"), UserMessage("b")), 10)
+
+    asyncio.run(play())
+    assert (memory.summary, other.summary) == ("outer 1", "inner 1")
+    assert memory.last_error is None and other.last_error is None
+
+
 @pytest.mark.parametrize("writers", [1, 10])
 def test_the_event_loop_is_never_blocked(store: EventStore, writers: int) -> None:
     memories = [

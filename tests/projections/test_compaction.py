@@ -310,6 +310,34 @@ def test_non_string_ids_are_compacted_and_evicted_under_their_own_key(store):
     }
 
 
+def test_a_store_or_provider_passed_wrongly_is_refused_at_once(tmp_path):
+    # A path instead of a store, or one provider instead of a list of them: the scheduler
+    # used to accept both and fail every run an interval later ("'str' object has no
+    # attribute 'streams'"), and compact() said only "object is not iterable".
+    store = SQLiteEventStore(tmp_path / "c.db")
+    provider = ChatMemoryProvider(
+        lambda memory_id: MessageWindowChatMemory(id=memory_id, max_messages=3, store=store)
+    )
+    path = str(tmp_path / "c.db")
+    every = timedelta(hours=1)
+    bad_store = "store must be an EventStore, not str '.*c.db'.*SQLiteEventStore"
+    with pytest.raises(TypeError, match=f"compact: {bad_store}"):
+        compact(path, idle_for=DAY)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=f"CompactionScheduler: {bad_store}"):
+        CompactionScheduler(path, every=every, idle_for=DAY)  # type: ignore[arg-type]
+    one = r"providers must be a list of ChatMemoryProvider, not one; pass providers=\[provider\]"
+    with pytest.raises(TypeError, match=f"compact: {one}"):
+        compact(store, idle_for=DAY, providers=provider)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=f"CompactionScheduler: {one}"):
+        CompactionScheduler(store, every=every, idle_for=DAY, providers=provider)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"compact: providers\[1\] is str, not a ChatMemoryProvider"
+    ):
+        compact(store, idle_for=DAY, providers=[provider, "p2"])  # type: ignore[list-item]
+    # Check nothing ran, not even a logged run.
+    assert compaction_runs(store) == []
+
+
 def test_now_measures_idleness_without_freezing_time(store):
     _fill(store, "conv")
     assert compact(store, idle_for=DAY, now=datetime(2026, 1, 1, 12, tzinfo=UTC)).compacted == ()
@@ -651,6 +679,48 @@ def test_scheduler_lifecycle_and_validation():
         CompactionScheduler(store, every=3600, idle_for=DAY)
     with pytest.raises(ValueError, match="purge_idle_for"):
         CompactionScheduler(store, every=timedelta(hours=1), idle_for=DAY, purge_idle_for=DAY / 2)
+
+
+@pytest.mark.parametrize("hook", ["on_error", "on_report"])
+def test_a_callback_may_shut_the_scheduler_down(tmp_path, caplog, hook):
+    # An operator's reaction to "the store is closed" (or to a report) is to stop compacting
+    # from the callback. It runs on the scheduler's own job thread, and shutdown(wait=True)
+    # used to fail there with a bare "RuntimeError: cannot join current thread" (logged as a
+    # failed callback), waiting for the very run that called it.
+    store = SQLiteEventStore(tmp_path / "closed.db")
+    if hook == "on_error":
+        store.close()  # every run fails: StoreClosedError
+    stopped = threading.Event()
+    outcome: list[object] = []
+
+    def stop(_: object) -> None:
+        try:
+            scheduler.shutdown()
+            outcome.append("stopped")
+        except BaseException as e:
+            outcome.append(e)
+        stopped.set()
+
+    callbacks: dict[str, Any] = {hook: stop}
+    scheduler = CompactionScheduler(
+        store, every=timedelta(milliseconds=100), idle_for=timedelta(0), **callbacks
+    )
+    scheduler.start()
+    try:
+        assert stopped.wait(_WAIT)
+    finally:
+        scheduler.shutdown()
+    # Check shutdown returned in the callback, the schedule is off, nothing but the run's own
+    # failure (on_error) was logged, and no scheduler thread is left.
+    assert outcome == ["stopped"]
+    assert not scheduler.running
+    logged = [r.getMessage() for r in caplog.records if r.name == "chatledger.compaction"]
+    assert not [m for m in logged if "callback" in m]
+    assert len(logged) == (1 if hook == "on_error" else 0)
+    deadline = datetime.now(UTC) + timedelta(seconds=_WAIT)
+    while any(t.name.startswith("APScheduler") for t in threading.enumerate()):
+        assert datetime.now(UTC) < deadline
+        threading.Event().wait(0.01)
 
 
 def test_a_failing_callback_is_logged_and_does_not_fail_the_run(caplog):

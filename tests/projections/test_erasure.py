@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from eventlog import SQLiteEventStore, UserMessage
-from projections import MessageWindowChatMemory
+from projections import MessageWindowChatMemory, SummarizingChatMemory, compact
 from projections.counterfactual import what_if
 from projections.replay import ContentErasedError
 from projections.window import MessageWindowPolicy
@@ -52,6 +55,35 @@ def test_live_memory_catches_up_across_an_erasure(store):
     store.erase("u", reason="r")
     # Check the tail (an erased add, then the receipt) applies without reading erased text.
     assert memory.messages() == []
+
+
+@pytest.mark.parametrize("how", ["erase", "retention"])
+def test_a_memory_held_across_an_erasure_shows_no_erased_past(store, how):
+    # An object held by a caller (or a provider the retention run was not told about) when
+    # the memory is erased elsewhere: its time travel to the event it had last seen used to
+    # answer from the window it cached, the erased text itself.
+    memory = SummarizingChatMemory(
+        "u", max_messages=2, summarizer=lambda evicted, previous: "card and one", store=store
+    )
+    memory.add(UserMessage("card 4111 1111 1111 1111"), UserMessage("one"), UserMessage("two"))
+    held = memory.seq
+    plain = MessageWindowChatMemory("u", max_messages=2, store=store)
+    assert plain.seq == held
+    if how == "erase":
+        store.erase("u", reason="GDPR request 12")
+    else:
+        later = datetime.now(UTC) + timedelta(days=400)
+        report = compact(
+            store, idle_for=timedelta(days=1), purge_idle_for=timedelta(days=90), now=later
+        )
+        assert report.purged == ("u",)
+    # Check both objects refuse the erased past as a fresh object does, sync and async.
+    for obj in (memory, plain):
+        with pytest.raises(ContentErasedError, match="was erased on"):
+            obj.as_of(seq=held)
+        with pytest.raises(ContentErasedError, match="was erased on"):
+            asyncio.run(obj.aas_of(seq=held))
+        assert obj.messages() == []
 
 
 def test_sqlite_erase_leaves_no_byte_of_the_text_on_disk(tmp_path):

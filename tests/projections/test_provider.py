@@ -157,6 +157,47 @@ def test_waiting_for_another_threads_factory_is_bounded_and_names_the_id():
     assert got and provider.get("stuck") is got[0]
 
 
+@pytest.mark.parametrize("forever", [float("inf"), 1e12])
+def test_a_wait_timeout_beyond_what_a_lock_can_wait_means_no_limit(forever):
+    # threading's waits end at threading.TIMEOUT_MAX (about 292 years): an operator writing
+    # "inf" (or a huge number) means "no limit", and the waiting get() used to raise
+    # OverflowError ("timestamp out of range") the first time two threads met on one id.
+    store = InMemoryEventStore()
+    started, release = threading.Event(), threading.Event()
+
+    def factory(memory_id):
+        started.set()
+        assert release.wait(_WAIT)
+        return MessageWindowChatMemory(id=memory_id, max_messages=5, store=store)
+
+    provider = ChatMemoryProvider(factory, wait_timeout=forever)
+    got: list[MessageWindowChatMemory] = []
+    creator = threading.Thread(target=lambda: got.append(provider.get("slow")))
+    creator.start()
+    waited: list[object] = []
+
+    def wait() -> None:
+        try:
+            waited.append(provider.get("slow"))
+        except BaseException as e:
+            waited.append(e)
+
+    waiter = threading.Thread(target=wait)
+    try:
+        assert started.wait(_WAIT)
+        waiter.start()
+        deadline = time.monotonic() + _WAIT
+        while provider.stats().misses < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)  # the waiter is now blocked on the creator's factory
+        time.sleep(0.05)
+    finally:
+        release.set()
+        creator.join(_WAIT)
+        waiter.join(_WAIT)
+    # Check the waiter got the creator's memory, not an OverflowError.
+    assert got and waited == [got[0]]
+
+
 def test_a_factory_error_reaches_every_waiter_and_nothing_is_cached():
     store = InMemoryEventStore()
     entered, release = threading.Event(), threading.Event()
@@ -500,6 +541,11 @@ def test_nothing_one_id_does_is_visible_through_another(reopen):
         ({"clock": "now"}, TypeError, "clock must be callable"),
         ({"wait_timeout": 0}, ValueError, "wait_timeout must be positive seconds or None"),
         ({"wait_timeout": -1.0}, ValueError, "wait_timeout must be positive"),
+        ({"wait_timeout": float("nan")}, ValueError, "wait_timeout must be positive"),
+        # A number from a config file read as text, or a flag: refused at once with the remedy,
+        # not a bare "'>' not supported" (text) or a wait of 1 s (True) under contention.
+        ({"wait_timeout": "5"}, TypeError, "wait_timeout must be seconds .* not str '5'"),
+        ({"wait_timeout": True}, TypeError, "wait_timeout must be seconds .* not bool True"),
     ],
 )
 def test_invalid_settings_are_refused(kwargs, error, match):
