@@ -150,10 +150,12 @@ def parse_id_json(text: str) -> StreamKey:
     """
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: arrays nested past any id
+    except RecursionError:
+        msg = f"--id-json {_cut(text)}: arrays nested too deeply for a memory id"
+        raise UsageError(msg) from None
+    except ValueError:
         msg = (
-            f"--id-json {_cut(text)} is not JSON (or is nested too deeply); quote it for the "
-            "shell, "
+            f"--id-json {_cut(text)} is not JSON; quote it for the shell, "
             "e.g. --id-json '[\"demo\",1]' or --id-json '\"a/b\"'"
         )
         raise UsageError(msg) from None
