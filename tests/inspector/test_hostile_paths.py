@@ -67,3 +67,21 @@ def test_paths_it_cannot_use_are_4xx_pages(lookalikes, serve, path):
     status, page = _get(server.url + path)
     assert 400 <= status < 500, (status, page[:300])
     assert 'id="error"' in page
+
+
+def test_control_characters_in_ids_and_text_are_shown_not_dropped(tmp_path, serve):
+    # A browser drops NUL from a page's text: "alice\x00" would read as "alice", another
+    # memory. Like bidi controls, every control but tab and line breaks shows as a code point.
+    path = tmp_path / "controls.db"
+    with SQLiteEventStore(path) as store:
+        MessageWindowChatMemory("alice", max_messages=3, store=store).add(UserMessage("real"))
+        twin = MessageWindowChatMemory("alice\x00", max_messages=3, store=store)
+        twin.add(UserMessage("pay \x00to\x1b[8m hidden\x7f\x85 now\tand\r\nthen"))
+    server = serve(SQLiteEventStore(path))
+    _, index = _get(server.url + "/")
+    assert ">alice<U+0000></a>" in html.unescape(index)
+    _, page = _get(server.url + "/m/" + urllib.request.quote('~s:"alice\\u0000"', safe=""))
+    text = html.unescape(page)
+    assert "pay <U+0000>to<U+001B>[8m hidden<U+007F><U+0085> now\tand\r\nthen" in text
+    for char in "\x00\x1b\x7f\x85":
+        assert char not in page
