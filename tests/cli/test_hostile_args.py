@@ -1,5 +1,5 @@
-"""Ids and numbers an operator pasted from somewhere hostile: each is a one-line usage error
-(exit status 2), never a traceback."""
+"""Ids, numbers and durations an operator pasted from somewhere hostile: each is a one-line
+usage error (exit status 2), never a traceback."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ LONG_INT = "9" * 5000
         ["history", "~t:" + DEEP],
         ["fork", "conv", "--to", "~t:" + DEEP],
         ["fork", "conv", "--to", f"{LONG_INT}/1"],
+        ["compact", "--idle-for", "100000000000w"],
+        ["compact", "--purge-idle-for", "99999999999999999999d"],
     ],
     ids=[
         "deep-id-json",
@@ -32,6 +34,8 @@ LONG_INT = "9" * 5000
         "deep-key",
         "deep-new-id",
         "long-int-new-id",
+        "duration-past-timedelta",
+        "purge-duration-past-timedelta",
     ],
 )
 def test_a_hostile_id_is_a_one_line_usage_error(cli, ledger, args):
