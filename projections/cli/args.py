@@ -178,6 +178,8 @@ def shorthand(key: str) -> str | None:
     if not all(isinstance(p, str | int) and "/" not in str(p) for p in memory_id):
         return None
     text = "/".join(str(p) for p in memory_id)
+    if text.startswith("~"):  # read as a stored key, never as the tuple
+        return None
     return text if parse_id(text) == key else None
 
 
