@@ -163,9 +163,9 @@ def test_a_ledger_migrated_by_a_newer_chatledger_is_refused_as_postgres_does(tmp
             "VALUES ('eventlog', 'm099_from_the_future', '2030-01-01')"
         )
     before = path.read_bytes()
-    for options in ({}, {"read_only": True}, {"create_schema": False}):
+    for read_only, create_schema in ((False, True), (True, True), (False, False)):
         with pytest.raises(SchemaVersionError, match="upgrade chatledger"):
-            SQLiteEventStore(path, **options)
+            SQLiteEventStore(path, read_only=read_only, create_schema=create_schema)
     assert path.read_bytes() == before
     # Another application's migrations in the same table are none of ours.
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def test_control_characters_in_ids_and_text_are_shown_not_dropped(tmp_path, serv
     server = serve(SQLiteEventStore(path))
     _, index = _get(server.url + "/")
     assert ">alice<U+0000></a>" in html.unescape(index)
-    _, page = _get(server.url + "/m/" + urllib.request.quote('~s:"alice\\u0000"', safe=""))
+    _, page = _get(server.url + "/m/" + urllib.parse.quote('~s:"alice\\u0000"', safe=""))
     text = html.unescape(page)
     assert "pay <U+0000>to<U+001B>[8m hidden<U+007F><U+0085> now\tand\r\nthen" in text
     for char in "\x00\x1b\x7f\x85":
