@@ -186,6 +186,10 @@ def memory_id_from_key(key: str) -> MemoryId:
             value = json.loads(key[3:])
             if isinstance(value, list):
                 return _untagged(value, key)
+    except RecursionError:
+        # A key from a URL or a command line, nested deeper than any id: never a traceback.
+        msg = f"stored memory key {key[:40]!r}... is not a chatledger key: nested too deeply"
+        raise ValueError(msg) from None
     except ValueError as e:
         msg = f"stored memory key {key!r} is not a chatledger key: {e}"
         raise ValueError(msg) from e

@@ -42,7 +42,11 @@ def parse_duration(text: str) -> timedelta:
     parts: dict[str, float] = {}
     for number, unit in _DURATION.findall(compact):
         parts[_UNITS[unit]] = parts.get(_UNITS[unit], 0.0) + float(number)
-    return timedelta(**parts)
+    try:
+        return timedelta(**parts)
+    except OverflowError:
+        msg = f"{text[:40]!r} is longer than any duration; write at most 999999999d"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def parse_when(text: str) -> datetime:

@@ -4,12 +4,13 @@ from any other SQLite file without opening it."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 
 import sqlite_utils
 
-from eventlog.errors import PersistenceError
+from eventlog.errors import PersistenceError, SchemaVersionError
 from eventlog.recorders.sqlite_sql import EVENTS_EXIST
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "is_ledger_file", "owned", "refuse_foreign_tables"]
@@ -180,6 +181,35 @@ def refuse_foreign_tables(conn: sqlite3.Connection, where: str) -> None:
     raise PersistenceError(operation, detail)
 
 
+# What sqlite_utils' Migrations.applied() reads, as two plain queries: it costs ~0.1 ms per
+# open through sqlite_utils' table objects, these ~0.01 ms.
+_MIGRATIONS_EXIST = (
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
+)
+_APPLIED = "SELECT name FROM _sqlite_migrations WHERE migration_set = 'eventlog'"
+
+
+@functools.cache
+def _known() -> frozenset[str]:
+    """The names of the migrations this chatledger has (all pending on an empty database)."""
+    return frozenset(m.name for m in MIGRATIONS.pending(sqlite_utils.Database(memory=True)))
+
+
+def _refuse_newer(conn: sqlite3.Connection, where: str) -> None:
+    """Refuse a ledger a newer chatledger migrated, as PostgreSQL's schema check does: its
+    migrations may add what its writes rely on, which this code would neither read nor keep.
+
+    Raises:
+        SchemaVersionError: The file records an eventlog migration this code does not have.
+    """
+    if conn.execute(_MIGRATIONS_EXIST).fetchone() is None:
+        return
+    applied = {row[0] for row in conn.execute(_APPLIED)}
+    if applied - _known():
+        what = f"SQLite ledger {where} (migration {sorted(applied - _known())[0]})"
+        raise SchemaVersionError(what, len(applied | _known()), len(_known()))
+
+
 def owned(conn: sqlite3.Connection, where: str, *, create_schema: bool, read_only: bool) -> bool:
     """Whether the file's journal mode is ours to set: the store creates its schema here, or
     the file has an ``events`` table.
@@ -187,10 +217,14 @@ def owned(conn: sqlite3.Connection, where: str, *, create_schema: bool, read_onl
     Raises:
         PersistenceError: A writable open that would migrate a file whose tables clash with
             chatledger's (:func:`refuse_foreign_tables`).
+        SchemaVersionError: A newer chatledger migrated the file (:func:`_refuse_newer`).
     """
     if create_schema and not read_only:
         refuse_foreign_tables(conn, where)
-    return create_schema or conn.execute(EVENTS_EXIST).fetchone() is not None
+    ours = create_schema or conn.execute(EVENTS_EXIST).fetchone() is not None
+    if ours:
+        _refuse_newer(conn, where)
+    return ours
 
 
 def is_ledger_file(path: str | os.PathLike[str]) -> bool:

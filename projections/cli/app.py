@@ -125,6 +125,9 @@ def _run_without_store(args: argparse.Namespace) -> int:
     except (Failure, ValueError, OSError) as e:
         sys.stderr.write(f"{PROG}: error: {message(e)}\n")
         return 1
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
 
 
 def _run(args: argparse.Namespace, *, create: bool) -> int:

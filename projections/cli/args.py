@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from eventlog.ids import MemoryId, StreamKey, id_from_json, memory_id_from_key, memory_key
+from eventlog.ids import StreamKey, id_from_json, memory_id_from_key, memory_key
 from projections.cli import langgraph_view
 from projections.cli.errors import Failure, UsageError
 from projections.cli.subcommands import (
@@ -85,9 +85,17 @@ _INT = re.compile(r"-?(0|[1-9][0-9]*)")
 # ---------------------------------------------------------------------------- memory ids
 
 
+def _cut(text: str) -> str:
+    """``repr(text)`` cut to what a one-line message can hold (an id pasted from a file someone
+    else wrote may be 100,000 characters)."""
+    shown = repr(text)
+    return shown if len(shown) <= _SHOWN_ID else shown[: _SHOWN_ID - 3] + "..."
+
+
 def _bad_id(text: str, reason: str) -> UsageError:
     msg = (
-        f"{text!r} is not a memory id ({reason}); paste it as `chatledger ids` prints it, "
+        f"{_cut(text)} is not a memory id ({reason[:300]}); paste it as `chatledger ids` "
+        "prints it, "
         f"in single quotes for the shell (e.g. {_EXAMPLE}), or write a tuple as demo/1 "
         "or --id-json '[\"demo\",1]'"
     )
@@ -108,6 +116,11 @@ def parse_id(text: str) -> StreamKey:
             raise _bad_id(text, str(e).replace("stored memory key ", "key ")) from e
     if "/" in text:
         return parse_tuple_id(text)
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as e:  # bytes that are not UTF-8, passed on by the shell
+            raise _bad_id(text, f"{e.object[e.start]!r} is not UTF-8 text") from None
     return StreamKey(text)
 
 
@@ -115,7 +128,10 @@ def parse_tuple_id(text: str) -> StreamKey:
     """The key of the tuple ``demo/1`` names: its parts joined by ``/``, a part written as
     Python prints an int read as that int."""
     parts = text.split("/")
-    return StreamKey(memory_key(tuple(int(p) if _INT.fullmatch(p) else p for p in parts)))
+    try:
+        return StreamKey(memory_key(tuple(int(p) if _INT.fullmatch(p) else p for p in parts)))
+    except ValueError as e:  # an int past Python's 4,300 digits, a lone surrogate
+        raise _bad_id(text, str(e)) from None
 
 
 def id_readings(text: str) -> tuple[StreamKey, StreamKey | None]:
@@ -126,14 +142,6 @@ def id_readings(text: str) -> tuple[StreamKey, StreamKey | None]:
     return parse_id(text), None
 
 
-def _from_json(value: object, text: str) -> MemoryId:
-    try:
-        return id_from_json(value)
-    except ValueError as e:
-        msg = f"--id-json {text!r}: {e}"
-        raise UsageError(msg) from None
-
-
 def parse_id_json(text: str) -> StreamKey:
     """The stored key of an ``--id-json`` value.
 
@@ -142,13 +150,21 @@ def parse_id_json(text: str) -> StreamKey:
     """
     try:
         value = json.loads(text)
+    except RecursionError:
+        msg = f"--id-json {_cut(text)}: arrays nested too deeply for a memory id"
+        raise UsageError(msg) from None
     except ValueError:
         msg = (
-            f"--id-json {text!r} is not JSON; quote it for the shell, "
+            f"--id-json {_cut(text)} is not JSON; quote it for the shell, "
             "e.g. --id-json '[\"demo\",1]' or --id-json '\"a/b\"'"
         )
         raise UsageError(msg) from None
-    return StreamKey(memory_key(_from_json(value, text)))
+    try:
+        return StreamKey(memory_key(id_from_json(value)))
+    except (ValueError, RecursionError) as e:  # not an id; a lone surrogate; arrays in arrays
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)[:300]
+        msg = f"--id-json {_cut(text)}: {why}"
+        raise UsageError(msg) from None
 
 
 def shorthand(key: str) -> str | None:
@@ -162,6 +178,8 @@ def shorthand(key: str) -> str | None:
     if not all(isinstance(p, str | int) and "/" not in str(p) for p in memory_id):
         return None
     text = "/".join(str(p) for p in memory_id)
+    if text.startswith("~"):  # read as a stored key, never as the tuple
+        return None
     return text if parse_id(text) == key else None
 
 

@@ -33,6 +33,12 @@ _REMEDIES = (
     # The chain key's Python argument; on the command line it is a file.
     ("open it with chain_key= to write", "pass --key-file FILE (the chain key) to write"),
     ("open the store with chain_key= to verify", "pass --key-file FILE (the chain key) to verify"),
+    # busy_timeout is the store's Python argument; a command has no option for it.
+    (
+        "raise busy_timeout or find the long transaction",
+        "find the process holding it (an application writing, a long transaction) and run "
+        "the command again",
+    ),
 )
 
 

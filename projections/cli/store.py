@@ -138,14 +138,64 @@ def read_keyring(args: argparse.Namespace) -> Keyring | None:
         raise UsageError(msg) from e
 
 
+# Commands that show, check or prove records: each record is served only when its hash
+# verifies, which in a keyed ledger needs the chain key. (ids, digest and export read rows as
+# stored; erase, compact, quarantine and key refuse a write without the key themselves.)
+KEY_COMMANDS = frozenset(
+    (
+        "history",
+        "show",
+        "diff",
+        "explain",
+        "replay",
+        "verify",
+        "prove",
+        "serve",
+        "sent",
+        "langgraph",
+        "fork",
+        "erasure-receipt",
+    )
+)
+
+
 def open_store(args: argparse.Namespace, *, create: bool = False) -> EventStore:
     """Open the store named by --db/--dsn; only ``create`` may make a new database.
 
     Raises:
-        Failure: It does not exist, is not a ledger, or cannot be opened.
+        Failure: It does not exist, is not a ledger, or cannot be opened; or it is a keyed
+            ledger and the command needs its chain key, which --key-file does not give.
     """
-    if args.dsn:
-        return _open_postgres(args, create=create)
+    store = _open_postgres(args, create=create) if args.dsn else _open_sqlite(args, create=create)
+    try:
+        _require_key(args, store)
+    except Failure:
+        store.close()
+        raise
+    return store
+
+
+def _require_key(args: argparse.Namespace, store: EventStore) -> None:
+    """Refuse a command that checks records on a keyed ledger opened without its key.
+
+    Without the key every record fails its check, so the command would call a sound ledger
+    broken (and its remedy is to restore a backup); one line saying what is missing instead.
+    """
+    if args.key_file is not None or args.command not in KEY_COMMANDS:
+        return
+    # verify() of a memory that does not exist reads nothing; its report says whether the
+    # ledger is keyed (keyed_since is None only for an unkeyed one).
+    if store.verify(StreamKey("~sys:chatledger-key-probe")).keyed_since is None:
+        return
+    msg = (
+        f"{where(args)} is a keyed ledger: pass --key-file FILE (its chain key) to "
+        f"{args.command}; without the key no record's hash can be checked, so none is shown "
+        "(this says nothing about whether they are intact)"
+    )
+    raise Failure(msg)
+
+
+def _open_sqlite(args: argparse.Namespace, *, create: bool) -> EventStore:
     path = Path(args.db or DEFAULT_DB)
     if path.exists() and not path.is_file():
         msg = f"--db {path} is a directory; pass the path of a chatledger SQLite database"

@@ -94,9 +94,11 @@ def search(store: EventStore, needle: str, *, key: str | None = None, after: int
         if record.stream_id.startswith(SYSTEM_PREFIX):
             continue
         for role, text in _texts(record):
-            at = text.casefold().find(folded)
+            folded_text = text.casefold()
+            at = folded_text.find(folded)
             if at >= 0:
-                hits.append(_hit(store, record, role, text, at=at, size=len(needle)))
+                start, end = _span(text, folded_text, at, len(folded))
+                hits.append(_hit(store, record, role, text, at=start, size=end - start))
                 break
         if len(hits) == HITS_MAX:
             break
@@ -119,6 +121,24 @@ def _texts(record: Record) -> list[tuple[str, str]]:
     elif isinstance(event, MessagesSet):
         messages = list(event.messages)
     return [describe(m) for m in messages]
+
+
+def _span(text: str, folded_text: str, at: int, size: int) -> tuple[int, int]:
+    """Where in ``text`` the match at ``at`` (``size`` characters) of its casefold lies: the
+    two differ in length when a character folds to several ("ß" to "ss"), and the page must
+    mark the text that matched, not what sits at the folded offset."""
+    if len(folded_text) == len(text):  # each character folded to one: offsets agree
+        return at, at + size
+    start = end = None
+    done = 0  # characters of folded_text that text[:i] makes
+    for i, char in enumerate(text):
+        if start is None and done + len(char.casefold()) > at:
+            start = i
+        done += len(char.casefold())
+        if done >= at + size:
+            end = i + 1
+            break
+    return (start or 0), (end if end is not None else len(text))
 
 
 def _hit(store: EventStore, record: Record, role: str, text: str, *, at: int, size: int) -> Hit:

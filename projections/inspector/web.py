@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -104,8 +104,13 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
             return page("error.html", 400, message=str(e))
         return page("index.html", page=listing, q=needle, sort=order)
 
-    async def memory(request: Request) -> Response:
-        key = request.path_params["key"]
+    async def memory_or_event(request: Request) -> Response:
+        key, seq = _memory_path(request)
+        if seq is None:
+            return await memory(request, key)
+        return await event(key, seq)
+
+    async def memory(request: Request, key: str) -> Response:
         thread = langgraph_page.link(key)
         if thread is not None:
             # A LangGraph thread records checkpoints, not windows: its own page shows them.
@@ -132,11 +137,10 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
         response.headers["server-timing"] = f"step;dur={elapsed:.1f}"
         return response
 
-    async def event(request: Request) -> Response:
-        key = request.path_params["key"]
+    async def event(key: str, seq: str) -> Response:
         try:
             detail = await run_in_threadpool(
-                views.event_detail, store, key, int(request.path_params["seq"])
+                views.event_detail, store, key, _int(seq, "event seq") or 0
             )
         except LookupError as e:
             return page("error.html", 404, message=str(e))
@@ -152,9 +156,9 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
             found = await run_in_threadpool(
                 search.search, store, params.get("q", ""), key=key, after=after
             )
+            label = None if key is None else views.memory_label(key)
         except (ValueError, EventLogError) as e:
             return page("error.html", 400, message=str(e))
-        label = None if key is None else views.memory_label(key)
         return page("search.html", s=found, label=label)
 
     async def jump(request: Request) -> Response:
@@ -192,12 +196,31 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
             Route("/search", find),
             Route("/jump", jump),
             Route("/lg/{key:path}", langgraph),
-            Route("/m/{key:path}/e/{seq:int}", event),
-            Route("/m/{key:path}", memory),
+            Route("/m/{key:path}", memory_or_event),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
     )
     return _SecurityHeaders(HostGuard(app, bound=host, allowed=allowed_hosts))
+
+
+_EVENT_PATH = re.compile(r"(.*)/e/([0-9]+)", re.DOTALL).fullmatch
+
+
+def _memory_path(request: Request) -> tuple[str, str | None]:
+    """The memory key and event seq (None: the memory's page) of a ``/m/KEY[/e/SEQ]`` path.
+
+    Split on the path as sent, before percent-decoding: the templates quote an id whole, so
+    an id's own ``/`` arrives as ``%2F`` and only a real ``/e/`` names an event. The decoded
+    path would give a memory planted as ``a/b/e/1`` the page of event 1 of ``a/b``.
+    """
+    raw = request.scope.get("raw_path")
+    sent = raw.decode("latin-1") if isinstance(raw, bytes) else ""
+    if not sent.startswith("/m/"):  # no raw path, or "/m/" itself was encoded: as decoded
+        sent = "/m/" + quote(request.path_params["key"], safe="/")
+    found = _EVENT_PATH(sent, 3)
+    if found is None:
+        return unquote(sent[3:]), None
+    return unquote(found.group(1)), found.group(2)
 
 
 def _int(text: str | None, what: str) -> int | None:

@@ -142,6 +142,9 @@ def test_shorthand_only_where_it_reads_back():
     assert shorthand(memory_key(("solo",))) is None
     assert shorthand("conv") is None
     assert shorthand("~t:[") is None
+    # A shorthand starting with "~" reads as a stored key (hypothesis found ("~", "")).
+    assert shorthand(memory_key(("~", ""))) is None
+    assert shorthand(memory_key(("~t:x", 1))) is None
 
 
 def test_ids_given_every_way_reach_the_same_memory(ok, tmp_path):

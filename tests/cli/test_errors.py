@@ -141,6 +141,14 @@ def test_a_missing_postgres_schema_names_cli_remedies(cli):
             ),
             "opened without its key; pass --key-file FILE (the chain key) to write",
         ),
+        (
+            ValueError(
+                "append failed: another connection held the write lock of x.db for more "
+                "than busy_timeout=30.0 s; raise busy_timeout or find the long transaction"
+            ),
+            "for more than busy_timeout=30.0 s; find the process holding it (an application "
+            "writing, a long transaction) and run the command again",
+        ),
         (ValueError(), "ValueError"),
     ],
 )

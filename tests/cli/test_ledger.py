@@ -144,7 +144,7 @@ def test_a_keyed_ledger_needs_its_key_file(cli, ok, tmp_path):
         memory(store).add(UserMessage("hi"))
     # Check without the key verify says what is missing; with it, all is well.
     result = cli("--db", path, "verify")
-    assert result.returncode == 1 and "keyed chain" in result.stdout
+    assert result.returncode == 1 and "keyed ledger: pass --key-file" in result.stderr
     assert ok("--db", path, "verify", "--key-file", key).stdout.startswith("OK ")
     digest, proof = tmp_path / "d.json", tmp_path / "p.json"
     ok("--db", path, "--key-file", key, "digest", "-o", digest)

@@ -147,3 +147,31 @@ def test_a_migration_that_runs_again_keeps_the_columns_it_added(tmp_path, migrat
         assert store.verify().ok
     with SQLiteEventStore(path, read_only=True) as store:
         assert texts(store.read("u1")) == ["a", "b", "c"]
+
+
+def test_a_ledger_migrated_by_a_newer_chatledger_is_refused_as_postgres_does(tmp_path):
+    # A newer chatledger's migration may add what it relies on (a column, a trigger): reading
+    # it with this code, or writing rows that lack it, must not happen silently.
+    from eventlog import SchemaVersionError
+
+    path = tmp_path / "newer.db"
+    with SQLiteEventStore(path) as store:
+        store.append("u1", batch("a"))
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+            "VALUES ('eventlog', 'm099_from_the_future', '2030-01-01')"
+        )
+    before = path.read_bytes()
+    for read_only, create_schema in ((False, True), (True, True), (False, False)):
+        with pytest.raises(SchemaVersionError, match="upgrade chatledger"):
+            SQLiteEventStore(path, read_only=read_only, create_schema=create_schema)
+    assert path.read_bytes() == before
+    # Another application's migrations in the same table are none of ours.
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm099_from_the_future'")
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+            "VALUES ('their_app', 'm001_theirs', '2030-01-01')"
+        )
+    SQLiteEventStore(path).close()

@@ -39,3 +39,18 @@ def test_a_hit_shows_text_only_when_the_checked_row_is_the_row_the_scan_read():
     forged = scanned._replace(payload=user_payload("the needle, forged"))
     hidden = _hit(store, forged, "user", "the needle, forged", at=4, size=6)
     assert (hidden.verified, hidden.match, hidden.before, hidden.after) == (False, "", "", "")
+
+
+def test_a_hit_marks_the_text_that_matched_when_folding_changes_lengths():
+    # "ß" folds to "ss" and "ﬁ" to "fi": offsets in the folded text are further along than in
+    # the message, and the page marked the wrong text (an empty mark for "hunter2").
+    store = InMemoryEventStore()
+    conv = MessageWindowChatMemory("c", max_messages=5, store=store)
+    conv.add(UserMessage("Straße " * 10 + "the password is hunter2"))
+    conv.add(UserMessage("ﬁﬁﬁ İstanbul secret"))
+    shown = {
+        (h.match, h.after[:4]) for q in ("HUNTER2", "Secret", "ss") for h in search(store, q).hits
+    }
+    assert shown == {("hunter2", ""), ("secret", ""), ("ß", "e St")}
+    (hit,) = search(store, "STANBUL").hits
+    assert (hit.before, hit.match, hit.after) == ("ﬁﬁﬁ İ", "stanbul", " secret")
