@@ -317,6 +317,9 @@ def compaction_runs(store: EventStore) -> list[LoggedEvent]:
     return [logged_event(record) for record in store.read(COMPACTION_STREAM)]
 
 
+_MAX_EVERY = timedelta(days=365 * 1000)  # a run per millennium is "never"
+
+
 class CompactionScheduler:
     """Runs :func:`compact` every ``every`` in a background thread (apscheduler 3.x).
 
@@ -362,8 +365,13 @@ class CompactionScheduler:
         if not isinstance(every, timedelta):
             msg = f"CompactionScheduler: every must be a datetime.timedelta, not {type(every)}"
             raise TypeError(msg)
-        if every <= timedelta(0):
-            msg = f"CompactionScheduler: every must be positive, but is {every}"
+        if not timedelta(0) < every <= _MAX_EVERY:
+            # The first run is scheduled at now + every: past the year 9999 that is an
+            # OverflowError at start(), not here.
+            msg = (
+                f"CompactionScheduler: every must be positive and at most {_MAX_EVERY.days} "
+                f"days, but is {every}"
+            )
             raise ValueError(msg)
         _check_thresholds(idle_for, purge_idle_for)  # fail now, not an interval later
         self._providers = _check_parts("CompactionScheduler", store, providers)

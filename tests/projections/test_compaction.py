@@ -675,6 +675,9 @@ def test_scheduler_lifecycle_and_validation():
     )
     with pytest.raises(ValueError, match="every must be positive"):
         CompactionScheduler(store, every=timedelta(0), idle_for=DAY)
+    # Before: accepted, then an OverflowError from the trigger at start().
+    with pytest.raises(ValueError, match="every must be positive and at most 365000 days"):
+        CompactionScheduler(store, every=timedelta(days=3_650_000), idle_for=DAY)
     with pytest.raises(TypeError, match=r"every must be a datetime\.timedelta"):
         CompactionScheduler(store, every=3600, idle_for=DAY)
     with pytest.raises(ValueError, match="purge_idle_for"):
