@@ -349,3 +349,14 @@ class PostgresBase(EventStore):
     @property
     def _tree_key(self) -> int:
         return pgsql.lock_key("ledger-tree", self._schema)
+
+    @property
+    def _tree_table(self) -> str:
+        """The quoted name of the ledger tree's table, for ``to_regclass``."""
+        return f"{self._ident.as_string()}.ledger_blocks"
+
+    def _has_tree(self, conn: Conn) -> bool:
+        """Whether the ledger tree's table exists: derived data, which a hand may drop (then
+        the tree lives in memory, rebuilt from the records, as on a store that keeps none)."""
+        row = conn.execute(pgsql.TABLE_EXISTS, (self._tree_table,)).fetchone()
+        return bool(row and row[0])
