@@ -316,6 +316,18 @@ class Recorder(ABC):
         found = self.read_all(gt=position - 1, limit=1)
         return found[0] if found and found[0].position == position else None
 
+    def _unkeyed_hashes(self) -> list[str]:
+        """Backend hook: the chain hashes of every committed record not of format 3 (keyed),
+        in global order, also at positions below 1 (rows moved there by hand) and, as
+        :meth:`_record_at`, above PostgreSQL's oldest running transaction: what a keyed
+        ledger's sealed legacy prefix is checked against."""
+        hashes: list[str] = []
+        after = -(1 << 62)
+        while page := self.read_all(gt=after, limit=5_000):
+            hashes.extend(r.hash for r in page if r.format != 3)
+            after = page[-1].position
+        return hashes
+
     def _hash_at(self, position: int) -> str | None:
         """Backend hook: the chain hash of :meth:`_record_at`'s record, None when there is
         none. What the witness checks its anchors against (see :mod:`eventlog.witness`)."""

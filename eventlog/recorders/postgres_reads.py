@@ -97,6 +97,10 @@ class PostgresReads(PostgresBase):
         )
         return self._opened(rows)[0] if rows else None
 
+    def _unkeyed_hashes(self) -> list[str]:
+        query, bound = self._q["legacy_hashes"], (1 << 62,)
+        return self._read("verify", lambda conn: [r[0] for r in conn.execute(query, bound)])
+
     def _hash_at(self, position: int) -> str | None:
         query = self._q["hash_at"]
         row = self._read("witness", lambda conn: conn.execute(query, (position,)).fetchone())
