@@ -65,6 +65,8 @@ DEFAULT_MAX_CONNECTIONS = 8
 _STALE_HEAD_RETRIES = 3
 DEFAULT_STATEMENT_TIMEOUT = 30.0
 """Seconds a statement (an append waiting for the append lock included) may run by default."""
+# NAMEDATALEN - 1 of a stock build: longer identifiers are truncated by the server, silently.
+_MAX_IDENTIFIER = 63
 _LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
 _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
@@ -159,6 +161,13 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
             msg = (
                 "PostgresEventStore: statement_timeout= applies to the store's own pool only; set "
                 "it on your pool's connections (configure= or options='-c statement_timeout=...')"
+            )
+            raise ValueError(msg)
+        if not 0 < len(schema.encode()) <= _MAX_IDENTIFIER:
+            msg = (
+                f"PostgresEventStore: schema={schema!r:.80} is {len(schema.encode())} bytes; "
+                f"PostgreSQL cuts names to {_MAX_IDENTIFIER} bytes (two longer names could be one "
+                f"schema): pass a name of 1 to {_MAX_IDENTIFIER} bytes"
             )
             raise ValueError(msg)
         if max_connections < 1:

@@ -164,3 +164,33 @@ def test_verify_of_an_adopted_key_is_not_fooled_by_another_sessions_transaction(
         )
         (problem,) = store.verify().ledger_problems
         assert "3 found, 2 sealed" in problem
+
+
+# ------------------------------------------------------------------ schema names
+
+
+def test_schema_names_postgresql_would_truncate_are_refused_not_merged(schema):
+    from eventlog.postgres import PostgresEventStore
+
+    # PostgreSQL cuts identifiers to 63 bytes: these two names would be one schema, and two
+    # stores meant to stay apart would read and write each other's memories.
+    long_a, long_b = schema + "x" * 60 + "A", schema + "x" * 60 + "B"
+    try:
+        for name in (long_a, long_b, "é" * 32, ""):
+            with pytest.raises(ValueError, match=r"schema=.*63 bytes") as caught:
+                PostgresEventStore(PG_DSN, schema=name)
+            assert repr(name)[:40] in str(caught.value)
+        found = _admin("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (schema + "%",))
+        assert found == []
+        # Check 63 bytes is accepted, and two such schemas stay apart.
+        a, b = schema + "a" * (63 - len(schema)), schema + "b" * (63 - len(schema))
+        with PostgresEventStore(PG_DSN, schema=a) as sa, PostgresEventStore(PG_DSN, schema=b) as sb:
+            sa.append("m", batch("from a"))
+            sb.append("m", batch("from b"))
+            assert [r.seq for r in sa.read("m")] == [1]
+            assert [r.seq for r in sb.read("m")] == [1]
+    finally:
+        for (name,) in _admin(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (schema + "_%",)
+        ):
+            _admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
