@@ -72,6 +72,16 @@ _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before te
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
 
 
+def _check_schema_name(schema: str) -> None:
+    if not 0 < len(schema.encode()) <= _MAX_IDENTIFIER:
+        msg = (
+            f"PostgresEventStore: schema={schema!r:.80} is {len(schema.encode())} bytes; "
+            f"PostgreSQL cuts names to {_MAX_IDENTIFIER} bytes (two longer names could be one "
+            f"schema): pass a name of 1 to {_MAX_IDENTIFIER} bytes"
+        )
+        raise ValueError(msg)
+
+
 class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
     """Event store in a PostgreSQL schema, safe for many threads and many processes.
 
@@ -163,13 +173,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                 "it on your pool's connections (configure= or options='-c statement_timeout=...')"
             )
             raise ValueError(msg)
-        if not 0 < len(schema.encode()) <= _MAX_IDENTIFIER:
-            msg = (
-                f"PostgresEventStore: schema={schema!r:.80} is {len(schema.encode())} bytes; "
-                f"PostgreSQL cuts names to {_MAX_IDENTIFIER} bytes (two longer names could be one "
-                f"schema): pass a name of 1 to {_MAX_IDENTIFIER} bytes"
-            )
-            raise ValueError(msg)
+        _check_schema_name(schema)
         if max_connections < 1:
             msg = f"PostgresEventStore: max_connections={max_connections!r}; pass 1 or more"
             raise ValueError(msg)
