@@ -72,7 +72,10 @@ _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before te
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
 
 
-def _check_schema_name(schema: str) -> None:
+def _check_arguments(schema: str, max_connections: int) -> None:
+    if max_connections < 1:
+        msg = f"PostgresEventStore: max_connections={max_connections!r}; pass 1 or more"
+        raise ValueError(msg)
     if not 0 < len(schema.encode()) <= _MAX_IDENTIFIER:
         msg = (
             f"PostgresEventStore: schema={schema!r:.80} is {len(schema.encode())} bytes; "
@@ -173,10 +176,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                 "it on your pool's connections (configure= or options='-c statement_timeout=...')"
             )
             raise ValueError(msg)
-        _check_schema_name(schema)
-        if max_connections < 1:
-            msg = f"PostgresEventStore: max_connections={max_connections!r}; pass 1 or more"
-            raise ValueError(msg)
+        _check_arguments(schema, max_connections)
         self._max_connections = max_connections
         self._closed = False
         self._close_lock = threading.Lock()
