@@ -180,6 +180,12 @@ class PostgresBase(EventStore):
             remedy = self._timed_out(e, operation, keys)
         elif isinstance(e, psycopg_pool.PoolTimeout):
             remedy = "no pooled connection became free or could be opened; is the server up?"
+        elif isinstance(e, psycopg.errors.ReadOnlySqlTransaction):
+            remedy = (
+                "the server accepts no writes here (a hot standby, or default_transaction_read_only"
+                " on the role, database or session): connect to the primary to write, or open the "
+                "store with read_only=True to read"
+            )
         elif _login_refused(e):
             remedy = "the server refused the login; check user and password"
         elif connection_lost(e):

@@ -194,3 +194,32 @@ def test_schema_names_postgresql_would_truncate_are_refused_not_merged(schema):
             "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (schema + "_%",)
         ):
             _admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+# ------------------------------------------------------------------ session settings
+
+
+def test_a_read_only_session_says_so_and_how_to_write_or_read(schema):
+    from psycopg.conninfo import make_conninfo
+
+    from eventlog import PersistenceError
+    from eventlog.postgres import PostgresEventStore
+
+    with PostgresEventStore(PG_DSN, schema=schema) as store:
+        store.append("m", batch("a"))
+    # What a replica-like connection gives: the server refuses every write of the session.
+    replica = make_conninfo(PG_DSN, options="-c default_transaction_read_only=on")
+    remedy = r"accepts no writes.*primary.*read_only=True"
+    # Check an append and a first open that must migrate name the remedy, and store nothing.
+    with (
+        PostgresEventStore(replica, schema=schema) as store,
+        pytest.raises(PersistenceError, match=r"append failed.*" + remedy),
+    ):
+        store.append("m", batch("b"))
+    with PostgresEventStore(PG_DSN, schema=schema, read_only=True) as reader:
+        assert [r.seq for r in reader.read("m")] == [1]
+    with pytest.raises(PersistenceError, match=r"setup failed.*" + remedy):
+        PostgresEventStore(replica, schema=schema + "_new")
+    # Check a read-only store reads there.
+    with PostgresEventStore(replica, schema=schema, read_only=True) as reader:
+        assert [r.seq for r in reader.read("m")] == [1]
