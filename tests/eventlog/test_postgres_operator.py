@@ -223,3 +223,67 @@ def test_a_read_only_session_says_so_and_how_to_write_or_read(schema):
     # Check a read-only store reads there.
     with PostgresEventStore(replica, schema=schema, read_only=True) as reader:
         assert [r.seq for r in reader.read("m")] == [1]
+
+
+# ------------------------------------------------------------------ connections lost
+
+
+def _stall_commits(schema: str) -> None:
+    """Make every commit that moves a head seal take a second (a deferred constraint trigger
+    sleeping at COMMIT), so a test can terminate the backend while it commits."""
+    _admin(
+        f'CREATE FUNCTION "{schema}".stall() RETURNS trigger LANGUAGE plpgsql '
+        "AS $$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$"
+    )
+    _admin(
+        f'CREATE CONSTRAINT TRIGGER stall AFTER INSERT OR UPDATE ON "{schema}".heads '
+        f'DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "{schema}".stall()'
+    )
+
+
+@pytest.mark.parametrize("operation", ["erase", "purge"])
+def test_an_erasure_whose_connection_dies_in_its_commit_says_the_outcome_is_unknown(
+    schema, operation
+):
+    import threading
+    import time
+
+    from psycopg.conninfo import make_conninfo
+
+    from eventlog.errors import OutcomeUnknownError
+    from eventlog.postgres import PostgresEventStore
+
+    app = f"chatledger-op-{uuid.uuid4().hex[:8]}"
+    with PostgresEventStore(make_conninfo(PG_DSN, application_name=app), schema=schema) as store:
+        store.append("m", batch("secret", "more"))
+        _stall_commits(schema)
+
+        def terminate() -> None:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if _admin(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = %s AND wait_event = 'PgSleep'",
+                    (app,),
+                ):
+                    return
+                time.sleep(0.01)
+
+        killer = threading.Thread(target=terminate)
+        killer.start()
+        # Check the caller is told the commit's outcome is unknown and how to find it out,
+        # not only that the server may be down.
+        with pytest.raises(OutcomeUnknownError, match=r"(?s)during its COMMIT.*head\("):
+            if operation == "erase":
+                store.erase("m", reason="GDPR request")
+            else:
+                store.purge("m", expected_seq=2, reason="retention")
+        killer.join()
+        _admin(f'DROP TRIGGER stall ON "{schema}".heads')
+        # Check nothing is half-written (here it did not land), and running it again finishes it.
+        assert [(r.seq, r.erased) for r in store.read("m")] == [(1, False), (2, False)]
+        if operation == "erase":
+            assert store.erase("m", reason="GDPR request").record.seq == 3
+        else:
+            assert store.purge("m", expected_seq=2, reason="retention").seq == 3
+        assert store.verify().ok
