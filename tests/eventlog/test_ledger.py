@@ -13,8 +13,8 @@ import pytest
 from eventlog import ChainIntegrityError, InMemoryEventStore, ledger
 from eventlog.hashing import commit, record_hash
 from eventlog.ids import StreamKey
-from eventlog.ledger import verify_digest, verify_inclusion
-from eventlog.ledger_models import InclusionProof, LedgerDigest
+from eventlog.ledger import verify_inclusion
+from eventlog.ledger_models import DigestReport, InclusionProof, LedgerDigest
 from eventlog.merkle import EMPTY_ROOT, MerkleTree
 from eventlog.store import EventStore
 from eventlog.testing.records import batch, settled, user_payload
@@ -31,6 +31,10 @@ def digest(store: EventStore) -> LedgerDigest:
 
 def prove(store: EventStore, *args: Any, **kwargs: Any) -> InclusionProof:
     return ledger.prove(settled(store), *args, **kwargs)
+
+
+def verify_digest(store: EventStore, d: LedgerDigest) -> DigestReport:
+    return ledger.verify_digest(settled(store), d)
 
 
 def _fill(store):
