@@ -14,7 +14,7 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     ├── StaleTreeError          a stored ledger tree block disagrees with its records (internal:
     │                           proofs turn it into ChainIntegrityError or ValueError)
     ├── PersistenceError        the database failed (locked too long, unreachable, disk full)
-    │   └── OutcomeUnknownError an append's connection died; whether it landed is unknown
+    │   └── OutcomeUnknownError a write's connection died; whether it landed is unknown
     ├── KeyUnavailableError     encrypted content whose key is destroyed or not given  (keyring)
     ├── SealBrokenError         encrypted content that does not authenticate           (keyring)
     ├── KeyringError            the keyring cannot be read or written                  (keyring)
@@ -252,7 +252,9 @@ class OutcomeUnknownError(PersistenceError):
     """An append's connection was lost after it sent its records, and the server stayed
     unreachable while the store tried to find out whether they landed. Do not retry blindly:
     check ``head()`` for the seq and hash the message names (a retry after a landed append
-    would store it twice)."""
+    would store it twice). Also raised (PostgreSQL) when the connection of an erase, a purge
+    or another write transaction is lost during its COMMIT: the message names the memories
+    whose ``head()`` tells whether it landed."""
 
 
 class StaleTreeError(EventLogError):

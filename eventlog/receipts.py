@@ -64,9 +64,10 @@ def find_receipt(store: EventStore, receipt_id: str) -> ErasureReceipt:
         ChainIntegrityError: The receipt's record does not verify.
     """
     position, digest = _parse_id(receipt_id)
-    page = store.read_all(gt=position - 1, limit=1)
-    record = page[0] if page else None
-    if record is None or record.position != position or record.hash != digest:
+    # By position, not through read_all: a receipt just written is found at once, also while
+    # another session's transaction holds PostgreSQL's global order back.
+    record = store._record_at(position)
+    if record is None or record.hash != digest:
         msg = (
             f"erasure receipt {receipt_id}: this ledger has no such receipt (wrong database, "
             "or a retention purge removed the memory since); `chatledger history` of the "

@@ -308,13 +308,31 @@ class Recorder(ABC):
         and opening a sealed payload per row cost time the check does not need."""
         return self.read_all(gt=gt, limit=limit)
 
-    def _hash_at(self, position: int) -> str | None:
-        """Backend hook: the chain hash of the record at global ``position``, None when there
-        is none; committed records only, but every one of them (PostgreSQL: also above the
-        oldest running transaction, which :meth:`read_all` holds back). What the witness
-        checks its anchors against (see :mod:`eventlog.witness`)."""
+    def _record_at(self, position: int) -> Record | None:
+        """Backend hook: the record at global ``position``, None when there is none; committed
+        records only, but every one of them (PostgreSQL: also above the oldest running
+        transaction, which :meth:`read_all` holds back). What an erasure receipt's id names
+        (see :func:`eventlog.receipts.find_receipt`)."""
         found = self.read_all(gt=position - 1, limit=1)
-        return found[0].hash if found and found[0].position == position else None
+        return found[0] if found and found[0].position == position else None
+
+    def _unkeyed_hashes(self) -> list[str]:
+        """Backend hook: the chain hashes of every committed record not of format 3 (keyed),
+        in global order, also at positions below 1 (rows moved there by hand) and, as
+        :meth:`_record_at`, above PostgreSQL's oldest running transaction: what a keyed
+        ledger's sealed legacy prefix is checked against."""
+        hashes: list[str] = []
+        after = -(1 << 62)
+        while page := self.read_all(gt=after, limit=5_000):
+            hashes.extend(r.hash for r in page if r.format != 3)
+            after = page[-1].position
+        return hashes
+
+    def _hash_at(self, position: int) -> str | None:
+        """Backend hook: the chain hash of :meth:`_record_at`'s record, None when there is
+        none. What the witness checks its anchors against (see :mod:`eventlog.witness`)."""
+        record = self._record_at(position)
+        return None if record is None else record.hash
 
     def _purges_after(self, position: int, limit: int) -> list[Record]:
         """Backend hook: up to ``limit`` retention purge tombstones (``memory_purged``

@@ -66,6 +66,8 @@ DEFAULT_MAX_CONNECTIONS = 8
 _STALE_HEAD_RETRIES = 3
 DEFAULT_STATEMENT_TIMEOUT = 30.0
 """Seconds a statement (an append waiting for the append lock included) may run by default."""
+# NAMEDATALEN - 1 of a stock build: longer identifiers are truncated by the server, silently.
+_MAX_IDENTIFIER = 63
 _LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
 _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
@@ -111,9 +113,6 @@ def _check_arguments(
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             msg = f"PostgresEventStore: {name}={shown(value)}; pass an int >= {low}"
             raise ValueError(msg)
-
-
-_MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
 
 
 class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):

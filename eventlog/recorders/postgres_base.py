@@ -17,7 +17,12 @@ import psycopg_pool
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from eventlog.errors import ConcurrencyError, PersistenceError, StoreClosedError
+from eventlog.errors import (
+    ConcurrencyError,
+    OutcomeUnknownError,
+    PersistenceError,
+    StoreClosedError,
+)
 from eventlog.hashing import GENESIS
 from eventlog.models import StreamHead
 from eventlog.recorders import postgres_sql as pgsql
@@ -180,6 +185,12 @@ class PostgresBase(EventStore):
             remedy = self._timed_out(e, operation, keys)
         elif isinstance(e, psycopg_pool.PoolTimeout):
             remedy = "no pooled connection became free or could be opened; is the server up?"
+        elif isinstance(e, psycopg.errors.ReadOnlySqlTransaction):
+            remedy = (
+                "the server accepts no writes here (a hot standby, or default_transaction_read_only"
+                " on the role, database or session): connect to the primary to write, or open the "
+                "store with read_only=True to read"
+            )
         elif _login_refused(e):
             remedy = "the server refused the login; check user and password"
         elif connection_lost(e):
@@ -240,7 +251,38 @@ class PostgresBase(EventStore):
         whole_log: bool = False,
     ) -> Iterator[Conn]:
         """One transaction holding the append locks of ``keys`` (or, with ``whole_log``, the
-        events table against every insert): commit on success, else roll back."""
+        events table against every insert): commit on success, else roll back.
+
+        Raises:
+            OutcomeUnknownError: The connection was lost during the COMMIT: the client cannot
+                know whether it landed (an erasure's caller must look before acting on it).
+        """
+        committing = False
+        try:
+            with self._transaction(operation, conflict, keys, whole_log) as conn:
+                yield conn
+                committing = True
+        except PersistenceError as e:
+            cause = e.__cause__
+            if not (committing and isinstance(cause, psycopg.Error) and connection_lost(cause)):
+                raise
+            which = ", ".join(f"head({key!r:.80})" for key in keys) or "the store"
+            why = str(e).removeprefix(f"{operation} failed: ")
+            msg = (
+                f"the connection was lost during its COMMIT, so whether it landed is unknown "
+                f"({why}); check {which} before acting on it (an erase run again erases only "
+                "what is left; a purge with the same expected_seq is refused once it landed)"
+            )
+            raise OutcomeUnknownError(operation, msg) from cause
+
+    @contextlib.contextmanager
+    def _transaction(
+        self,
+        operation: str,
+        conflict: Callable[[], ConcurrencyError] | None,
+        keys: Sequence[str],
+        whole_log: bool,
+    ) -> Iterator[Conn]:
         with self._guard(operation, conflict, keys) as conn, conn.transaction():
             # READ COMMITTED whatever the server's default: each statement then takes a new
             # snapshot, so what runs *after* a lock is granted (a head read, the insert's check
@@ -349,3 +391,14 @@ class PostgresBase(EventStore):
     @property
     def _tree_key(self) -> int:
         return pgsql.lock_key("ledger-tree", self._schema)
+
+    @property
+    def _tree_table(self) -> str:
+        """The quoted name of the ledger tree's table, for ``to_regclass``."""
+        return f"{self._ident.as_string()}.ledger_blocks"
+
+    def _has_tree(self, conn: Conn) -> bool:
+        """Whether the ledger tree's table exists: derived data, which a hand may drop (then
+        the tree lives in memory, rebuilt from the records, as on a store that keeps none)."""
+        row = conn.execute(pgsql.TABLE_EXISTS, (self._tree_table,)).fetchone()
+        return bool(row and row[0])

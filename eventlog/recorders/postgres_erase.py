@@ -56,7 +56,8 @@ class PostgresErasure(PostgresBase):
             # The erased records are in the ledger tree's blocks: drop them (the next digest
             # rebuilds), under the lock savers take, so none slips stale blocks back in.
             conn.execute(pgsql.LOCK, (self._tree_key,))
-            conn.execute(self._q["tree_drop"])
+            if self._has_tree(conn):
+                conn.execute(self._q["tree_drop"])
             conn.execute(self._q["tree_bump"])  # a tree read before this must not be saved
             now = self._now()
             tomb = tombstone(head, leaves, reason, now)

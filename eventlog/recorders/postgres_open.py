@@ -55,23 +55,29 @@ class PostgresSchema(PostgresBase):
                 if version not in applied:
                     conn.execute(pgsql.render(ddl, self._ident))
                     conn.execute(self._q["record_version"], (version,))
+            # ledger_blocks holds derived data, checked against the records whenever it is
+            # used: a table dropped by hand is created again, empty, and the next digest
+            # refills it (until then, and where no open may migrate, the tree is rebuilt from
+            # the records in memory: see PostgresReads._tree_blocks).
+            if pgsql.TREE_MIGRATION in applied and not self._has_tree(conn):
+                conn.execute(pgsql.render(MIGRATIONS[pgsql.TREE_MIGRATION], self._ident))
 
     def _up_to_date(self, operation: str) -> bool:
         """Whether every migration is applied, in one round trip and without the setup lock
         (a store opens far more often than a schema changes)."""
         with self._guard(operation) as conn:
             try:
-                row = conn.execute(self._q["version"]).fetchone()
+                row = conn.execute(self._q["version"], (self._tree_table,)).fetchone()
             except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
                 # Not an error to translate but the answer "not set up yet"; the slow path
                 # creates the schema or reports what is missing.
                 conn.rollback()
                 return False
-        count, newest = row if row is not None else (0, None)
+        count, newest, tree = row if row is not None else (0, None, False)
         if newest is None:
             return False
         self._check_version({newest})
-        return bool(count == len(MIGRATIONS) and newest == len(MIGRATIONS) - 1)
+        return bool(count == len(MIGRATIONS) and newest == len(MIGRATIONS) - 1 and tree)
 
     def _check_schema(self) -> None:
         if self._up_to_date("open"):

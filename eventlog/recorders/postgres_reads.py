@@ -90,6 +90,17 @@ class PostgresReads(PostgresBase):
                 return records
             time.sleep(0.002)
 
+    def _record_at(self, position: int) -> Record | None:
+        query = self._q["record_at"]
+        rows = self._read(
+            "read", lambda conn: [Record(*r) for r in conn.execute(query, (position,))]
+        )
+        return self._opened(rows)[0] if rows else None
+
+    def _unkeyed_hashes(self) -> list[str]:
+        query, bound = self._q["legacy_hashes"], (1 << 62,)
+        return self._read("verify", lambda conn: [r[0] for r in conn.execute(query, bound)])
+
     def _hash_at(self, position: int) -> str | None:
         query = self._q["hash_at"]
         row = self._read("witness", lambda conn: conn.execute(query, (position,)).fetchone())
@@ -149,6 +160,8 @@ class PostgresReads(PostgresBase):
     def _tree_blocks(self) -> tuple[int, list[TreeBlock]]:
         def run(conn: Conn) -> tuple[int, list[TreeBlock]]:
             generation = self._generation_in(conn)
+            if not self._has_tree(conn):
+                return generation, []
             rows = conn.execute(self._q["tree_read"]).fetchall()
             return generation, [
                 TreeBlock(int(b), int(first), int(last), bytes(node), bytes(mac))
@@ -168,6 +181,8 @@ class PostgresReads(PostgresBase):
             conn.execute(pgsql.LOCK, (self._tree_key,))
             if self._generation_in(conn) != generation:
                 return False  # a purge since the rows' records were read: rebuild instead
+            if not self._has_tree(conn):
+                return None  # dropped by hand: the next writable open creates it again
             if replace:
                 conn.execute(self._q["tree_drop"])
             row = conn.execute(self._q["tree_count"]).fetchone()

@@ -21,6 +21,8 @@ __all__ = [
     "MIGRATIONS_EXIST",
     "SCHEMA_EXISTS",
     "SET_READ_COMMITTED",
+    "TABLE_EXISTS",
+    "TREE_MIGRATION",
     "UNIQUE_SEQ",
     "lock_key",
     "render",
@@ -239,6 +241,7 @@ _Q_READ_ALL = _Q_SELECT + (
 )
 # The witness's anchors (eventlog.witness): any committed record, also above the watermark.
 _Q_HASH_AT = "SELECT hash FROM {schema}.events WHERE position = %s"
+_Q_RECORD_AT = _Q_SELECT + "WHERE position = %s"
 _Q_PURGES_AFTER = _Q_SELECT + (
     "WHERE position > %s AND kind = 'memory_purged' ORDER BY position LIMIT %s"
 )
@@ -360,8 +363,13 @@ _Q_CREATE_MIGRATIONS = (
     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
 )
 MIGRATIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
+TABLE_EXISTS = MIGRATIONS_EXIST  # param: the schema-qualified, quoted table name
+TREE_MIGRATION = 4  # creates ledger_blocks: derived data, created again if dropped by hand
 _Q_VERSIONS = "SELECT version FROM {schema}.eventlog_migrations"
-_Q_VERSION = "SELECT count(*), max(version) FROM {schema}.eventlog_migrations"
+# And whether ledger_blocks is there (the parameter: its quoted name): see PostgresSchema.setup.
+_Q_VERSION = (
+    "SELECT count(*), max(version), to_regclass(%s) IS NOT NULL FROM {schema}.eventlog_migrations"
+)
 _Q_RECORD_VERSION = "INSERT INTO {schema}.eventlog_migrations (version) VALUES (%s)"
 
 _Q_PUT_NAME = (
@@ -385,6 +393,7 @@ _TEMPLATES = {
     "range_rows": _Q_RANGE_ROWS,
     "read_all": _Q_READ_ALL,
     "hash_at": _Q_HASH_AT,
+    "record_at": _Q_RECORD_AT,
     "purges_after": _Q_PURGES_AFTER,
     "watermark": _Q_WATERMARK,
     "terminate_holder": _Q_TERMINATE_HOLDER,

@@ -35,6 +35,11 @@ the kit. The chain key's argument was ``key=`` before chatledger named its three
 backend written then renames it, or accepts both with
 :func:`eventlog.keycheck.chain_key_argument` (which warns on the old name).
 
+Tests that assert on the global order (``read_all``, digests, proofs) right after writing
+first call :func:`eventlog.testing.records.settled`, which waits until ``read_all`` shows every
+committed record: PostgreSQL's holds records back while an older transaction runs anywhere on
+the server, and a backend of yours may trail its commits too.
+
 Needs pytest and freezegun (``pip install 'chatledger[test]'``).
 """
 

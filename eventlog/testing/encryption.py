@@ -16,7 +16,7 @@ from eventlog.keyring_file import FileKeyring
 from eventlog.ledger import verify_inclusion
 from eventlog.serialization import decode_event
 from eventlog.testing._base import reopens
-from eventlog.testing.records import added, batch, texts
+from eventlog.testing.records import added, batch, settled, texts
 
 SECRET = "my IBAN is DE89 3704 0044 0532 0130 00"  # noqa: S105 - a message, not a password
 
@@ -97,7 +97,7 @@ class EncryptionContract:
         # Check chains, digests and proofs verify without any key.
         plain = backend.open()
         assert plain.verify().ok
-        digest = store.digest()
+        digest = settled(store).digest()
         assert plain.verify(digest=digest).ok
         proof = plain.prove(("alice", "s1"), 1, digest=digest)
         assert verify_inclusion(proof, digest)

@@ -9,7 +9,7 @@ import pytest
 from eventlog.ledger_models import LedgerDigest
 from eventlog.receipts import check_receipt, find_receipt, receipt_bundle
 from eventlog.testing._base import reopens
-from eventlog.testing.records import batch
+from eventlog.testing.records import batch, settled
 
 KEY = b"k" * 32
 
@@ -51,7 +51,7 @@ class ReceiptsContract:
 
     def test_a_receipt_file_checks_offline_against_the_trusted_digest(self, store):
         receipt = _erased(store)
-        trusted = store.digest()
+        trusted = settled(store).digest()
         text = receipt_bundle(store, receipt)
         check = check_receipt(text, LedgerDigest.from_json(trusted.to_json()))
         assert check.ok, check.reason
@@ -72,7 +72,7 @@ class ReceiptsContract:
     )
     def test_an_edited_receipt_file_does_not_check(self, store, edit, reason):
         receipt = _erased(store)
-        trusted = store.digest()
+        trusted = settled(store).digest()
         doc = json.loads(receipt_bundle(store, receipt))
         edit(doc)
         check = check_receipt(json.dumps(doc), trusted)
@@ -81,9 +81,9 @@ class ReceiptsContract:
 
     def test_a_receipt_against_another_digest_says_which_to_ask_for(self, store):
         receipt = _erased(store)
-        older = store.digest()
+        older = settled(store).digest()
         store.append(("bob", "s1"), batch("even later"))
-        newer_file = receipt_bundle(store, receipt)  # against the log now
+        newer_file = receipt_bundle(settled(store), receipt)  # against the log now
         check = check_receipt(newer_file, older)
         assert not check.ok and "--digest FILE" in check.reason
         # Asked against the trusted digest, it checks.
@@ -93,7 +93,7 @@ class ReceiptsContract:
     def test_a_keyed_ledgers_receipt_needs_its_key_to_tie_the_record(self, backend):
         store = backend.open(chain_key=KEY)
         receipt = _erased(store)
-        trusted = store.digest()
+        trusted = settled(store).digest()
         text = receipt_bundle(store, receipt)
         without = check_receipt(text, trusted)
         assert not without.ok and "keyed ledger" in without.reason

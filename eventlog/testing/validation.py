@@ -21,7 +21,7 @@ from eventlog.ids import StreamKey
 from eventlog.models import NewRecord
 from eventlog.recorders.memory import InMemoryEventStore
 from eventlog.serialization import added_record, cleared_record
-from eventlog.testing.records import added, batch, texts
+from eventlog.testing.records import added, batch, settled, texts
 from eventlog.validation import MAX_KEY_BYTES, MAX_SEQ
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -96,7 +96,7 @@ class ValidationContract:
         assert store.read("u1", limit=0) == []
         assert store.read("u1", gt=MAX_SEQ) == []
         # Check read_all takes a position below 1 (verify looks for rows moved there by hand).
-        assert len(store.read_all(gt=-(1 << 62))) == 2
+        assert len(settled(store).read_all(gt=-(1 << 62))) == 2
         assert len(store.read_all(gt=-MAX_SEQ - 1, limit=1)) == 1
 
     def test_a_lone_surrogate_in_an_id_is_a_value_error_naming_it(self, store):

@@ -25,7 +25,7 @@ from eventlog.checkpoint import open_checkpoint, sign_checkpoint, verify_checkpo
 from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
 from eventlog.note import NoteError, generate_key, open_note, sign_note
 from eventlog.receipts import check_receipt, receipt_bundle
-from eventlog.testing.records import user_payload
+from eventlog.testing.records import settled, user_payload
 from projections import MessageWindowChatMemory
 from projections.cli import main
 from tests.eventlog.test_ledger import _fill
@@ -62,7 +62,7 @@ def test_a_message_edited_under_its_hash_does_not_pass_verify_checkpoint(backend
     _say(store, "conv", "I agree to the terms.", "Please ship it.")
     _say(store, "other", "hello")
     signer, verifier = generate_key("example.com/log")
-    note = sign_checkpoint(store, ORIGIN, signer)
+    note = sign_checkpoint(settled(store), ORIGIN, signer)
     d = digest(store)
     backend.tamper(store, "conv", 2, "payload", user_payload("Cancel both."))
     auditor = backend.open(**kwargs)
@@ -107,7 +107,7 @@ def test_two_memories_records_swapped_in_the_global_order_fail_digest_and_checkp
     _say(store, "a", "one", "two")
     _say(store, "b", "three")
     signer, verifier = generate_key("log")
-    note = sign_checkpoint(store, ORIGIN, signer)
+    note = sign_checkpoint(settled(store), ORIGIN, signer)
     d = digest(store)
     rows = store.read_all()
     first, last = rows[0].position, rows[-1].position

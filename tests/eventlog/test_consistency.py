@@ -10,11 +10,10 @@ import pytest
 
 from eventlog import ConsistencyProof, InMemoryEventStore, verify_consistency
 from eventlog.consistency import evidence_json, prove_consistency, read_evidence
-from eventlog.ledger import digest
 from eventlog.ledger_models import LedgerDigest
 from eventlog.merkle import EMPTY_ROOT, MerkleTree
 from eventlog.testing.records import batch, user_payload
-from tests.eventlog.test_ledger import _delete, _fill, _forge_and_rehash
+from tests.eventlog.test_ledger import _delete, _fill, _forge_and_rehash, digest
 from tests.eventlog.test_merkle import ref_mth, ref_proof
 
 _T = datetime(2026, 1, 1, tzinfo=UTC)

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 from eventlog import ChainIntegrityError, SQLiteEventStore, ledger_scan, verify_consistency
 from eventlog import ledger as ledger_module
 from eventlog.ids import StreamKey
-from eventlog.ledger import digest, prove, verify_digest, verify_inclusion
+from eventlog.ledger import verify_inclusion
 from eventlog.ledger_models import LedgerDigest
 from eventlog.ledger_tree import BLOCK
 from eventlog.merkle import InMemoryNodeStore, MerkleTree
 from eventlog.sqlite import SCAN_ROWS
 from eventlog.testing.records import batch
 from tests.conftest import PG_DSN
-from tests.eventlog.test_ledger import _delete, _forge_and_rehash
+from tests.eventlog.test_ledger import _delete, _forge_and_rehash, digest, prove, verify_digest
 
 
 def _grow(store, count, *, start=0, memories=7):

@@ -21,7 +21,7 @@ from eventlog import verify_inclusion
 from eventlog.ids import memory_key
 from eventlog.postgres import PostgresEventStore
 from eventlog.recorders.postgres_sql import stream_lock_key
-from eventlog.testing.records import added, batch, texts
+from eventlog.testing.records import added, batch, settled, texts
 from tests.conftest import PG_DSN
 from tests.eventlog.test_postgres import _drop, _pg  # noqa: F401 - _pg is a fixture
 
@@ -212,6 +212,9 @@ def test_a_tailer_under_four_concurrent_writers_misses_and_repeats_nothing(schem
         try:
             with multiprocessing.get_context("spawn").Pool(writers) as pool:
                 pool.map(_mixed_writer, [(schema, w, count) for w in range(writers)])
+            # The tailer may stop at its next empty page: first wait until the global order
+            # shows every record (another session's transaction can hold the last ones back).
+            settled(tailer)
         finally:
             done.set()
             reader.join()

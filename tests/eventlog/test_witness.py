@@ -15,7 +15,7 @@ import pytest
 from eventlog import RollbackError
 from eventlog.errors import EventLogError, PersistenceError
 from eventlog.merkle import MerkleTree
-from eventlog.testing.records import batch
+from eventlog.testing.records import batch, settled
 from eventlog.witness import FileWitness, TreeState
 from tests.conftest import PG_DSN
 from tests.eventlog.test_forger import Db
@@ -119,7 +119,7 @@ def test_a_fresh_witness_is_created_on_first_open_and_moved_on_close(backend, tm
     assert _witnessed(path)["size"] == 0
     store.append("u1", batch("a", "b"))
     store.append("u2", batch("c"))
-    store.close()
+    settled(store).close()
     data = _witnessed(path)
     assert (data["size"], data["format"]) == (3, "chatledger.witness/1")
     auditor = backend.open(read_only=True)
@@ -194,7 +194,7 @@ def test_a_diverging_ledger_is_refused(backend, tmp_path):
     store = backend.open(witness=path)
     store.append("u1", batch("a", "b"))
     store.append("u2", batch("c"))
-    store.close()
+    settled(store).close()
     # The same size, another root: the last witnessed record replaced.
     backend.tamper(backend.open(), "u2", 1, "hash", "f" * 64)
     with pytest.raises(RollbackError) as caught:
@@ -209,7 +209,7 @@ def test_the_tree_check_catches_a_rewrite_before_the_last_witnessed_record(backe
     store = backend.open(witness=path)
     store.append("u1", batch("a", "b"))
     store.append("u2", batch("c"))
-    store.close()
+    settled(store).close()
     backend.tamper(backend.open(), "u1", 1, "hash", "e" * 64)
     # Check the anchor check (one indexed read) does not see it - the read path does ...
     backend.open(witness=path).close()
@@ -278,8 +278,9 @@ def test_a_purge_that_crashed_before_the_witness_moved_is_not_called_a_rollback(
     path = tmp_path / "w"
     store = backend.open(witness=path)
     store.append("u1", batch("a", "b"))
-    store.close()
+    settled(store).close()
     backend.open().purge("u1", expected_seq=2, reason="retention")  # no witness: never moved
+    settled(backend.open())
     backend.open(witness=path, read_only=True).close()
     backend.open(witness=path).close()
     assert _witnessed(path)["size"] == 1
@@ -380,7 +381,7 @@ def test_the_tree_check_accepts_a_ledger_that_grew_and_reads_in_pages(
     path = tmp_path / "w"
     store = backend.open(witness=path)
     store.append("u1", batch("a", "b", "c"))
-    store.close()
+    settled(store).close()
     backend.open().append("u2", batch("x", "y"))  # appended without the witness
     # On PostgreSQL the ledger shows records only below the server's oldest open transaction
     # (the watermark): another client's transaction - any database on the server - holds
@@ -428,13 +429,13 @@ def test_a_postgres_witness_refuses_a_restored_older_copy(backend, pg_witness_ta
     assert witness().read() is None
     store = backend.open(witness=witness())
     store.append("u1", batch("b", "c"))
-    store.close()
+    settled(store).close()
     state = witness().read()
     assert state is not None and state.size == 3
     _snapshot(backend)
     store = backend.open(witness=witness())
     store.append("u2", batch("d"))
-    store.close()
+    settled(store).close()
     _restore(backend)
     with pytest.raises(RollbackError) as caught:
         backend.open(witness=witness())
@@ -507,7 +508,7 @@ def test_a_one_record_ledger_forked_is_refused(backend, tmp_path):
     path = tmp_path / "w"
     store = backend.open(witness=path)
     store.append("u1", batch("a"))
-    store.close()
+    settled(store).close()
     assert _witnessed(path)["size"] == 1
     backend.tamper(backend.open(), "u1", 1, "hash", "f" * 64)  # a fork of one record
     with pytest.raises(RollbackError) as caught:
@@ -532,7 +533,7 @@ def test_the_anchor_check_reads_one_record_whatever_the_ledger_grew_to(backend, 
     path = tmp_path / "w"
     store = backend.open(witness=path)
     store.append("u1", batch("a", "b", "c"))
-    store.close()
+    settled(store).close()
     backend.open().append("u2", batch("x", "y"))  # appended without the witness
     _until_shown(backend, 5)
     counting = _Counting(backend.open())

@@ -12,7 +12,7 @@ from eventlog import RollbackError
 from eventlog.models import MemoryPurged, Record
 from eventlog.recorders import postgres_erase, sqlite_erase
 from eventlog.serialization import encode_event
-from eventlog.testing.records import batch
+from eventlog.testing.records import batch, settled
 from eventlog.witness import FileWitness
 from eventlog.witness_purges import _listed
 from tests.eventlog.test_forger import Db
@@ -39,7 +39,7 @@ def test_a_genuine_tombstone_copied_into_a_restored_copy_does_not_hide_the_rollb
     _snapshot(backend, "old")
     store = backend.open(witness=path, chain_key=KEY)
     store.append("u2", batch("y", "z"))  # what the rollback will take away
-    store.close()
+    settled(store).close()
     assert _witnessed(path)["size"] == 5
     # The app purges u1 later, in a run the witness has not seen yet (none attached).
     backend.open(chain_key=KEY).purge("u1", expected_seq=2, reason="retention")
@@ -70,11 +70,11 @@ def test_a_purge_the_witness_has_not_seen_passes_the_tree_check(backend, tmp_pat
     store = backend.open(witness=path, chain_key=KEY)
     for memory, text in [("u1", "a"), ("u2", "x"), ("u1", "b"), ("u2", "y")]:
         store.append(memory, batch(text))
-    store.close()
+    settled(store).close()
     plain = backend.open(chain_key=KEY)
     plain.append("u1", batch("c"))  # after the witnessed tree, purged with the rest
     plain.purge("u1", expected_seq=3, reason="retention")
-    plain.close()
+    settled(plain).close()
     backend.open(witness=FileWitness(path, check="tree"), chain_key=KEY, read_only=True).close()
     backend.open(witness=FileWitness(path, check="tree"), chain_key=KEY).close()
     assert _witnessed(path)["size"] == 3  # restarted from the ledger: x, y and the tombstone
