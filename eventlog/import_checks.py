@@ -93,6 +93,10 @@ class Brought(Mapping[int, int]):
     back (``message_retracted``), the newest event of each kind, and the newest event whose
     messages' roles are unknown (its content erased).
 
+    An erased ``messages_set`` no longer says how many items it brought: it is held with a
+    count of 0 and :attr:`unsized`, until the window check reads the count from the set's own
+    window record (:meth:`settle`), which every later window of it refers within.
+
     Args:
         first: The seq of the first event it will hold (a purged memory starts later).
     """
@@ -108,6 +112,7 @@ class Brought(Mapping[int, int]):
         "_sets",
         "_system",
         "_unknown",
+        "_unsized",
     )
 
     def __init__(self, first: int = 1) -> None:
@@ -123,6 +128,7 @@ class Brought(Mapping[int, int]):
         self._gone = array("q")
         self._newest: dict[str, int] = {}
         self._unknown = 0
+        self._unsized = 0
 
     def append(
         self,
@@ -170,8 +176,29 @@ class Brought(Mapping[int, int]):
             self._system.append(_ref(seq, index))
             self._gone.append(_ref(seq, index))
         self._newest[kind] = seq
+        self._unsized = seq if kind == "messages_set" and not known else 0
         if not known:
             self._unknown = seq
+
+    @property
+    def unsized(self) -> int:
+        """The seq of the last event held when it is a ``messages_set`` whose item count is
+        unknown (its content erased) and not yet :meth:`settle`-d (0: none)."""
+        return self._unsized
+
+    def settle(self, seq: int, count: int) -> None:
+        """Give the erased ``messages_set`` ``seq`` (the last event held, :attr:`unsized`) the
+        item count its own window record shows.
+
+        Raises:
+            ValueError: ``seq`` is not the unsized set, or ``count`` is negative.
+        """
+        if seq != self._unsized or count < 0:
+            msg = f"Brought.settle of seq {seq}: only the erased set {self._unsized} can be sized"
+            raise ValueError(msg)
+        self._counts[-1] = count
+        self._firsts[-1] = self._firsts[-2] + (count > 0)
+        self._unsized = 0
 
     def _brings(self, seq: int, index: int) -> bool:
         if not self._first <= seq <= self.last:
