@@ -29,6 +29,7 @@ from projections import (
 )
 from projections.audit import fork
 from projections.meta import check_window_record
+from tests.factories import a_cut_export
 
 
 def _export(store: EventStore, **options: object) -> list[str]:
@@ -103,7 +104,7 @@ def test_a_continuation_of_an_erased_memory_imports(tmp_path: Path) -> None:
     _say(source, "conv", "later")
     lines = _export(source)
     target = SQLiteEventStore(tmp_path / "b.db")
-    import_jsonl(target, lines[:4])  # the header, seqs 1-2 (emptied) and the receipt
+    import_jsonl(target, a_cut_export(lines[:4]))  # the header, seqs 1-2 (emptied), the receipt
     assert [r.seq for r in target.read("conv")] == [1, 2, 3]
     # Check a file that continues from the target's head (export after=3) imports onto the
     # erased prefix the target's seal holds; the result verifies and reads as the source does.
@@ -155,7 +156,7 @@ def test_an_incremental_file_claiming_an_erasure_after_content_in_the_target_is_
     source = SQLiteEventStore(tmp_path / "a.db")
     _say(source, "conv", "kept", "hidden")
     target = SQLiteEventStore(tmp_path / "b.db")
-    import_jsonl(target, _export(source, memory_id="conv")[:2])  # the header and seq 1
+    import_jsonl(target, a_cut_export(_export(source, memory_id="conv")[:2]))  # seq 1
     source.erase("conv", reason="the user asked")
     lines = _export(source, memory_id="conv", after=1)
     assert [(json.loads(x)["seq"], json.loads(x)["payload"]) for x in lines[1:2]] == [(2, "")]
