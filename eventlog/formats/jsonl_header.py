@@ -46,9 +46,10 @@ def header_line(keys: list[str], last: Mapping[str, int]) -> dict[str, Any]:
 
 
 def parse_header(line: str, refuse: Refuse) -> dict[str, int] | None:
-    """Check the header line; return its ``last`` (None: the export predates it)."""
+    """Check the header line; return its ``last`` (None: the export predates it). A byte
+    order mark before it (an editor on Windows saved the file) is not part of it."""
     try:
-        header = json.loads(line)
+        header = json.loads(line.removeprefix("\ufeff"))
     except ValueError:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
