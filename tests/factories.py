@@ -42,11 +42,11 @@ _unique = itertools.count(1)
 
 
 def a_cut_export(lines: Sequence[str]) -> list[str]:
-    """Export ``lines`` (the header first) with the header's ``last`` left out, as a file
-    written before the header said how far each memory goes: so a test may cut it, or put
-    records of several exports together, and import what is left."""
+    """Export ``lines`` (the header first) with the header's ``records`` left out, as a file
+    written before the header counted them: so a test may cut it, or put records of several
+    exports together, and import what is left."""
     header = json.loads(lines[0])
-    header.pop("last", None)
+    header.pop("records", None)
     end = "\n" if lines[0].endswith("\n") else ""
     return [json.dumps(header) + end, *lines[1:]]
 

@@ -118,20 +118,20 @@ def export_jsonl(
     """
     if memory_id is not None:
         keys = [str(store.stream_key(memory_id))]
-        head = store.head(StreamKey(keys[0]))
-        last = {keys[0]: head.seq} if head is not None and head.seq > after else {}
+        spans = [_span(store, keys[0], after)]
     else:
         if after:
             msg = "export after= needs a memory_id: seqs are per memory"
             raise ValueError(msg)
         infos = store.streams(include_system=include_system)
         keys = [info.stream_id for info in infos]
-        last = {info.stream_id: info.last_seq for info in infos}
-    # Each memory up to the head it had when the header was written: the header says how far
-    # the file goes, so an import can tell a file cut short from a whole one.
-    out.write(_dumps(header_line(keys, last)) + "\n")
+        spans = [(info.stream_id, info.last_seq, info.event_count) for info in infos]
+    # Each memory up to the head it had when the header was written: the header says how many
+    # records follow, so an import can tell a file cut short from a whole one.
+    announced = sum(records for _, _, records in spans)
+    out.write(_dumps(header_line(keys, announced)) + "\n")
     count = 0
-    for key, lte in last.items():
+    for key, lte, _ in spans:
         gt = after
         while True:
             page = store.read(StreamKey(key), gt=gt, lte=lte, limit=_PAGE)
@@ -142,7 +142,23 @@ def export_jsonl(
             if len(page) < _PAGE:
                 break
             gt = page[-1].seq
+    if count != announced:
+        msg = (
+            f"export wrote {count} records where the ledger held {announced} when it began: "
+            "a memory was purged meanwhile; export again"
+        )
+        raise ValueError(msg)
     return count
+
+
+def _span(store: EventStore, key: str, after: int) -> tuple[str, int, int]:
+    """``(key, head seq, records after seq after)`` of one memory (a purged one's records
+    start at its tombstone)."""
+    head = store.head(StreamKey(key))
+    first = store.read(StreamKey(key), gt=after, limit=1)
+    if head is None or not first or first[0].seq > head.seq:
+        return key, after, 0
+    return key, head.seq, head.seq - first[0].seq + 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -232,12 +248,12 @@ def _records(
     source: str,
     gate: ImportGate,
     copy: IO[str] | None,
-    header: dict[str, dict[str, int] | None] | None = None,
+    header: dict[str, int | None] | None = None,
 ) -> Iterator[tuple[int, Record]]:
     """Each record of an export with its line number, checked on its own (the gate's line
     and record checks) while ``copy`` is given, and written to it; without ``copy`` (the
-    writing pass reads the copy it checked) only parsed. ``header["last"]`` is set to the
-    header's ``last``."""
+    writing pass reads the copy it checked) only parsed. ``header["records"]`` is set to the
+    header's ``records``."""
     header_seen = False
     try:
         for number, raw in enumerate(gate.lines(lines), 1):
@@ -248,9 +264,9 @@ def _records(
                 continue
             gate.line(line, number)
             if not header_seen:
-                last = parse_header(line, lambda detail: _refuse(source, detail))
+                records = parse_header(line, lambda detail: _refuse(source, detail))
                 if header is not None:
-                    header["last"] = last
+                    header["records"] = records
                 header_seen = True
                 continue
             record = _parse_record(line, number, source, gate)
@@ -393,7 +409,7 @@ def _validate(
     """The checking pass: every record of the file checked in one read, holding only the
     last record of each memory (and the gate's per-memory counts), never the file."""
     plans: dict[str, _Plan] = {}
-    header: dict[str, dict[str, int] | None] = {}
+    header: dict[str, int | None] = {}
     for number, record in _records(lines, source, gate, copy, header):
         key = record.stream_id
         plan = plans.get(key)
@@ -412,10 +428,10 @@ def _validate(
         if plan.head is not None:
             gate.window(record, number)
         plan.records += 1
-    last = header.get("last")
-    if last is not None:
-        reached = {key: plan.last.seq for key, plan in plans.items()}
-        check_complete(last, reached, lambda detail: _refuse(source, detail))
+    records = header.get("records")
+    if records is not None:
+        got = sum(plan.records for plan in plans.values())
+        check_complete(records, got, lambda detail: _refuse(source, detail))
     for key, plan in plans.items():
         if plan.open_run:
             raise _refuse(source, _unreceipted(key, plan.last.seq, number + 1))

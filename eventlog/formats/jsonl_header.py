@@ -1,17 +1,18 @@
-"""The header line of a JSON Lines export: what the file is, and how far each memory goes.
+"""The header line of a JSON Lines export: what the file is, and how many records follow.
 
-``last`` maps each memory the file brings to the seq of its last record in it, read before
-the records are written (records appended meanwhile are left for the next export). An import
-then refuses a file that stops short of it - a copy interrupted or a disk that filled at a
-line boundary leaves every chain valid, and would import as a shorter history - or that brings
-a memory the header does not name. A header without ``last`` (an export written before it
-existed) is read as before: the file is taken as it is.
+``records`` is the number of record lines the export wrote, each memory read up to the head
+it had when the header was written (records appended meanwhile are left for the next export).
+An import refuses a file holding another number: a copy interrupted or a disk that filled at
+a line boundary leaves every chain valid, and the file would import as a shorter history. One
+number, not one per memory, so the header stays small whatever the ledger's size. A header
+without ``records`` (an export written before it existed) is read as before: the file is
+taken as it is.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,25 +29,25 @@ and ``format`` with record format 2 (written always, read when present, format 1
 an addition, so the version stays - an older chatledger refuses such lines by name. Lines
 gained ``position`` (the record's place in the global order, so the ledger's Merkle tree can be
 rebuilt from an export) in the same way; an import reads it when present and ignores it: the
-target store assigns its own positions. The header gained ``last`` the same way (an older
+target store assigns its own positions. The header gained ``records`` the same way (an older
 chatledger ignores it)."""
 
 Refuse = Callable[[str], ValueError]
 
 
-def header_line(keys: list[str], last: Mapping[str, int]) -> dict[str, Any]:
-    """The header of an export of ``keys`` whose records go up to ``last``."""
+def header_line(keys: list[str], records: int) -> dict[str, Any]:
+    """The header of an export of ``keys`` that writes ``records`` record lines."""
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "exported_at": format_time(datetime.now(UTC)),
+        "records": records,
         "memories": keys,
-        "last": dict(last),
     }
 
 
-def parse_header(line: str, refuse: Refuse) -> dict[str, int] | None:
-    """Check the header line; return its ``last`` (None: the export predates it). A byte
+def parse_header(line: str, refuse: Refuse) -> int | None:
+    """Check the header line; return its ``records`` (None: the export predates it). A byte
     order mark before it (an editor on Windows saved the file) is not part of it."""
     try:
         header = json.loads(line.removeprefix("\ufeff"))
@@ -65,44 +66,30 @@ def parse_header(line: str, refuse: Refuse) -> dict[str, int] | None:
             "wrote it, or a newer one"
         )
         raise refuse(msg)
-    if "last" not in header:
+    if "records" not in header:
         return None
-    last = header["last"]
-    if not isinstance(last, dict) or not all(
-        type(seq) is int and seq >= 1 for seq in last.values()
-    ):
+    records = header["records"]
+    if type(records) is not int or records < 0:
         msg = (
-            'the header\'s "last" must map each memory key to the seq of its last record '
-            f"in the file (an integer >= 1), not {last!r:.80}; export it again"
+            f'the header\'s "records" must be the number of record lines that follow (an '
+            f"integer >= 0), not {records!r:.80}; export it again"
         )
         raise refuse(msg)
-    return last
+    return records
 
 
-def check_complete(last: Mapping[str, int], reached: Mapping[str, int], refuse: Refuse) -> None:
-    """Refuse a file whose records (``reached``: key -> the seq of its last record in the
-    file) are not those its header's ``last`` announces."""
-    for key in reached:
-        if key not in last:
-            msg = (
-                f"the file brings records of {key!r:.80}, which its header does not name "
-                '("last"); it was put together by hand - export it again'
-            )
-            raise refuse(msg)
-    for key, seq in last.items():
-        got = reached.get(key)
-        if got == seq:
-            continue
-        if got is None:
-            msg = (
-                f"the export's header says {key!r:.80} goes to seq {seq}, but the file holds "
-                "none of its records: it was cut short (an interrupted copy, a full disk?); "
-                "export it again"
-            )
-        else:
-            msg = (
-                f"the records of {key!r:.80} end at seq {got}, but the export's header says "
-                f"{seq}: the file was cut short (an interrupted copy, a full disk?); export "
-                "it again"
-            )
-        raise refuse(msg)
+def check_complete(records: int, got: int, refuse: Refuse) -> None:
+    """Refuse a file holding ``got`` record lines where its header announced ``records``."""
+    if got == records:
+        return
+    if got < records:
+        msg = (
+            f"the file holds {got} records, but its header says the export wrote {records}: "
+            "it was cut short (an interrupted copy, a full disk?); export it again"
+        )
+    else:
+        msg = (
+            f"the file holds {got} records, but its header says the export wrote {records}: "
+            "records were added to it by hand; export it again"
+        )
+    raise refuse(msg)

@@ -1,4 +1,4 @@
-"""An export says how far each memory's records go, so a file cut at a line boundary (a copy
+"""An export says how many records it wrote, so a file cut at a line boundary (a copy
 interrupted, a disk that filled, ``head -n``) is refused whole instead of importing a shorter
 history as if it were all. Real SQLite files and the real PostgreSQL server, as targets."""
 
@@ -31,6 +31,12 @@ def _export(store: EventStore, **options: object) -> list[str]:
     return out.getvalue().splitlines(keepends=True)
 
 
+def _with_header(lines: list[str], **fields: object) -> list[str]:
+    header = json.loads(lines[0])
+    header.update(fields)
+    return [json.dumps(header) + "\n", *lines[1:]]
+
+
 def _refused(store: EventStore, lines: list[str], match: str) -> None:
     with pytest.raises(ValueError, match=match) as caught:
         import_jsonl(store, lines, source="x.jsonl", check=check_window_record)
@@ -39,56 +45,54 @@ def _refused(store: EventStore, lines: list[str], match: str) -> None:
     assert store.streams(include_system=True) == []
 
 
-def test_an_export_cut_after_a_record_is_refused_whole(store: EventStore) -> None:
+@pytest.mark.parametrize("cut", [1, 4], ids=["a-record", "a-whole-memory"])
+def test_an_export_cut_at_a_line_boundary_is_refused_whole(store: EventStore, cut: int) -> None:
     # Before, every record left was a valid chain, so the file imported as a history one
-    # record (here: 'second' seq 4) shorter than the ledger it came from, and nothing said so.
+    # record (or one memory) shorter than the ledger it came from, and nothing said so.
     lines = _export(_source())
-    _refused(store, lines[:-1], r"'second' end at seq 3, but the export's header says 4")
+    _refused(store, lines[:-cut], rf"holds {7 - cut} records, but its header says .* 7: it was cut")
 
 
-def test_an_export_missing_a_whole_memory_is_refused_whole(store: EventStore) -> None:
+def test_an_export_with_a_record_more_than_its_header_says_is_refused(store: EventStore) -> None:
     lines = _export(_source())
-    _refused(store, lines[:4], r"'second' .* none of its records")
-
-
-def test_an_export_bringing_a_memory_its_header_does_not_name_is_refused(
-    store: EventStore,
-) -> None:
-    lines = _export(_source())
-    header = json.loads(lines[0])
-    del header["last"]["first"]
-    edited = [json.dumps(header) + "\n", *lines[1:]]
-    _refused(store, edited, r"'first', which its header does not name")
+    _refused(store, _with_header(lines, records=6), r"holds 7 records, .* added to it by hand")
 
 
 def test_a_complete_export_and_an_incremental_one_import(store: EventStore) -> None:
     source = _source()
     lines = _export(source)
-    assert json.loads(lines[0])["last"] == {"first": 3, "second": 4}
+    assert json.loads(lines[0])["records"] == 7
     assert import_jsonl(store, lines, check=check_window_record).records == 7
     MessageWindowChatMemory(id="second", max_messages=3, store=source).add(UserMessage("more"))
     more = _export(source, memory_id="second", after=4)
-    assert json.loads(more[0])["last"] == {"second": 5}
+    assert json.loads(more[0])["records"] == 1
     assert import_jsonl(store, more, check=check_window_record).records == 1
-    # Nothing after --after: the header names no seq to reach, and the file imports nothing.
+    # Nothing after --after: the header announces none, and the file imports nothing.
     none = _export(source, memory_id="second", after=5)
-    assert json.loads(none[0])["last"] == {}
+    assert json.loads(none[0])["records"] == 0
     assert import_jsonl(store, none, check=check_window_record).records == 0
     assert store.verify().ok
 
 
-def test_an_export_written_before_the_header_said_how_far_still_imports(
-    store: EventStore,
-) -> None:
-    lines = _export(_source())
-    header = json.loads(lines[0])
-    del header["last"]
-    assert import_jsonl(store, [json.dumps(header) + "\n", *lines[1:]]).records == 7
+def test_a_purged_memory_is_counted_from_its_tombstone(store: EventStore) -> None:
+    source = _source()
+    source.purge("first", expected_seq=3, reason="retention")
+    lines = _export(source)
+    assert json.loads(lines[0])["records"] == len(lines) - 1
+    report = import_jsonl(store, lines, check=check_window_record, skip_purged=True)
+    assert report.skipped == ("first",) and report.records == 4
+    one = _export(source, memory_id="first", after=1)
+    assert json.loads(one[0])["records"] == len(one) - 1 == 1
 
 
-@pytest.mark.parametrize("last", [[], {"first": "3"}, {"first": True}, {"first": 0}, 7])
-def test_a_malformed_last_in_the_header_is_refused(store: EventStore, last: object) -> None:
+def test_an_export_written_before_the_header_counted_still_imports(store: EventStore) -> None:
     lines = _export(_source())
     header = json.loads(lines[0])
-    header["last"] = last
-    _refused(store, [json.dumps(header) + "\n", *lines[1:]], r"header's \"last\"")
+    del header["records"]
+    assert import_jsonl(store, [json.dumps(header) + "\n", *lines[1:-1]]).records == 6
+
+
+@pytest.mark.parametrize("records", ["7", True, -1, 7.0, None])
+def test_a_malformed_count_in_the_header_is_refused(store: EventStore, records: object) -> None:
+    lines = _export(_source())
+    _refused(store, _with_header(lines, records=records), r"header's \"records\" must be")
