@@ -7,6 +7,11 @@ a line boundary leaves every chain valid, and the file would import as a shorter
 number, not one per memory, so the header stays small whatever the ledger's size. A header
 without ``records`` (an export written before it existed) is read as before: the file is
 taken as it is.
+
+``memories`` lists the exported memories' keys for a reader of the file; an import never
+reads it. It is left out when it would make the header longer than :data:`MEMORIES_BUDGET`:
+the header is a line like any other, and a line longer than the import's bound (8 MiB, some
+200,000 UUID keys) is refused - a genuine export of a large ledger was.
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ from typing import Any
 
 from eventlog.models import format_time
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "check_complete", "header_line", "parse_header"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MEMORIES_BUDGET",
+    "check_complete",
+    "header_line",
+    "parse_header",
+]
 
 FORMAT = "chatledger-jsonl"
 """The ``format`` named in the header line of an export."""
@@ -32,18 +44,25 @@ rebuilt from an export) in the same way; an import reads it when present and ign
 target store assigns its own positions. The header gained ``records`` the same way (an older
 chatledger ignores it)."""
 
+MEMORIES_BUDGET = 2**20
+"""Characters the ``memories`` list may take in a header (beyond it the list is left out)."""
+
 Refuse = Callable[[str], ValueError]
 
 
 def header_line(keys: list[str], records: int) -> dict[str, Any]:
     """The header of an export of ``keys`` that writes ``records`` record lines."""
-    return {
+    header: dict[str, Any] = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "exported_at": format_time(datetime.now(UTC)),
         "records": records,
-        "memories": keys,
     }
+    # Counted unescaped: JSON escapes make a key at most 6 times longer, so the header stays
+    # under the import's bound of 8 MiB all the same.
+    if sum(len(key) + 3 for key in keys) <= MEMORIES_BUDGET:
+        header["memories"] = keys
+    return header
 
 
 def parse_header(line: str, refuse: Refuse) -> int | None:

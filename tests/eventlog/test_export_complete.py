@@ -11,6 +11,7 @@ import pytest
 
 from eventlog import InMemoryEventStore, UserMessage
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
+from eventlog.serialization import cleared_record
 from eventlog.store import EventStore
 from projections import MessageWindowChatMemory
 from projections.meta import check_window_record
@@ -96,3 +97,22 @@ def test_an_export_written_before_the_header_counted_still_imports(store: EventS
 def test_a_malformed_count_in_the_header_is_refused(store: EventStore, records: object) -> None:
     lines = _export(_source())
     _refused(store, _with_header(lines, records=records), r"header's \"records\" must be")
+
+
+def test_the_header_of_a_ledger_of_many_memories_stays_a_line_import_reads() -> None:
+    # Before, the header listed every memory key: a ledger of some 200,000 UUID-keyed memories
+    # exported a first line over the import's 8 MiB bound, and its own export was refused
+    # ("line 1 is longer than ..."; the command line has no way to raise the bound). Here the
+    # same with a bound of 1 MiB (max_line) and 25,000 memories of 40-character keys.
+    source = InMemoryEventStore()
+    for i in range(25_000):
+        source.append(f"{i:040d}", [cleared_record()])
+    lines = _export(source)
+    target = InMemoryEventStore()
+    report = import_jsonl(target, lines, max_line=2**20)
+    assert report.records == 25_000
+    assert len(target.streams()) == 25_000
+    assert len(lines[0]) < 1_000
+    assert "memories" not in json.loads(lines[0])
+    # A small export still lists them.
+    assert json.loads(_export(_source())[0])["memories"] == ["first", "second"]
