@@ -49,9 +49,13 @@ __all__ = [
     "nesting_depth",
 ]
 
-DEFAULT_MAX_LINE = 8 * 2**20
-"""Longest line (in characters) an import reads: far beyond any real record, and it bounds
-the memory one line can take before it is refused."""
+DEFAULT_MAX_LINE = 64 * 2**20
+"""Longest line (in characters) an import reads; it bounds the memory one line can take
+before it is refused. Append bounds no payload, so a genuine record can be long: a message
+holding a PDF or an image as base64 (providers take files of 20-32 MB, 27-43 MB as base64)
+is one line of its export. At 8 MiB such exports were refused, and the command line cannot
+raise the bound; 64 MiB holds any one file a provider accepts (a line that long costs some
+500 MB of memory to check)."""
 
 DEFAULT_MAX_DEPTH = validation.MAX_DEPTH
 """Deepest JSON nesting accepted in a line, key, payload or meta (see
@@ -377,8 +381,9 @@ class ImportGate:
 
     def _too_long(self, number: int) -> ValueError:
         return self._refuse(
-            f"line {number} is longer than {self._max_line} characters, far beyond any "
-            "chatledger record; if the file is genuine, import it with a larger max_line"
+            f"line {number} is longer than {self._max_line} characters, the import's bound "
+            "on one record; if the file is genuine, import it with a larger max_line "
+            "(eventlog.import_jsonl(store, lines, max_line=N))"
         )
 
     def named(self, store: EventStore, key: str) -> None:

@@ -4,12 +4,16 @@ history as if it were all. Real SQLite files and the real PostgreSQL server, as 
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import random
+from pathlib import Path
 
 import pytest
 
-from eventlog import InMemoryEventStore, UserMessage
+from eventlog import InMemoryEventStore, SQLiteEventStore, UserMessage
+from eventlog.contents import PdfFileContent, TextContent
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.serialization import cleared_record
 from eventlog.store import EventStore
@@ -116,3 +120,18 @@ def test_the_header_of_a_ledger_of_many_memories_stays_a_line_import_reads() -> 
     assert "memories" not in json.loads(lines[0])
     # A small export still lists them.
     assert json.loads(_export(_source())[0])["memories"] == ["first", "second"]
+
+
+def test_a_message_holding_a_large_pdf_exports_and_imports(tmp_path: Path) -> None:
+    # Append takes a 7 MB PDF (9.3 MB as base64, what a provider accepts); its export was one
+    # 9.3 MB line, which the import refused as "longer than 8388608 characters, far beyond
+    # any chatledger record" - with no option of the command line to raise the bound.
+    source = SQLiteEventStore(tmp_path / "a.db")
+    pdf = base64.b64encode(random.Random(7).randbytes(7_000_000)).decode()
+    message = UserMessage(contents=[TextContent("summarize"), PdfFileContent(base64_data=pdf)])
+    MessageWindowChatMemory(id="doc", max_messages=4, store=source).add(message)
+    lines = _export(source)
+    assert len(lines[1]) > 9_000_000
+    target = SQLiteEventStore(tmp_path / "b.db")
+    assert import_jsonl(target, io.StringIO("".join(lines)), check=check_window_record).records == 1
+    assert MessageWindowChatMemory(id="doc", max_messages=4, store=target).messages() == [message]
