@@ -10,8 +10,9 @@ taken as it is.
 
 ``memories`` lists the exported memories' keys for a reader of the file; an import never
 reads it. It is left out when it would make the header longer than :data:`MEMORIES_BUDGET`:
-the header is a line like any other, and a line longer than the import's bound (8 MiB, some
-200,000 UUID keys) is refused - a genuine export of a large ledger was.
+the header is a line like any other, and a line longer than the import's bound is refused - a
+genuine export of a large ledger was (some 200,000 UUID keys passed the bound of 8 MiB then;
+it grows with the ledger, past any bound).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def header_line(keys: list[str], records: int) -> dict[str, Any]:
         "records": records,
     }
     # Counted unescaped: JSON escapes make a key at most 6 times longer, so the header stays
-    # under the import's bound of 8 MiB all the same.
+    # under the import's line bound (64 MiB; even at 8 MiB) all the same.
     if sum(len(key) + 3 for key in keys) <= MEMORIES_BUDGET:
         header["memories"] = keys
     return header
