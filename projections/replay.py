@@ -346,9 +346,28 @@ def view_at(
         return []
     records = read_checked(store, memory_id, gt=seq - 1, lte=seq)
     if not records:
-        msg = f"event {seq} of {memory_id!r} is not in the store (purged?)"
-        raise ValueError(msg)
+        raise missing_event(store, memory_id, seq)
     return materialize(store, memory_id, window_refs(records[0]), identity=identity)
+
+
+def missing_event(store: EventStore, memory_id: MemoryId, seq: int) -> ValueError:
+    """Why event ``seq``, within the history, is not read: a damaged record acknowledged
+    with ``quarantine`` (reads leave it out), or one a retention purge deleted."""
+    if seq in store.quarantined(memory_id):
+        msg = (
+            f"event {seq} of {memory_id!r} is a damaged record acknowledged by quarantine: "
+            "reads leave it out, so it shows no view; look at the events around it "
+            "(`chatledger history`), or restore the record from a backup"
+        )
+    else:
+        first = store.read(memory_id, limit=1)
+        start = first[0].seq if first else seq + 1
+        msg = f"event {seq} of {memory_id!r} is not in the store" + (
+            f": a retention purge deleted it (the history starts at seq {start})"
+            if seq < start
+            else ""
+        )
+    return ValueError(msg)
 
 
 def apply(
