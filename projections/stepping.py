@@ -25,7 +25,6 @@ from projections.replay import (
     materialize,
     read_checked,
     records,
-    view_at,
     window_meta,
     window_refs,
 )
@@ -193,14 +192,6 @@ class _Replay:
         return gone + [Departure(e, "evicted") for e in new if e.ref not in kept]
 
 
-def _estimator_at(store: EventStore, key: StreamKey, seq: int) -> str | None:
-    """The token estimator recorded by event ``seq`` (None: a message window, or seq 0)."""
-    if seq == 0:
-        return None
-    (record,) = read_checked(store, key, gt=seq - 1, lte=seq)
-    return window_meta(record).estimator
-
-
 def _head_seq(store: EventStore, key: StreamKey) -> int:
     head = store.head(key)
     return 0 if head is None else head.seq
@@ -239,11 +230,16 @@ def walk(
     _check_seq("after", after, last, key)
     if upto is not None:
         _check_seq("upto", upto, last, key)
-    # From the newest event read at or before ``after``: one a read leaves out (acknowledged
-    # damage, purged) is stepped over, as the walk steps over it in the middle of a history.
-    found = read_checked(store, key, lte=after, desc=True, limit=1) if after else []
-    base = found[0].seq if found else 0
-    start = view_at(store, key, base, identity=_estimator_at(store, key, base))
+    found = read_checked(store, key, gt=after - 1, lte=after) if after else []
+    if after and not found:
+        # Left out by reads (acknowledged damage, purged): from the newest event read before
+        # it, as the walk steps over such an event in the middle of a history.
+        found = read_checked(store, key, lte=after, desc=True, limit=1)
+    start = (
+        materialize(store, key, window_refs(found[0]), identity=window_meta(found[0]).estimator)
+        if found
+        else []
+    )
     replay = _Replay(store, key, start)
     for record in records(store, key, gt=after, lte=upto):
         yield replay.step(record)
