@@ -49,7 +49,9 @@ __all__ = [
     "brought",
     "erased_error",
     "materialize",
+    "missing_event",
     "origin_entries",
+    "purged_before",
     "quarantined_seqs",
     "read_checked",
     "records",
@@ -325,6 +327,8 @@ def resolve_seq(
         raise ValueError(msg)
     if at is not None:
         found = store.seq_at(memory_id, at)
+        if found is None:  # before every event read: before the memory, or purged
+            purged_before(store, memory_id, 0, f"as_of(at={at.isoformat()})")
         return 0 if found is None else found
     assert seq is not None  # noqa: S101 - narrowed by the check above
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
@@ -336,6 +340,25 @@ def resolve_seq(
         msg = f"as_of(seq={seq}) of {memory_id!r}: the history ends at seq {last}"
         raise ValueError(msg)
     return seq
+
+
+def purged_before(store: EventStore, memory_id: MemoryId, seq: int, asked: str) -> None:
+    """Refuse a look at the view after ``seq`` (0: at a time before every event read) when a
+    retention purge deleted the events up to it: the view then is unknown, not empty.
+
+    Raises:
+        ValueError: The memory's history starts with a tombstone after ``seq``.
+    """
+    first = store.read(memory_id, limit=1)
+    if first and first[0].kind == "memory_purged" and seq < first[0].seq:
+        tombstone = first[0]
+        msg = (
+            f"{asked} of {memory_id!r}: events 1..{tombstone.seq - 1} were deleted by a "
+            f"retention purge (its tombstone is seq {tombstone.seq}, "
+            f"{tombstone.recorded_at_text}), so what the memory showed then is unknown; "
+            f"look at seq {tombstone.seq} or later"
+        )
+        raise ValueError(msg)
 
 
 def view_at(

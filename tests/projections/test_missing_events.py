@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from eventlog.testing.records import user_payload
-from projections import MessageWindowChatMemory
+from projections import MessageWindowChatMemory, MessageWindowPolicy, what_if
 from projections.audit import diff, explain
 from projections.cli import main
 from tests.factories import a_message
@@ -74,3 +74,21 @@ def test_the_events_after_a_quarantined_one_are_explained_and_diffed(backend, re
     assert explain(fresh, "conv", 4).entered_at == 4
     changes = diff(fresh, "conv", 3, 5)
     assert [c.entry.ref for c in changes.entered] == [(4, 0), (5, 0)]
+
+
+def test_time_travel_into_a_purged_span_is_refused_not_empty(store) -> None:
+    # Before, as_of(at=) a time the purge deleted, and what_if(seq=) a purged seq, answered
+    # [] - "the model saw nothing" - where what it saw is unknown.
+    memory = _conversation(store)
+    during = store.read("conv")[-1].recorded_at
+    store.purge("conv", expected_seq=5, reason="retention")
+    memory.add(a_message("user", "after the purge"))
+    named = r"of 'conv': events 1\.\.5 were deleted by a retention purge"
+    with pytest.raises(ValueError, match=named):
+        memory.as_of(at=during)
+    with pytest.raises(ValueError, match=named):
+        what_if(store, "conv", MessageWindowPolicy(2), seq=3)
+    with pytest.raises(ValueError, match=named):
+        what_if(store, "conv", MessageWindowPolicy(2), at=during)
+    assert memory.as_of(seq=0) == [] and what_if(store, "conv", MessageWindowPolicy(2), seq=0) == []
+    assert len(what_if(store, "conv", MessageWindowPolicy(2), seq=7)) == 1
