@@ -50,9 +50,13 @@ __all__ = [
     "nesting_depth",
 ]
 
-DEFAULT_MAX_LINE = 8 * 2**20
-"""Longest line (in characters) an import reads: far beyond any real record, and it bounds
-the memory one line can take before it is refused."""
+DEFAULT_MAX_LINE = 64 * 2**20
+"""Longest line (in characters) an import reads; it bounds the memory one line can take
+before it is refused. Append bounds no payload, so a genuine record can be long: a message
+holding a PDF or an image as base64 (providers take files of 20-32 MB, 27-43 MB as base64)
+is one line of its export. At 8 MiB such exports were refused, and the command line cannot
+raise the bound; 64 MiB holds any one file a provider accepts (a line that long costs some
+500 MB of memory to check)."""
 
 DEFAULT_MAX_DEPTH = validation.MAX_DEPTH
 """Deepest JSON nesting accepted in a line, key, payload or meta (see
@@ -94,6 +98,10 @@ class Brought(Mapping[int, int]):
     back (``message_retracted``), the newest event of each kind, and the newest event whose
     messages' roles are unknown (its content erased).
 
+    An erased ``messages_set`` no longer says how many items it brought: it is held with a
+    count of 0 and :attr:`unsized`, until the window check reads the count from the set's own
+    window record (:meth:`settle`), which every later window of it refers within.
+
     Args:
         first: The seq of the first event it will hold (a purged memory starts later).
     """
@@ -109,6 +117,7 @@ class Brought(Mapping[int, int]):
         "_sets",
         "_system",
         "_unknown",
+        "_unsized",
     )
 
     def __init__(self, first: int = 1) -> None:
@@ -124,6 +133,7 @@ class Brought(Mapping[int, int]):
         self._gone = array("q")
         self._newest: dict[str, int] = {}
         self._unknown = 0
+        self._unsized = 0
 
     def append(
         self,
@@ -171,8 +181,29 @@ class Brought(Mapping[int, int]):
             self._system.append(_ref(seq, index))
             self._gone.append(_ref(seq, index))
         self._newest[kind] = seq
+        self._unsized = seq if kind == "messages_set" and not known else 0
         if not known:
             self._unknown = seq
+
+    @property
+    def unsized(self) -> int:
+        """The seq of the last event held when it is a ``messages_set`` whose item count is
+        unknown (its content erased) and not yet :meth:`settle`-d (0: none)."""
+        return self._unsized
+
+    def settle(self, seq: int, count: int) -> None:
+        """Give the erased ``messages_set`` ``seq`` (the last event held, :attr:`unsized`) the
+        item count its own window record shows.
+
+        Raises:
+            ValueError: ``seq`` is not the unsized set, or ``count`` is negative.
+        """
+        if seq != self._unsized or count < 0:
+            msg = f"Brought.settle of seq {seq}: only the erased set {self._unsized} can be sized"
+            raise ValueError(msg)
+        self._counts[-1] = count
+        self._firsts[-1] = self._firsts[-2] + (count > 0)
+        self._unsized = 0
 
     def _brings(self, seq: int, index: int) -> bool:
         if not self._first <= seq <= self.last:
@@ -359,8 +390,9 @@ class ImportGate:
 
     def _too_long(self, number: int) -> ValueError:
         return self._refuse(
-            f"line {number} is longer than {self._max_line} characters, far beyond any "
-            "chatledger record; if the file is genuine, import it with a larger max_line"
+            f"line {number} is longer than {self._max_line} characters, the import's bound "
+            "on one record; if the file is genuine, import it with a larger max_line "
+            "(eventlog.import_jsonl(store, lines, max_line=N))"
         )
 
     def named(self, store: EventStore, key: str) -> None:

@@ -32,7 +32,14 @@ from eventlog.serialization import encode_event
 from eventlog.store import EventStore
 from eventlog.validation import shown
 from projections.meta import ForkOrigin, WindowMeta
-from projections.replay import brought, materialize, read_checked, view_at, window_meta
+from projections.replay import (
+    brought,
+    materialize,
+    missing_event,
+    read_checked,
+    view_at,
+    window_meta,
+)
 from projections.stepping import Step, _check_seq, _head_seq, walk
 from projections.window import Entry, Reason, set_system_refs
 
@@ -319,6 +326,8 @@ def explain(store: EventStore, memory_id: MemoryId, seq: int, index: int = 0) ->
     ref = (seq, index)
     entered: Entry | None = None
     for step in walk(store, key, after=seq - 1):
+        if entered is None and step.seq != seq:
+            break  # event seq is not read: acknowledged damage, or purged
         if step.seq == seq:
             came = {e.ref: e for e in brought(step.record)}
             if ref not in came:
@@ -332,7 +341,8 @@ def explain(store: EventStore, memory_id: MemoryId, seq: int, index: int = 0) ->
         for gone in step.departures:
             if gone.entry.ref == ref:
                 return Change(gone.entry, seq, step.seq, gone.reason)
-    assert entered is not None  # noqa: S101 - the walk starts at event seq, which exists
+    if entered is None:
+        raise missing_event(store, key, seq)
     return Change(entered, seq, None, None)
 
 

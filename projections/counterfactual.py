@@ -42,6 +42,7 @@ from projections.replay import (
     _limit_of,
     apply,
     materialize,
+    purged_before,
     quarantined_seqs,
     resolve_seq,
 )
@@ -107,6 +108,8 @@ def what_if(
     target = None if seq is None and at is None else resolve_seq(store, memory_id, seq=seq, at=at)
     if target == 0:
         return []
+    if seq is not None:
+        purged_before(store, memory_id, seq, f"what_if(seq={seq})")
     tail = _tail_window(store, memory_id, policy, target)
     if tail is not None:
         return [e.message for e in tail]

@@ -362,6 +362,8 @@ def check_window_record(record: Record, brought: Brought) -> None:
     meta = WindowMeta.decode(record.meta)
     if meta is None:
         return
+    if brought.unsized == record.seq:
+        brought.settle(record.seq, _erased_set_size(meta, record.seq))
     for name, value in (("summary", meta.summary), ("coverage", meta.through)):
         if value is not None and value > record.seq:
             msg = f"names {name} seq {value}, after the event itself ({record.seq})"
@@ -425,6 +427,22 @@ def check_window_record(record: Record, brought: Brought) -> None:
         # A framework session's list (recorded unbounded) may reorder and leave gaps:
         # LangGraph replaces and removes messages by id. A memory's window never does.
         _check_sequence(meta, brought)
+
+
+def _erased_set_size(meta: WindowMeta, seq: int) -> int:
+    """How many items the ``messages_set`` ``seq``, whose content was erased, brought, as its
+    own window record shows: a token window counted each item (``tok``); otherwise the set's
+    last item is the newest message of its window (trimming takes from the front), so one
+    past the highest index the window names. Later windows name only items this one holds."""
+    if isinstance(meta.tokens, list):
+        return len(meta.tokens)
+    size = 0
+    for run in meta.runs:
+        if len(run) == 3 and run[0] == seq:
+            size = max(size, run[2] + 1)
+        elif len(run) == 2 and run[0] <= seq <= run[1]:
+            size = max(size, 1)
+    return size
 
 
 def _check_system(meta: WindowMeta) -> None:

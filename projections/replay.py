@@ -50,7 +50,9 @@ __all__ = [
     "brought",
     "erased_error",
     "materialize",
+    "missing_event",
     "origin_entries",
+    "purged_before",
     "quarantined_seqs",
     "read_checked",
     "records",
@@ -326,6 +328,8 @@ def resolve_seq(
         raise ValueError(msg)
     if at is not None:
         found = store.seq_at(memory_id, at)
+        if found is None:  # before every event read: before the memory, or purged
+            purged_before(store, memory_id, 0, f"as_of(at={at.isoformat()})")
         return 0 if found is None else found
     assert seq is not None  # noqa: S101 - narrowed by the check above
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
@@ -339,6 +343,25 @@ def resolve_seq(
     return seq
 
 
+def purged_before(store: EventStore, memory_id: MemoryId, seq: int, asked: str) -> None:
+    """Refuse a look at the view after ``seq`` (0: at a time before every event read) when a
+    retention purge deleted the events up to it: the view then is unknown, not empty.
+
+    Raises:
+        ValueError: The memory's history starts with a tombstone after ``seq``.
+    """
+    first = store.read(memory_id, limit=1)
+    if first and first[0].kind == "memory_purged" and seq < first[0].seq:
+        tombstone = first[0]
+        msg = (
+            f"{asked} of {memory_id!r}: events 1..{tombstone.seq - 1} were deleted by a "
+            f"retention purge (its tombstone is seq {tombstone.seq}, "
+            f"{tombstone.recorded_at_text}), so what the memory showed then is unknown; "
+            f"look at seq {tombstone.seq} or later"
+        )
+        raise ValueError(msg)
+
+
 def view_at(
     store: EventStore, memory_id: MemoryId, seq: int, *, identity: str | None = None
 ) -> list[Entry]:
@@ -347,9 +370,28 @@ def view_at(
         return []
     records = read_checked(store, memory_id, gt=seq - 1, lte=seq)
     if not records:
-        msg = f"event {seq} of {memory_id!r} is not in the store (purged?)"
-        raise ValueError(msg)
+        raise missing_event(store, memory_id, seq)
     return materialize(store, memory_id, window_refs(records[0]), identity=identity)
+
+
+def missing_event(store: EventStore, memory_id: MemoryId, seq: int) -> ValueError:
+    """Why event ``seq``, within the history, is not read: a damaged record acknowledged
+    with ``quarantine`` (reads leave it out), or one a retention purge deleted."""
+    if seq in store.quarantined(memory_id):
+        msg = (
+            f"event {seq} of {memory_id!r} is a damaged record acknowledged by quarantine: "
+            "reads leave it out, so it shows no view; look at the events around it "
+            "(`chatledger history`), or restore the record from a backup"
+        )
+    else:
+        first = store.read(memory_id, limit=1)
+        start = first[0].seq if first else seq + 1
+        msg = f"event {seq} of {memory_id!r} is not in the store" + (
+            f": a retention purge deleted it (the history starts at seq {start})"
+            if seq < start
+            else ""
+        )
+    return ValueError(msg)
 
 
 def apply(

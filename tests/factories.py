@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from eventlog.models import CURRENT_SCHEMA_VERSION, Record
 __all__ = [
     "Step",
     "a_conversation",
+    "a_cut_export",
     "a_message",
     "a_record",
     "a_tool_exchange",
@@ -37,6 +39,16 @@ __all__ = [
 ]
 
 _unique = itertools.count(1)
+
+
+def a_cut_export(lines: Sequence[str]) -> list[str]:
+    """Export ``lines`` (the header first) with the header's ``records`` left out, as a file
+    written before the header counted them: so a test may cut it, or put records of several
+    exports together, and import what is left."""
+    header = json.loads(lines[0])
+    header.pop("records", None)
+    end = "\n" if lines[0].endswith("\n") else ""
+    return [json.dumps(header) + end, *lines[1:]]
 
 
 def _fresh(prefix: str) -> str:

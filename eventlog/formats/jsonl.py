@@ -11,10 +11,17 @@ import dataclasses
 import json
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import IO
 
 from eventlog.erasure import erasure_step
+from eventlog.formats.jsonl_header import (
+    FORMAT,
+    FORMAT_VERSION,
+    check_complete,
+    header_line,
+    parse_header,
+)
 from eventlog.hashing import CONTENT_MISMATCH, FORMATS, GENESIS, RECEIPT_KINDS
 from eventlog.ids import PSEUDONYM_PREFIX, SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key
 from eventlog.import_checks import (
@@ -30,17 +37,6 @@ from eventlog.validation import Checked
 from eventlog.vouch import erased_bound
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ImportReport", "export_jsonl", "import_jsonl"]
-
-FORMAT = "chatledger-jsonl"
-"""The ``format`` named in the header line of an export."""
-
-FORMAT_VERSION = 1
-"""The export format version this code writes and reads. Lines gained ``salt``, ``commitment``
-and ``format`` with record format 2 (written always, read when present, format 1 when absent):
-an addition, so the version stays - an older chatledger refuses such lines by name. Lines
-gained ``position`` (the record's place in the global order, so the ledger's Merkle tree can be
-rebuilt from an export) in the same way; an import reads it when present and ignores it: the
-target store assigns its own positions."""
 
 _PAGE = 2_000
 _WRITE_CHUNK = 5_000
@@ -122,26 +118,26 @@ def export_jsonl(
     """
     if memory_id is not None:
         keys = [str(store.stream_key(memory_id))]
+        spans = [_span(store, keys[0], after)]
     else:
         if after:
             msg = "export after= needs a memory_id: seqs are per memory"
             raise ValueError(msg)
-        keys = [info.stream_id for info in store.streams(include_system=include_system)]
-    header = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "exported_at": format_time(datetime.now(UTC)),
-        "memories": keys,
-    }
+        infos = store.streams(include_system=include_system)
+        keys = [info.stream_id for info in infos]
+        spans = [(info.stream_id, info.last_seq, info.event_count) for info in infos]
     if not callable(getattr(out, "write", None)):
         msg = f"export_jsonl: out must be a text stream (open(path, 'w')), not {type(out).__name__}"
         raise TypeError(msg)
-    out.write(_dumps(header) + "\n")
+    # Each memory up to the head it had when the header was written: the header says how many
+    # records follow, so an import can tell a file cut short from a whole one.
+    announced = sum(records for _, _, records in spans)
+    out.write(_dumps(header_line(keys, announced)) + "\n")
     count = 0
-    for key in keys:
+    for key, lte, _ in spans:
         gt = after
         while True:
-            page = store.read(StreamKey(key), gt=gt, limit=_PAGE)
+            page = store.read(StreamKey(key), gt=gt, lte=lte, limit=_PAGE)
             out.writelines(_record_line(r) + "\n" for r in page)
             count += len(page)
             if progress is not None and page:
@@ -149,7 +145,23 @@ def export_jsonl(
             if len(page) < _PAGE:
                 break
             gt = page[-1].seq
+    if count != announced:
+        msg = (
+            f"export wrote {count} records where the ledger held {announced} when it began: "
+            "a memory was purged meanwhile; export again"
+        )
+        raise ValueError(msg)
     return count
+
+
+def _span(store: EventStore, key: str, after: int) -> tuple[str, int, int]:
+    """``(key, head seq, records after seq after)`` of one memory (a purged one's records
+    start at its tombstone)."""
+    head = store.head(StreamKey(key))
+    first = store.read(StreamKey(key), gt=after, limit=1)
+    if head is None or not first or first[0].seq > head.seq:
+        return key, after, 0
+    return key, head.seq, head.seq - first[0].seq + 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -170,26 +182,6 @@ class ImportReport:
 
 def _refuse(source: str, detail: str) -> ValueError:
     return ValueError(f"import of {source} refused, nothing was written: {detail}")
-
-
-def _parse_header(line: str, source: str) -> None:
-    try:
-        header = json.loads(line)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise _refuse(
-            source,
-            f"it is not a chatledger export (the first line must be a {FORMAT!r} header; "
-            "write one with `chatledger export`)",
-        )
-    version = header.get("version")
-    if type(version) is not int or version != FORMAT_VERSION:  # true == 1 in Python
-        raise _refuse(
-            source,
-            f"format version {version!r} is not {FORMAT_VERSION}; use the chatledger that "
-            "wrote it, or a newer one",
-        )
 
 
 def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Record:
@@ -255,11 +247,16 @@ def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Reco
 
 
 def _records(
-    lines: Iterable[str], source: str, gate: ImportGate, copy: IO[str] | None
+    lines: Iterable[str],
+    source: str,
+    gate: ImportGate,
+    copy: IO[str] | None,
+    header: dict[str, int | None] | None = None,
 ) -> Iterator[tuple[int, Record]]:
     """Each record of an export with its line number, checked on its own (the gate's line
     and record checks) while ``copy`` is given, and written to it; without ``copy`` (the
-    writing pass reads the copy it checked) only parsed."""
+    writing pass reads the copy it checked) only parsed. ``header["records"]`` is set to the
+    header's ``records``."""
     header_seen = False
     try:
         for number, raw in enumerate(gate.lines(lines), 1):
@@ -270,7 +267,9 @@ def _records(
                 continue
             gate.line(line, number)
             if not header_seen:
-                _parse_header(line, source)
+                records = parse_header(line, lambda detail: _refuse(source, detail))
+                if header is not None:
+                    header["records"] = records
                 header_seen = True
                 continue
             record = _parse_record(line, number, source, gate)
@@ -413,7 +412,8 @@ def _validate(
     """The checking pass: every record of the file checked in one read, holding only the
     last record of each memory (and the gate's per-memory counts), never the file."""
     plans: dict[str, _Plan] = {}
-    for number, record in _records(lines, source, gate, copy):
+    header: dict[str, int | None] = {}
+    for number, record in _records(lines, source, gate, copy, header):
         key = record.stream_id
         plan = plans.get(key)
         if plan is None:
@@ -431,6 +431,10 @@ def _validate(
         if plan.head is not None:
             gate.window(record, number)
         plan.records += 1
+    records = header.get("records")
+    if records is not None:
+        got = sum(plan.records for plan in plans.values())
+        check_complete(records, got, lambda detail: _refuse(source, detail))
     for key, plan in plans.items():
         if plan.open_run:
             raise _refuse(source, _unreceipted(key, plan.last.seq, number + 1))

@@ -56,6 +56,7 @@ from projections import (
     what_if_call,
 )
 from projections.cli import main
+from tests.factories import a_cut_export
 
 KEY = b"thirty-two bytes of chain key..."
 # Far deeper than Python's recursion limit: json.loads raises RecursionError on it.
@@ -122,7 +123,7 @@ def test_a_meta_deeper_than_append_accepts_is_refused_before_any_memory_is_writt
     obj = json.loads(lines[2])
     assert obj["memory"] == "m1"
     obj["meta"] = '{"a":' + "[" * 400 + "]" * 400 + "}"
-    hostile = _rehash([lines[0], lines[1], json.dumps(obj)])
+    hostile = _rehash(a_cut_export([lines[0], lines[1], json.dumps(obj)]))
     target = InMemoryEventStore()
     with pytest.raises(ValueError, match="nothing was written: line 3: the meta of 'm1'#1 nests"):
         import_jsonl(target, hostile, max_depth=1000)
@@ -173,7 +174,7 @@ def test_a_pseudonym_an_erasable_ledger_cannot_name_is_refused_before_writing(tm
     lines = _export(src)
     system, pseudonym = json.loads(lines[1]), json.loads(lines[1])
     system["memory"], pseudonym["memory"] = "~sys:compaction", "~p:" + "ab" * 16
-    hostile = _rehash([lines[0], json.dumps(system), json.dumps(pseudonym)])
+    hostile = _rehash(a_cut_export([lines[0], json.dumps(system), json.dumps(pseudonym)]))
     with SQLiteEventStore(tmp_path / "erasable.db", erasable_ids=True) as target:
         with pytest.raises(ValueError, match=r"nothing was written: memory '~p:(ab)+' is stored"):
             import_jsonl(target, hostile)

@@ -12,15 +12,36 @@ from typing import Any
 
 import pytest
 
-from eventlog import SQLiteEventStore, UserMessage
+from eventlog import (
+    AiMessage,
+    InMemoryEventStore,
+    SQLiteEventStore,
+    SystemMessage,
+    UserMessage,
+)
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
-from projections import MessageWindowChatMemory
+from eventlog.store import EventStore
+from projections import (
+    MessageWindowChatMemory,
+    OpenAiTokenCountEstimator,
+    SummarizingChatMemory,
+    TokenWindowChatMemory,
+)
+from projections.audit import fork
+from projections.meta import check_window_record
+from tests.factories import a_cut_export
 
 
-def _export(store: SQLiteEventStore, **options: object) -> list[str]:
+def _export(store: EventStore, **options: object) -> list[str]:
     out = io.StringIO()
     export_jsonl(store, out, **options)  # type: ignore[arg-type]
     return out.getvalue().splitlines(keepends=True)
+
+
+def _sans_position(line: str) -> dict[str, Any]:
+    row: dict[str, Any] = json.loads(line)
+    row.pop("position", None)
+    return row
 
 
 def _emptied(lines: list[str], pick: Callable[[dict[str, Any]], bool]) -> list[str]:
@@ -83,7 +104,7 @@ def test_a_continuation_of_an_erased_memory_imports(tmp_path: Path) -> None:
     _say(source, "conv", "later")
     lines = _export(source)
     target = SQLiteEventStore(tmp_path / "b.db")
-    import_jsonl(target, lines[:4])  # the header, seqs 1-2 (emptied) and the receipt
+    import_jsonl(target, a_cut_export(lines[:4]))  # the header, seqs 1-2 (emptied), the receipt
     assert [r.seq for r in target.read("conv")] == [1, 2, 3]
     # Check a file that continues from the target's head (export after=3) imports onto the
     # erased prefix the target's seal holds; the result verifies and reads as the source does.
@@ -135,7 +156,7 @@ def test_an_incremental_file_claiming_an_erasure_after_content_in_the_target_is_
     source = SQLiteEventStore(tmp_path / "a.db")
     _say(source, "conv", "kept", "hidden")
     target = SQLiteEventStore(tmp_path / "b.db")
-    import_jsonl(target, _export(source, memory_id="conv")[:2])  # the header and seq 1
+    import_jsonl(target, a_cut_export(_export(source, memory_id="conv")[:2]))  # seq 1
     source.erase("conv", reason="the user asked")
     lines = _export(source, memory_id="conv", after=1)
     assert [(json.loads(x)["seq"], json.loads(x)["payload"]) for x in lines[1:2]] == [(2, "")]
@@ -165,3 +186,57 @@ def test_an_incremental_file_with_a_second_erasure_continues_the_target_erased_p
     assert [r[1:] for r in target.read("conv", gt=head)] == [
         r[1:] for r in source.read("conv", gt=head)
     ]
+
+
+def _window_memories(store: EventStore) -> None:
+    """One memory of each kind whose history holds ``messages_set`` events, then erased: a
+    set led by a system message, a set of one item, a token window (whose sets record a
+    token count per item), a summarizing memory and a fork (an untrimmed copy)."""
+    items = [SystemMessage("sys"), *(UserMessage(f"set {i}") for i in range(5))]
+    chat = MessageWindowChatMemory(id="sets", max_messages=3, store=store)
+    chat.set(items)
+    chat.add(UserMessage("after"))
+    chat.set([UserMessage("x"), AiMessage("y")])
+    single = MessageWindowChatMemory(id="single", max_messages=3, store=store)
+    single.set([UserMessage("only")])
+    single.add(UserMessage("more"))
+    tokens = TokenWindowChatMemory(
+        id="tokens",
+        max_tokens=30,
+        token_count_estimator=OpenAiTokenCountEstimator("gpt-4o-mini"),
+        store=store,
+    )
+    tokens.set([UserMessage(f"a longer message number {i}") for i in range(6)])
+    tokens.add(UserMessage("after"))
+    summary = SummarizingChatMemory(
+        "summary", max_messages=2, summarizer=lambda evicted, prev: "s", store=store
+    )
+    summary.set([UserMessage(f"s{i}") for i in range(4)])
+    summary.add(UserMessage("t"))
+    fork(store, "sets", "forked", seq=1)
+    for memory in ("sets", "single", "tokens", "summary", "forked"):
+        store.erase(memory, reason="the user asked")
+
+
+def test_erased_sets_of_every_memory_kind_import_through_the_window_check(
+    store: EventStore,
+) -> None:
+    # The import gate counted an erased messages_set as bringing no messages, so the set's
+    # own window, naming its items, was refused: no erased memory with a set could be
+    # imported with the window check (what the command line runs). Now the count an erased
+    # set brought is taken from its own window record; every later reference is bounded by it.
+    source = InMemoryEventStore()
+    _window_memories(source)
+    lines = _export(source)
+    report = import_jsonl(store, lines, check=check_window_record)
+    assert report.records == len(lines) - 1
+    assert store.verify().ok
+    for info in source.streams():
+        key = info.stream_id
+        got = [(r.seq, r.kind, r.meta, r.hash, r.erased) for r in store.read_verified(key)]
+        want = [(r.seq, r.kind, r.meta, r.hash, r.erased) for r in source.read(key)]
+        assert got == want
+    # Re-exported from the target, the file is the same byte for byte (but the header's time
+    # and the positions the target assigned).
+    again = _export(store)
+    assert [_sans_position(x) for x in again[1:]] == [_sans_position(x) for x in lines[1:]]

@@ -28,7 +28,7 @@ from projections import MessageWindowChatMemory, OpenAiTokenCountEstimator, Toke
 from projections.audit import walk
 from projections.meta import check_window_record
 from projections.replay import view_at, window_meta, window_refs
-from tests.factories import a_message, a_tool_exchange
+from tests.factories import a_cut_export, a_message, a_tool_exchange
 
 NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
@@ -215,9 +215,9 @@ def test_without_check_window_records_pass_but_the_rest_is_gated():
 
 def test_a_continued_import_checks_windows_against_the_target():
     target = InMemoryEventStore()
-    head = [LINES[0], *[line for line in LINES[1:] if json.loads(line)["memory"] == "conv"][:6]]
-    import_jsonl(target, head, check=check_window_record, now=NOW)
-    tail = [LINES[0], *[line for line in LINES[1:] if json.loads(line)["memory"] == "conv"][6:]]
+    conv = [line for line in LINES[1:] if json.loads(line)["memory"] == "conv"]
+    import_jsonl(target, a_cut_export([LINES[0], *conv[:6]]), check=check_window_record, now=NOW)
+    tail = a_cut_export([LINES[0], *conv[6:]])
     report = import_jsonl(target, tail, check=check_window_record, now=NOW)
     assert report.imported == {"conv": (7, 9)}
     _assert_usable(target)

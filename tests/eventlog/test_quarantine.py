@@ -19,6 +19,7 @@ from eventlog.testing.records import user_payload
 from projections import MessageWindowChatMemory
 from projections.adapters.openai_agents import LedgerSession
 from tests.eventlog.test_forger import KEY, Db
+from tests.factories import a_cut_export
 
 pytestmark = pytest.mark.skip_backend("memory")  # the damage is done with SQL on the files
 
@@ -193,7 +194,7 @@ def test_an_acknowledgement_survives_export_and_import(backend, tmp_path) -> Non
     # The damaged memory itself would be refused by the import (its chain is broken), and
     # without it its acknowledgement is refused too: it would name a memory of the target.
     header, *rows = out.getvalue().splitlines()
-    lines = [header, *(r for r in rows if json.loads(r)["memory"] != "conv")]
+    lines = a_cut_export([header, *(r for r in rows if json.loads(r)["memory"] != "conv")])
     with pytest.raises(ValueError, match="'conv' seq 5, a memory this file does not bring"):
         import_jsonl(copy, lines)
     assert copy.streams(include_system=True) == []

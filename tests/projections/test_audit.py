@@ -29,7 +29,7 @@ from projections import (
 from projections.audit import Change, diff, explain, fork, walk
 from projections.meta import WindowMeta
 from projections.replay import view_at
-from tests.factories import a_message, a_tool_exchange
+from tests.factories import a_cut_export, a_message, a_tool_exchange
 
 ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
 
@@ -327,7 +327,7 @@ def test_import_appends_an_incremental_export_and_refuses_overlaps(store, tmp_pa
     full, _ = _export(store, memory_id="conv")
     with SQLiteEventStore(tmp_path / "copy.db") as copy:
         # Check: the first 8 events, then the rest as an export after seq 8.
-        first_part = full.splitlines()[:9]
+        first_part = a_cut_export(full.splitlines()[:9])
         import_jsonl(copy, first_part)
         tail, count = _export(store, memory_id="conv", after=8)
         assert count == 3
