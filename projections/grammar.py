@@ -50,7 +50,9 @@ def parse_duration(text: str) -> timedelta:
 
 
 def parse_when(text: str) -> datetime:
-    """Parse an ISO 8601 time; a time without an offset is taken as UTC.
+    """Parse an ISO 8601 time; a time without an offset is taken as UTC, and one without a
+    fraction of a second names the whole second (its last microsecond): `history` prints
+    times to the second, and the view at a time copied from it must include that event.
 
     Raises:
         argparse.ArgumentTypeError: The text is not an ISO 8601 time.
@@ -60,6 +62,8 @@ def parse_when(text: str) -> datetime:
     except ValueError:
         msg = f"{text!r} is not an ISO 8601 time; write e.g. 2025-06-01T12:00:00Z (no offset = UTC)"
         raise argparse.ArgumentTypeError(msg) from None
+    if moment.microsecond == 0 and not any(mark in text for mark in ".,"):
+        moment = moment.replace(microsecond=999_999)
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 

@@ -441,6 +441,10 @@ def check_globals(args: argparse.Namespace) -> None:
         )
         raise UsageError(msg)
     args.schema = args.schema or "public"
+    if getattr(args, "keep_system_first", False) and getattr(args, "policy", None) is None:
+        # It shapes a what-if window only: without --policy it was silently ignored.
+        msg = "--keep-system-first shapes a what-if window: pass it with --policy SPEC"
+        raise UsageError(msg)
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

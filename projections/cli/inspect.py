@@ -146,6 +146,9 @@ def history(args: argparse.Namespace, store: EventStore) -> int:
     check_seq("--from", start, head, key)
     if args.end is not None:
         check_seq("--to", args.end, head, key)
+        if args.end < start:  # an empty table would read as "no events there"
+            msg = f"--to {args.end} is before --from {start}; list from the earlier seq"
+            raise UsageError(msg)
     found = _until_break(store, key, start - 1, args.end)
     if args.json:
         for record in found:

@@ -149,7 +149,11 @@ def _add_inspection_commands(commands: _Commands) -> None:
         "--as-of", type=parse_seq, metavar="SEQ", help="the view right after event SEQ"
     )
     when.add_argument(
-        "--at", type=parse_when, metavar="TIME", help="the view at TIME (ISO 8601, naive = UTC)"
+        "--at",
+        type=parse_when,
+        metavar="TIME",
+        help="the view at TIME (ISO 8601, naive = UTC; to the second, as history prints it, "
+        "includes that second's events)",
     )
 
     p = commands.add(

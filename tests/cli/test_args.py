@@ -171,7 +171,9 @@ def test_ids_given_every_way_reach_the_same_memory(ok, tmp_path):
 def test_durations_and_times():
     assert parse_duration("1d12h") == timedelta(days=1, hours=12)
     assert parse_duration("90 d") == timedelta(days=90)
-    assert parse_when("2025-06-01T12:00:00") == datetime(2025, 6, 1, 12, tzinfo=UTC)
+    # A time to the second names the whole second (tests/cli/test_time_and_ranges.py).
+    assert parse_when("2025-06-01T12:00:00") == datetime(2025, 6, 1, 12, 0, 0, 999_999, tzinfo=UTC)
+    assert parse_when("2025-06-01T12:00:00.0") == datetime(2025, 6, 1, 12, tzinfo=UTC)
     assert parse_when("2025-06-01T12:00:00+02:00").utcoffset() == timedelta(hours=2)
 
 
