@@ -43,6 +43,7 @@ __all__ = [
     "check_snapshot",
     "check_tail",
     "decoded_payload",
+    "identifier_parts",
     "item_problem",
     "key_problem",
     "kind_problem",
@@ -428,6 +429,28 @@ def check_import_options(now: object, skew: object, max_line: object, max_depth:
         if not 1 <= limit <= MAX_SEQ:
             msg = f"import_jsonl: {name}={shown(limit)} is outside 1..{MAX_SEQ}"
             raise ValueError(msg)
+
+
+def identifier_parts(operation: str, dotted: object) -> tuple[str, ...]:
+    """``schema.table`` or ``table`` as names PostgreSQL keeps as given: each 1 to 63 bytes of
+    UTF-8 without NUL (it cuts a longer name, so two long names would be one table).
+
+    Raises:
+        TypeError: ``dotted`` is not a str.
+        ValueError: A part is empty, too long or not storable text.
+    """
+    if not isinstance(dotted, str):
+        msg = f"{operation}: a table name must be a str, not {type(dotted).__name__}"
+        raise TypeError(msg)
+    parts = tuple(dotted.split(".", 1))
+    for part in parts:
+        if not 0 < len(part.encode(errors="replace")) <= 63 or "\x00" in part or text_problem(part):
+            msg = (
+                f"{operation}: {shown(part)} in {shown(dotted)} is not a name PostgreSQL keeps as "
+                "given: 1 to 63 bytes of UTF-8, no NUL"
+            )
+            raise ValueError(msg)
+    return parts
 
 
 def check_tail(operation: str, gt: object, limit: object) -> None:

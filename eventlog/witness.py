@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from eventlog.errors import PersistenceError, RollbackError
 from eventlog.merkle import EMPTY_ROOT
+from eventlog.validation import identifier_parts
 from eventlog.witness_purges import PURGED, Purges, genuine, purges_after
 
 if TYPE_CHECKING:
@@ -528,9 +529,8 @@ class PostgresWitness(Witness):
         params = conninfo_to_dict(dsn)
         host = params.get("host") or params.get("hostaddr") or "localhost"
         dbname = params.get("dbname") or params.get("user") or ""
-        self._dsn = dsn
-        self.name = name
-        self._table = tuple(table.split(".", 1))
+        self._dsn, self.name = dsn, name
+        self._table = identifier_parts("PostgresWitness", table)
         # Never the DSN in messages: it may carry a password.
         self.where = f"witness {name!r} in {table} at {host}:{params.get('port') or 5432}/{dbname}"
 

@@ -69,7 +69,8 @@ def waited_on(
     row = conn.execute(_TABLE, (schema, modes)).fetchone()
     if row is not None:
         mode = row[4].removesuffix("Lock")
-        return f"a {mode} lock on table {schema}.{row[5]}, {_holder(row)}", int(row[0])
+        article = "an" if mode[:1] in "AEIOU" else "a"
+        return f"{article} {mode} lock on table {schema}.{row[5]}, {_holder(row)}", int(row[0])
     if operation in READS:
         return (
             "no lock is held against it now: the read itself ran that long (a huge range? "

@@ -369,7 +369,7 @@ def test_a_read_behind_a_table_lock_names_the_lock_its_holder_and_the_setting(sc
                 text = str(info.value)
                 assert info.value.operation == operation
                 assert f"{operation} waited longer than statement_timeout=0.3 s" in text
-                assert f"for a AccessExclusive lock on table {schema}.events" in text
+                assert f"for an AccessExclusive lock on table {schema}.events" in text
                 assert f"held by backend pid {pid} (idle in transaction since" in text
                 assert f"SELECT pg_terminate_backend({pid})" in text
                 assert "raise PostgresEventStore(statement_timeout=...)" in text

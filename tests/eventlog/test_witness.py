@@ -812,3 +812,17 @@ def test_the_anchor_check_passes_an_older_copy_with_the_last_memory_copied_in(ba
     with pytest.raises(RollbackError) as caught:
         backend.open(witness=FileWitness(path, check="tree"))
     assert (caught.value.witnessed_size, caught.value.ledger_size) == (5, 4)
+
+
+@pytest.mark.parametrize(
+    "table",
+    ["w" * 64, "s." + "t" * 64, "", "s.", 5],
+    ids=["64", "schema.64", "empty", "dot", "int"],
+)
+def test_a_witness_table_postgresql_would_cut_or_refuse_is_refused(table) -> None:
+    """PostgreSQL cuts names to 63 bytes: two witness tables whose names share 63 bytes would
+    be one table, each ledger's row beside the other's (before: accepted, and used)."""
+    from eventlog.witness import PostgresWitness
+
+    with pytest.raises((ValueError, TypeError), match="PostgresWitness: "):
+        PostgresWitness("postgresql://127.0.0.1/test", table=table)
