@@ -288,3 +288,55 @@ def test_a_history_limit_is_checked_and_optional_in_the_format() -> None:
     for bad in (-1, True, 2.0, "3"):
         with pytest.raises(ValidationError):
             ContextSent(sent=(), policy="messages:3", adapter="x", history_limit=bad)
+
+
+@pytest.mark.parametrize(
+    ("call", "old", "new"),
+    [
+        (0, ',"history_limit":2', ""),  # the limit removed: the audit would rerun the whole list
+        (0, '"history_limit":2', '"history_limit":3'),  # changed
+        (1, '"adapter":"openai_agents"', '"adapter":"openai_agents","history_limit":2'),  # added
+    ],
+)
+def test_a_history_limit_edited_without_the_key_is_refused_by_the_audit_and_verify(
+    tmp_path, call: int, old: str, new: str
+) -> None:
+    """A forger without the chain key cannot make the audit of a keyed ledger say something
+    false about a call by adding, changing or removing its history limit: the limit is in the
+    hashed payload, so verify() and model_call/what_if_call refuse the record."""
+    import sqlite3
+
+    from eventlog import ChainIntegrityError
+
+    key = b"k" * 32
+    path = tmp_path / "s.db"
+    store = SQLiteEventStore(path, chain_key=key)
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def run(limit: int | None) -> None:
+        history: list[Any] = list(await session.get_items(limit))
+        await callback(history, NEW)
+
+    asyncio.run(run(2))
+    asyncio.run(run(None))
+    store.close()
+    calls = [
+        r for r in SQLiteEventStore(path, chain_key=key).read("conv") if r.kind == "context_sent"
+    ]
+    target = calls[call]
+    assert old in target.payload
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE events SET payload = replace(payload, ?, ?) WHERE position = ?",
+            (old, new, target.position),
+        )
+    audited = SQLiteEventStore(path, chain_key=key, read_only=True)
+    assert not audited.verify().ok
+    for seq in (r.seq for r in calls):
+        with pytest.raises(ChainIntegrityError, match=f"breaks at seq {target.seq}"):
+            model_call(audited, "conv", seq)
+        with pytest.raises(ChainIntegrityError, match=f"breaks at seq {target.seq}"):
+            what_if_call(audited, "conv", seq, MessageWindowPolicy(10))
+    audited.close()

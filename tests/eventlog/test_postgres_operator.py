@@ -288,3 +288,30 @@ def test_an_erasure_whose_connection_dies_in_its_commit_says_the_outcome_is_unkn
         else:
             assert store.purge("m", expected_seq=2, reason="retention").seq == 3
         assert store.verify().ok
+
+
+def test_a_receipt_id_a_forger_made_up_for_a_copied_row_is_not_found(schema):
+    from eventlog import find_receipt
+    from eventlog.errors import ChainIntegrityError
+    from eventlog.postgres import PostgresEventStore
+
+    key = b"k" * 32
+    with PostgresEventStore(PG_DSN, schema=schema, chain_key=key) as store:
+        store.append("alice", batch("hello", "secret"))
+        receipt = store.erase("alice", reason="GDPR request")
+        # A forger without the key drops the one-row-per-seq constraint and copies the genuine
+        # receipt's row to a new position under a hash of their own: an id the ledger never
+        # issued. Check find_receipt does not vouch for it with the genuine receipt: the
+        # memory's read refuses the second row at that seq.
+        _admin(f'ALTER TABLE "{schema}".events DROP CONSTRAINT events_stream_seq')
+        fake = "f" * 64
+        (position,) = _admin(
+            f'INSERT INTO "{schema}".events (position, stream_id, seq, recorded_at, kind, '
+            "schema_version, payload, meta, prev_hash, hash, salt, commitment, format) "
+            "OVERRIDING SYSTEM VALUE SELECT position + 1, stream_id, seq, "
+            "recorded_at, kind, schema_version, payload, meta, prev_hash, %s, salt, commitment, "
+            f'format FROM "{schema}".events WHERE position = %s RETURNING position',
+            (fake, receipt.record.position),
+        )[0]
+        with pytest.raises(ChainIntegrityError, match="hash chain of alice breaks"):
+            find_receipt(store, f"{position}-{fake}")
