@@ -363,7 +363,7 @@ def check_window_record(record: Record, brought: Brought) -> None:
     if meta is None:
         return
     if brought.unsized == record.seq:
-        brought.settle(record.seq, _erased_set_size(meta, record.seq))
+        _settle_erased_set(meta, record.seq, brought)
     for name, value in (("summary", meta.summary), ("coverage", meta.through)):
         if value is not None and value > record.seq:
             msg = f"names {name} seq {value}, after the event itself ({record.seq})"
@@ -427,6 +427,27 @@ def check_window_record(record: Record, brought: Brought) -> None:
         # A framework session's list (recorded unbounded) may reorder and leave gaps:
         # LangGraph replaces and removes messages by id. A memory's window never does.
         _check_sequence(meta, brought)
+
+
+_MAX_ITEMS = (1 << 63) - 1
+"""The most items an erased ``messages_set`` is taken to have brought (what the import gate's
+counts hold)."""
+
+
+def _settle_erased_set(meta: WindowMeta, seq: int, brought: Brought) -> None:
+    """Size the erased ``messages_set`` ``seq`` from its own window record.
+
+    Raises:
+        ValueError: The window names an item past what a set can hold (a hand-made file).
+    """
+    size = _erased_set_size(meta, seq)
+    if size > _MAX_ITEMS:
+        msg = (
+            f"names item {size - 1} of its own erased messages_set, past the {_MAX_ITEMS} "
+            "items a set can hold"
+        )
+        raise ValueError(msg)
+    brought.settle(seq, size)
 
 
 def _erased_set_size(meta: WindowMeta, seq: int) -> int:

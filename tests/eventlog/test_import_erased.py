@@ -240,3 +240,46 @@ def test_erased_sets_of_every_memory_kind_import_through_the_window_check(
     # and the positions the target assigned).
     again = _export(store)
     assert [_sans_position(x) for x in again[1:]] == [_sans_position(x) for x in lines[1:]]
+
+
+@pytest.mark.parametrize("index", [(1 << 63) - 1, 1 << 63, 10**23])
+def test_an_erased_set_whose_window_names_an_item_past_any_count_is_refused_by_name(
+    tmp_path: Path, index: int
+) -> None:
+    # An erased messages_set is sized from its own window record: one naming item 2**63-1 (or
+    # past it) sized the set beyond what the gate's counts hold, and the import failed with a
+    # bare OverflowError ('int too big to convert'), naming neither the line nor the file.
+    from eventlog.hashing import chain_hash_v2
+
+    source = InMemoryEventStore()
+    chat = MessageWindowChatMemory(id="sets", max_messages=3, store=source)
+    chat.set([SystemMessage("sys"), *(UserMessage(f"set {i}") for i in range(5))])
+    chat.add(UserMessage("after"))
+    source.erase("sets", reason="the user asked")
+    rows = [json.loads(line) for line in _export(source)]
+    assert rows[1]["meta"].endswith("[1,4,5]]}") and "[1,5,5]" in rows[2]["meta"]
+    # The set's window names two items ending at `index`, the next window the last of them,
+    # re-hashed as a hand-crafted unkeyed file would be.
+    rows[1]["meta"] = rows[1]["meta"].replace("[1,4,5]", f"[1,{index - 1},{index}]")
+    rows[2]["meta"] = rows[2]["meta"].replace("[1,5,5]", f"[1,{index},{index}]")
+    prev = rows[1]["prev_hash"]
+    for row in rows[1:]:
+        row["prev_hash"] = prev
+        row["hash"] = prev = chain_hash_v2(
+            prev,
+            row["memory"],
+            row["seq"],
+            row["kind"],
+            row["schema_version"],
+            row["recorded_at"],
+            row["commitment"],
+            row["meta"],
+            None,
+        )
+    target = SQLiteEventStore(tmp_path / "t.db")
+    lines = [json.dumps(row) + "\n" for row in rows]
+    with pytest.raises(ValueError, match=r"line 2: .*'sets'#1 .*item") as refused:
+        import_jsonl(target, lines, check=check_window_record)
+    assert "nothing was written" in str(refused.value)
+    assert target.read_all() == []
+    target.close()
