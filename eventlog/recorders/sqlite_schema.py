@@ -206,7 +206,8 @@ def _refuse_newer(conn: sqlite3.Connection, where: str) -> None:
         return
     applied = {row[0] for row in conn.execute(_APPLIED)}
     if applied - _known():
-        what = f"SQLite ledger {where} (migration {sorted(applied - _known())[0]})"
+        # Names written by hand may not be text (NULL, a blob): shown, never compared.
+        what = f"SQLite ledger {where} (migration {min(map(str, applied - _known()))})"
         raise SchemaVersionError(what, len(applied | _known()), len(_known()))
 
 

@@ -175,3 +175,25 @@ def test_a_ledger_migrated_by_a_newer_chatledger_is_refused_as_postgres_does(tmp
             "VALUES ('their_app', 'm001_theirs', '2030-01-01')"
         )
     SQLiteEventStore(path).close()
+
+
+@pytest.mark.parametrize("names", [("NULL", "'m099_from_the_future'"), ("NULL", "x'ff'")])
+def test_migration_rows_that_are_not_names_are_refused_as_a_newer_ledger(tmp_path, names):
+    # Rows a hand (or a forger) wrote into _sqlite_migrations with a name that is not text
+    # beside another unknown name: the refusal sorted the unknown names to show the first,
+    # and `chatledger verify` died with "TypeError: '<' not supported between instances of
+    # 'NoneType' and 'str'" (a traceback) instead of the refusal naming its remedy.
+    from eventlog import SchemaVersionError
+
+    path = tmp_path / "odd.db"
+    with SQLiteEventStore(path) as store:
+        store.append("u1", batch("a"))
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        for name in names:
+            conn.execute(
+                "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                f"VALUES ('eventlog', {name}, '2030-01-01')"
+            )
+    for read_only in (False, True):
+        with pytest.raises(SchemaVersionError, match="upgrade chatledger"):
+            SQLiteEventStore(path, read_only=read_only)
