@@ -81,6 +81,7 @@ from projections.adapters.langgraph_reads import (
     memory_of,
     thread_text,
 )
+from projections.adapters.selection import short_repr
 from projections.logged_window import RETRY_FOR
 
 __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
@@ -162,9 +163,12 @@ class LedgerSaver(CheckpointReader):
         _check_checkpoint(memory_id, checkpoint, metadata, new_versions)
         parent = get_checkpoint_id(config)
         bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        head = blob_of(self.serde.dumps_typed(bare))
+        head = blob_of(self._dumps(bare, f"put on {memory_id!r}: the checkpoint"))
         meta = blob_of(
-            self.serde.dumps_typed(get_serializable_checkpoint_metadata(config, metadata))
+            self._dumps(
+                get_serializable_checkpoint_metadata(config, metadata),
+                f"put on {memory_id!r}: the metadata",
+            )
         )
         channel_values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
@@ -237,13 +241,27 @@ class LedgerSaver(CheckpointReader):
             if base is not None:
                 previous = self._previous_list(state, base, channel)
                 if previous is not None and extends(value, previous):
-                    added = self.serde.dumps_typed(value[len(previous) :])
+                    added = self._dumps(value[len(previous) :], f"put: channel {channel!r}")
                     lists[channel] = [*previous, *self.serde.loads_typed(added)]
                     return {"version": version, "base": base, "append": blob_of(added)}
-            whole = self.serde.dumps_typed(value)
+            whole = self._dumps(value, f"put: channel {channel!r}")
             lists[channel] = list(self.serde.loads_typed(whole))
             return {"version": version, "value": blob_of(whole)}
-        return {"version": version, "value": blob_of(self.serde.dumps_typed(value))}
+        return {
+            "version": version,
+            "value": blob_of(self._dumps(value, f"put: channel {channel!r}")),
+        }
+
+    def _dumps(self, value: Any, what: str) -> tuple[str, bytes]:
+        """``serde.dumps_typed(value)``; a value it refuses is a TypeError naming ``what``."""
+        try:
+            return self.serde.dumps_typed(value)
+        except (TypeError, ValueError, OverflowError, RecursionError) as e:
+            msg = (
+                f"{what}: {type(self.serde).__name__} cannot serialize {short_repr(value)} "
+                f"({type(e).__name__}: {e}); store values it can (nothing was written)"
+            )
+            raise TypeError(msg) from e
 
     def _previous_list(self, state: Thread, seq: int, channel: str) -> builtins.list[Any] | None:
         cached = state.lists.get(channel)
@@ -275,7 +293,7 @@ class LedgerSaver(CheckpointReader):
         def build(state: Thread) -> Bodies:
             stored = state.writes.get(cid, {})
             fresh = [
-                [idx, channel, blob_of(self.serde.dumps_typed(value))]
+                [idx, channel, blob_of(self._dumps(value, f"put_writes: channel {channel!r}"))]
                 for idx, channel, value in indexed
                 if idx < 0 or (task_id, idx) not in stored
             ]

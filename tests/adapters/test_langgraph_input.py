@@ -130,3 +130,22 @@ def test_prune_and_delete_for_runs_refuse_a_single_str_for_their_list(tmp_path: 
         assert all(
             len(list(saver.list({"configurable": {"thread_id": t}}))) == 2 for t in ("a", "b")
         )
+
+
+def test_a_value_the_serde_refuses_is_an_error_naming_the_operation_and_channel(
+    tmp_path: Any,
+) -> None:
+    # Before: the serde's own "Integer exceeds 64-bit range" / "Type is not msgpack
+    # serializable: object", naming neither the operation nor the channel.
+    with SQLiteEventStore(tmp_path / "l.db") as store:
+        saver = LedgerSaver(store)
+        thread: Any = {"configurable": {"thread_id": "t"}}
+        config = saver.put(thread, checkpoint(), {}, {"a": "1"})
+        stored = events(store)
+        with pytest.raises(TypeError, match=r"put: channel 'a': JsonPlusSerializer cannot"):
+            saver.put(thread, checkpoint(channel_values={"a": 2**64}), {}, {"a": "1"})
+        with pytest.raises(TypeError, match=r"put on .*: the metadata: JsonPlusSerializer"):
+            saver.put(thread, checkpoint(), {"x": object()}, {"a": "1"})  # type: ignore[typeddict-unknown-key]
+        with pytest.raises(TypeError, match=r"put_writes: channel 'b': JsonPlusSerializer"):
+            saver.put_writes(config, [("b", object())], "task")
+        assert events(store) == stored
