@@ -337,7 +337,12 @@ class LedgerSaver(CheckpointReader):
         """Remove the checkpoints (and their writes) whose metadata ``run_id`` is one of
         ``run_ids``, in every thread: a ``removed`` event hides them; the history keeps them
         (:meth:`erase_thread` erases content)."""
-        wanted = set(_many(run_ids, "delete_for_runs", "run_ids"))
+        given = _many(run_ids, "delete_for_runs", "run_ids")
+        try:
+            wanted = set(given)
+        except TypeError:
+            msg = f"delete_for_runs: run ids must be str (or UUID), got {short_repr(run_ids)}"
+            raise TypeError(msg) from None
         if not wanted:
             return
         with self._lock:
@@ -408,7 +413,14 @@ class LedgerSaver(CheckpointReader):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A version greater than ``current`` whose random tail keeps forks apart."""
-        number = 0 if current is None else int(str(current).split(".")[0])
+        try:
+            number = 0 if current is None else int(str(current).split(".")[0])
+        except ValueError:
+            msg = (
+                f"get_next_version: {short_repr(current)} is not a channel version (an int, or "
+                "a str starting with one, as this saver makes)"
+            )
+            raise ValueError(msg) from None
         return f"{number + 1:032}.{secrets.randbelow(10**16):016}"
 
     # ------------------------------------------------------------------ async twins

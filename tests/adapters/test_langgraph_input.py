@@ -149,3 +149,14 @@ def test_a_value_the_serde_refuses_is_an_error_naming_the_operation_and_channel(
         with pytest.raises(TypeError, match=r"put_writes: channel 'b': JsonPlusSerializer"):
             saver.put_writes(config, [("b", object())], "task")
         assert events(store) == stored
+
+
+def test_a_bad_version_or_run_id_names_the_operation(tmp_path: Any) -> None:
+    # Before: "invalid literal for int() with base 10: 'abc'" and "unhashable type: 'list'".
+    with SQLiteEventStore(tmp_path / "l.db") as store:
+        saver = LedgerSaver(store)
+        with pytest.raises(ValueError, match=r"get_next_version: 'abc' is not a channel version"):
+            saver.get_next_version("abc", None)
+        with pytest.raises(TypeError, match=r"delete_for_runs: run ids must be str"):
+            saver.delete_for_runs([["run"]])  # type: ignore[list-item]
+        assert saver.get_next_version("7.123", None).startswith("0" * 31 + "8.")
