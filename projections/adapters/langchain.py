@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -206,6 +206,16 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
                 "window=MessageWindowPolicy(20) or TokenWindowPolicy(4000, estimator)"
             )
             raise TypeError(msg)
+        if not isinstance(store, EventStore):
+            msg = (
+                f"LedgerChatMessageHistory needs a chatledger EventStore (InMemoryEventStore, "
+                f"SQLiteEventStore, PostgresEventStore) as store=, not {type(store).__name__} "
+                f"{short_repr(store)}"
+            )
+            raise TypeError(msg)
+        if not isinstance(record, bool):
+            msg = f"LedgerChatMessageHistory: record must be True or False, got {record!r:.80}"
+            raise TypeError(msg)
         self.items = ItemList(store, memory_id)
         self.store = store
         self.window = window
@@ -286,13 +296,13 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages as one atomic write (a bad one: nothing is written)."""
-        stored = [from_langchain(m) for m in messages]
+        stored = _stored(messages, "add_messages")
         if stored:
             self.items.add(stored)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """:meth:`add_messages`, without blocking the event loop."""
-        stored = [from_langchain(m) for m in messages]
+        stored = _stored(messages, "aadd_messages")
         if stored:
             await off_loop(self.store, self.items.add, stored)
 
@@ -303,6 +313,17 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     async def aclear(self) -> None:
         """:meth:`clear`, without blocking the event loop."""
         await off_loop(self.store, self.items.clear)
+
+
+def _stored(messages: Sequence[BaseMessage], operation: str) -> list[cl.ChatMessage]:
+    """The chatledger messages to append for ``messages``, refused when it is not a list."""
+    if isinstance(messages, str | bytes | BaseMessage) or not isinstance(messages, Iterable):
+        msg = (
+            f"{operation}: messages must be a list of LangChain messages, got "
+            f"{type(messages).__name__} {short_repr(messages)}; nothing was written"
+        )
+        raise TypeError(msg)
+    return [from_langchain(m) for m in messages]
 
 
 def _to_langchain_all(stored: list[Any]) -> list[BaseMessage]:

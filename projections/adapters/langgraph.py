@@ -31,7 +31,7 @@ from __future__ import annotations
 import builtins
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 try:
@@ -74,7 +74,14 @@ from projections.adapters.langgraph_events import (
     removed_body,
     thread_memory_id,
 )
-from projections.adapters.langgraph_reads import CheckpointReader, cache_key, keep_list, memory_of
+from projections.adapters.langgraph_reads import (
+    CheckpointReader,
+    cache_key,
+    keep_list,
+    memory_of,
+    thread_text,
+)
+from projections.adapters.selection import short_repr
 from projections.logged_window import RETRY_FOR
 
 __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
@@ -153,11 +160,15 @@ class LedgerSaver(CheckpointReader):
         """Store a checkpoint: the channels in ``new_versions`` with their values (only the
         new items of a list that grew by appending), the others as references."""
         memory_id = memory_of(config, "put")
+        _check_checkpoint(memory_id, checkpoint, metadata, new_versions)
         parent = get_checkpoint_id(config)
         bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        head = blob_of(self.serde.dumps_typed(bare))
+        head = blob_of(self._dumps(bare, f"put on {memory_id!r}: the checkpoint"))
         meta = blob_of(
-            self.serde.dumps_typed(get_serializable_checkpoint_metadata(config, metadata))
+            self._dumps(
+                get_serializable_checkpoint_metadata(config, metadata),
+                f"put on {memory_id!r}: the metadata",
+            )
         )
         channel_values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
@@ -230,13 +241,27 @@ class LedgerSaver(CheckpointReader):
             if base is not None:
                 previous = self._previous_list(state, base, channel)
                 if previous is not None and extends(value, previous):
-                    added = self.serde.dumps_typed(value[len(previous) :])
+                    added = self._dumps(value[len(previous) :], f"put: channel {channel!r}")
                     lists[channel] = [*previous, *self.serde.loads_typed(added)]
                     return {"version": version, "base": base, "append": blob_of(added)}
-            whole = self.serde.dumps_typed(value)
+            whole = self._dumps(value, f"put: channel {channel!r}")
             lists[channel] = list(self.serde.loads_typed(whole))
             return {"version": version, "value": blob_of(whole)}
-        return {"version": version, "value": blob_of(self.serde.dumps_typed(value))}
+        return {
+            "version": version,
+            "value": blob_of(self._dumps(value, f"put: channel {channel!r}")),
+        }
+
+    def _dumps(self, value: Any, what: str) -> tuple[str, bytes]:
+        """``serde.dumps_typed(value)``; a value it refuses is a TypeError naming ``what``."""
+        try:
+            return self.serde.dumps_typed(value)
+        except (TypeError, ValueError, OverflowError, RecursionError) as e:
+            msg = (
+                f"{what}: {type(self.serde).__name__} cannot serialize {short_repr(value)} "
+                f"({type(e).__name__}: {e}); store values it can (nothing was written)"
+            )
+            raise TypeError(msg) from e
 
     def _previous_list(self, state: Thread, seq: int, channel: str) -> builtins.list[Any] | None:
         cached = state.lists.get(channel)
@@ -263,12 +288,12 @@ class LedgerSaver(CheckpointReader):
         if cid is None:
             msg = f"put_writes on {memory_id!r}: the config names no checkpoint_id"
             raise ValueError(msg)
-        indexed = [(WRITES_IDX_MAP.get(c, i), c, v) for i, (c, v) in enumerate(writes)]
+        indexed = _indexed(memory_id, writes, task_id, task_path)
 
         def build(state: Thread) -> Bodies:
             stored = state.writes.get(cid, {})
             fresh = [
-                [idx, channel, blob_of(self.serde.dumps_typed(value))]
+                [idx, channel, blob_of(self._dumps(value, f"put_writes: channel {channel!r}"))]
                 for idx, channel, value in indexed
                 if idx < 0 or (task_id, idx) not in stored
             ]
@@ -301,9 +326,10 @@ class LedgerSaver(CheckpointReader):
         Returns:
             One receipt per namespace that had something to erase.
         """
+        thread_id = thread_text(thread_id, "erase_thread")
         with self._lock:
-            receipts = self.store.erase_subject((str(thread_id), TAG), reason=reason)
-            for memory_id in self._memories(str(thread_id)):
+            receipts = self.store.erase_subject((thread_id, TAG), reason=reason)
+            for memory_id in self._memories(thread_id):
                 self._cache.pop(cache_key(memory_id), None)
             return receipts
 
@@ -311,7 +337,12 @@ class LedgerSaver(CheckpointReader):
         """Remove the checkpoints (and their writes) whose metadata ``run_id`` is one of
         ``run_ids``, in every thread: a ``removed`` event hides them; the history keeps them
         (:meth:`erase_thread` erases content)."""
-        wanted = set(run_ids)
+        given = _many(run_ids, "delete_for_runs", "run_ids")
+        try:
+            wanted = set(given)
+        except TypeError:
+            msg = f"delete_for_runs: run ids must be str (or UUID), got {short_repr(run_ids)}"
+            raise TypeError(msg) from None
         if not wanted:
             return
         with self._lock:
@@ -337,12 +368,13 @@ class LedgerSaver(CheckpointReader):
         if strategy not in ("keep_latest", "delete"):
             msg = f"prune: unknown strategy {strategy!r}; use 'keep_latest' or 'delete'"
             raise ValueError(msg)
+        thread_ids = [thread_text(t, "prune") for t in _many(thread_ids, "prune", "thread_ids")]
         with self._lock:
             for thread_id in thread_ids:
                 if strategy == "delete":
                     self.erase_thread(thread_id, reason="LangGraph prune(strategy='delete')")
                     continue
-                for memory_id in self._memories(str(thread_id)):
+                for memory_id in self._memories(thread_id):
 
                     def build(state: Thread) -> Bodies:
                         older = state.live()[1:]
@@ -353,7 +385,8 @@ class LedgerSaver(CheckpointReader):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every namespace of a thread to another thread: the target's events start with
         one that names its origin (thread and head seq and hash of the source)."""
-        source, target = str(source_thread_id), str(target_thread_id)
+        source = thread_text(source_thread_id, "copy_thread")
+        target = thread_text(target_thread_id, "copy_thread")
         with self._lock:
             for memory_id in self._memories(source):
                 origin = self._thread(memory_id)
@@ -380,7 +413,14 @@ class LedgerSaver(CheckpointReader):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A version greater than ``current`` whose random tail keeps forks apart."""
-        number = 0 if current is None else int(str(current).split(".")[0])
+        try:
+            number = 0 if current is None else int(str(current).split(".")[0])
+        except ValueError:
+            msg = (
+                f"get_next_version: {short_repr(current)} is not a channel version (an int, or "
+                "a str starting with one, as this saver makes)"
+            )
+            raise ValueError(msg) from None
         return f"{number + 1:032}.{secrets.randbelow(10**16):016}"
 
     # ------------------------------------------------------------------ async twins
@@ -449,3 +489,62 @@ class LedgerSaver(CheckpointReader):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """:meth:`prune` without blocking the event loop."""
         await off_loop(self.store, self.prune, thread_ids, strategy=strategy)
+
+
+def _check_checkpoint(
+    memory_id: tuple[str, str, str], checkpoint: Any, metadata: Any, new_versions: Any
+) -> None:
+    """Refuse, before anything is written, a checkpoint whose id is not a str (ids are
+    compared with each other: one int id would make every later read of the thread fail) or
+    whose parts are not dicts."""
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("id"), str):
+        got = checkpoint.get("id") if isinstance(checkpoint, dict) else checkpoint
+        msg = f"put on {memory_id!r}: the checkpoint must be a dict whose id is a str, got {got!r}"
+        raise TypeError(msg)
+    for name, part in (
+        ("channel_values", checkpoint.get("channel_values")),
+        ("channel_versions", checkpoint.get("channel_versions")),
+        ("metadata", metadata),
+        ("new_versions", new_versions),
+    ):
+        if not isinstance(part, dict):
+            msg = f"put on {memory_id!r}: {name} must be a dict, got {part!r}"
+            raise TypeError(msg)
+
+
+def _indexed(
+    memory_id: tuple[str, str, str], writes: Any, task_id: Any, task_path: Any
+) -> builtins.list[tuple[int, str, Any]]:
+    """``(index, channel, value)`` of a task's writes; refused, before anything is written,
+    when the task id, path or a channel is not a str: writes are sorted by them, and one of
+    another type would make every later read of the checkpoint fail."""
+    if not isinstance(task_id, str) or not isinstance(task_path, str):
+        msg = (
+            f"put_writes on {memory_id!r}: task_id and task_path must be str, got "
+            f"{task_id!r} and {task_path!r}"
+        )
+        raise TypeError(msg)
+    if isinstance(writes, str | bytes) or not isinstance(writes, Sequence):
+        msg = f"put_writes on {memory_id!r}: writes must be a sequence of (channel, value) pairs"
+        raise TypeError(msg)
+    indexed = []
+    for i, write in enumerate(writes):
+        if not isinstance(write, tuple | list) or len(write) != 2 or not isinstance(write[0], str):
+            msg = (
+                f"put_writes on {memory_id!r}: write {i} must be a (channel str, value) pair, "
+                f"got {write!r:.200}"
+            )
+            raise TypeError(msg)
+        indexed.append((WRITES_IDX_MAP.get(write[0], i), write[0], write[1]))
+    return indexed
+
+
+def _many(values: Any, operation: str, name: str) -> builtins.list[Any]:
+    """``values`` as a list; refused when it is a str (each of its characters would be taken
+    for an id) or not iterable."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        msg = (
+            f"{operation}: {name} must be a list of ids, not {values!r:.200}; pass [{values!r:.80}]"
+        )
+        raise TypeError(msg)
+    return builtins.list(values)

@@ -18,7 +18,7 @@ import itertools
 import pickle
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 try:
@@ -43,6 +43,7 @@ except ImportError as e:
 from eventlog.ids import memory_key
 from eventlog.store import EventStore
 from projections.adapters.langgraph_events import (
+    TAG,
     Found,
     Shared,
     Thread,
@@ -50,10 +51,9 @@ from projections.adapters.langgraph_events import (
     array_head,
     bytes_of,
     is_thread_memory,
-    thread_memory_id,
 )
 
-__all__ = ["CheckpointReader", "cache_key", "keep_list", "memory_of"]
+__all__ = ["CheckpointReader", "cache_key", "keep_list", "memory_of", "thread_text"]
 
 _LISTS_KEPT = 8  # threads (the most recently used) that keep their last list put
 _RELEASE_SLICE = 256  # messages freed at a time when a remembered list is dropped
@@ -316,15 +316,23 @@ class CheckpointReader(BaseCheckpointSaver[str]):
         ):
             msg = f"list: limit must be None or an int >= 0, got {limit!r}"
             raise ValueError(msg)
-        configurable = (config or {}).get("configurable") or {}
+        if filter is not None and not isinstance(filter, Mapping):
+            msg = f"list: filter must be None or a dict of metadata items, got {filter!r:.200}"
+            raise TypeError(msg)
+        configurable = configurable_of(config, "list") if config is not None else {}
         thread_id = configurable.get("thread_id")
         checkpoint_id = configurable.get("checkpoint_id")
-        before_id = get_checkpoint_id(before) if before else None
+        before_id = None
+        if before is not None:
+            configurable_of(before, "list's before")
+            before_id = get_checkpoint_id(before)
         with self._lock:
             if thread_id is not None and "checkpoint_ns" in configurable:
-                memories = [thread_memory_id(thread_id, configurable["checkpoint_ns"])]
+                memories = [memory_of(config, "list")]  # type: ignore[arg-type]
             else:
-                memories = self._memories(None if thread_id is None else str(thread_id))
+                memories = self._memories(
+                    None if thread_id is None else thread_text(thread_id, "list")
+                )
             candidates = []
             for memory_id in memories:
                 state = self._thread(memory_id)
@@ -392,7 +400,7 @@ def _release(items: builtins.list[Any]) -> None:
 
 def memory_of(config: RunnableConfig, operation: str) -> tuple[str, str, str]:
     """The memory id of the thread and namespace ``config`` names, for ``operation``."""
-    configurable = config.get("configurable") or {}
+    configurable = configurable_of(config, operation)
     thread_id = configurable.get("thread_id")
     if thread_id is None:
         msg = (
@@ -401,4 +409,38 @@ def memory_of(config: RunnableConfig, operation: str) -> tuple[str, str, str]:
         )
         raise ValueError(msg)
     ns = configurable.get("checkpoint_ns") or ""
-    return thread_memory_id(thread_id, ns)
+    return (thread_text(thread_id, operation), TAG, thread_text(ns, operation))
+
+
+def configurable_of(config: object, operation: str) -> Mapping[str, Any]:
+    """``config["configurable"]``, refused when the config is not shaped as LangGraph's (a
+    dict with a ``configurable`` dict whose ``checkpoint_id`` is a str or None)."""
+    if not isinstance(config, Mapping) or not isinstance(
+        configurable := config.get("configurable") or {}, Mapping
+    ):
+        msg = (
+            f"{operation}: the config must be a dict with a configurable dict, got {config!r}; "
+            "pass {'configurable': {'thread_id': ...}}"
+        )
+        raise TypeError(msg)
+    cid = configurable.get("checkpoint_id")
+    if cid is not None and not isinstance(cid, str):
+        msg = (
+            f"{operation}: configurable.checkpoint_id must be a str (LangGraph's checkpoint "
+            f"ids are) or None, got {cid!r}"
+        )
+        raise TypeError(msg)
+    return configurable
+
+
+def thread_text(value: object, operation: str) -> str:
+    """A thread id (or namespace) as text, as the memory id holds it: refused when it is None
+    or has no text (an int of more digits than Python converts)."""
+    if value is None:
+        msg = f"{operation}: a thread id must not be None; pass the thread's id (a str)"
+        raise ValueError(msg)
+    try:
+        return str(value)
+    except ValueError as e:
+        msg = f"{operation}: a thread id of type {type(value).__name__} has no text ({e})"
+        raise ValueError(msg) from None

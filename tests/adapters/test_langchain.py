@@ -218,3 +218,20 @@ def test_a_window_read_records_the_list_it_chose_from_when_another_writer_adds(
         assert [m.content for m in window.sent(call.seq)] == [m.content for m in shown]
         assert what_if_call(store, "c", call.seq, MessageWindowPolicy(2)).same
         assert [m.content for m in shown] == ["h3", "added meanwhile"]
+
+
+def test_a_store_list_or_flag_of_the_wrong_type_is_a_clear_error(tmp_path: Any) -> None:
+    # Before: store="x.db" raised AttributeError "'str' object has no attribute 'stream_key'",
+    # add_messages(None) "'NoneType' object is not iterable", and record="no" was taken as True.
+    with pytest.raises(TypeError, match=r"needs a chatledger EventStore .* not str 'x.db'"):
+        LedgerChatMessageHistory("m", store="x.db")  # type: ignore[arg-type]
+    with SQLiteEventStore(tmp_path / "l.db") as store:
+        with pytest.raises(TypeError, match=r"record must be True or False, got 'no'"):
+            LedgerChatMessageHistory("m", store=store, record="no")  # type: ignore[arg-type]
+        history = LedgerChatMessageHistory("m", store=store)
+        for bad in (None, HumanMessage("one"), "text"):
+            with pytest.raises(TypeError, match=r"add_messages: messages must be a list"):
+                history.add_messages(bad)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"aadd_messages: messages must be a list"):
+                asyncio.run(history.aadd_messages(bad))  # type: ignore[arg-type]
+        assert list(store.streams()) == []
