@@ -50,6 +50,7 @@ __all__ = [
     "meta_problem",
     "nesting_depth",
     "payload_problem",
+    "pg_name",
     "shown",
     "text_problem",
     "version_problem",
@@ -431,26 +432,36 @@ def check_import_options(now: object, skew: object, max_line: object, max_depth:
             raise ValueError(msg)
 
 
+def pg_name(operation: str, what: str, name: object) -> str:
+    """``name`` when PostgreSQL keeps it as given: 1 to 63 bytes of UTF-8 without NUL (it cuts a
+    longer name, so two long names would be one schema or table).
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: It is empty, too long or not storable text.
+    """
+    if not isinstance(name, str):
+        msg = f"{operation}: {what} must be a str, not {type(name).__name__}"
+        raise TypeError(msg)
+    if not 0 < len(name.encode(errors="replace")) <= 63 or "\x00" in name or text_problem(name):
+        msg = (
+            f"{operation}: {what} {shown(name)} is not a name PostgreSQL keeps as given: 1 to 63 "
+            "bytes of UTF-8, no NUL"
+        )
+        raise ValueError(msg)
+    return name
+
+
 def identifier_parts(operation: str, dotted: object) -> tuple[str, ...]:
-    """``schema.table`` or ``table`` as names PostgreSQL keeps as given: each 1 to 63 bytes of
-    UTF-8 without NUL (it cuts a longer name, so two long names would be one table).
+    """``schema.table`` or ``table`` as :func:`pg_name` names.
 
     Raises:
         TypeError: ``dotted`` is not a str.
-        ValueError: A part is empty, too long or not storable text.
+        ValueError: A part is not a name PostgreSQL keeps as given.
     """
     if not isinstance(dotted, str):
-        msg = f"{operation}: a table name must be a str, not {type(dotted).__name__}"
-        raise TypeError(msg)
-    parts = tuple(dotted.split(".", 1))
-    for part in parts:
-        if not 0 < len(part.encode(errors="replace")) <= 63 or "\x00" in part or text_problem(part):
-            msg = (
-                f"{operation}: {shown(part)} in {shown(dotted)} is not a name PostgreSQL keeps as "
-                "given: 1 to 63 bytes of UTF-8, no NUL"
-            )
-            raise ValueError(msg)
-    return parts
+        return (pg_name(operation, "a table name", dotted),)
+    return tuple(pg_name(operation, "a table name part", part) for part in dotted.split(".", 1))
 
 
 def check_tail(operation: str, gt: object, limit: object) -> None:

@@ -113,9 +113,10 @@ def evict_permille(evict_to: object) -> int | None:
 
 def check_limit(name: str, value: object) -> int:
     """LangChain4j's ``ensureGreaterThanZero`` with Python names: ``max_messages must be ...``."""
-    huge = isinstance(value, int) and value.bit_length() > _SHOWN_BITS
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        msg = f"{name} must be greater than zero, but is: {shown(value) if huge else value}"
+        # An int through shown(): one too long to print is named by its size.
+        given = shown(value) if isinstance(value, int) else value
+        msg = f"{name} must be greater than zero, but is: {given}"
         if value is not None and type(value) is not int:
             # A limit read from a config file arrives as "20": LangChain4j's text alone
             # ("but is: 20") would hide why 20 was refused.
@@ -127,9 +128,6 @@ def check_limit(name: str, value: object) -> int:
         msg = f"{name} must be at most {MAX_SEQ}, but is: {shown(value)}"
         raise ValueError(msg)
     return value
-
-
-_SHOWN_BITS = 256  # as eventlog.validation.shown: a longer int is named by its size
 
 
 def check_policy(operation: str, policy: object) -> None:

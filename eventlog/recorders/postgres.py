@@ -53,7 +53,7 @@ from eventlog.recorders.postgres_erase import PostgresErasure
 from eventlog.recorders.postgres_open import PostgresSchema
 from eventlog.recorders.postgres_races import RACES, LostRace, PostgresRaces, check_batch
 from eventlog.recorders.postgres_sql import MIGRATIONS
-from eventlog.validation import check_snapshot, shown, text_problem
+from eventlog.validation import check_snapshot, pg_name, shown
 
 if TYPE_CHECKING:
     from eventlog.recorders.postgres_base import Conn, Row
@@ -66,8 +66,6 @@ DEFAULT_MAX_CONNECTIONS = 8
 _STALE_HEAD_RETRIES = 3
 DEFAULT_STATEMENT_TIMEOUT = 30.0
 """Seconds a statement (an append waiting for the append lock included) may run by default."""
-# NAMEDATALEN - 1 of a stock build: longer identifiers are truncated by the server, silently.
-_MAX_IDENTIFIER = 63
 _LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
 _RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
 _RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
@@ -82,17 +80,7 @@ def _check_arguments(
 ) -> None:
     """Refuse, before connecting, arguments the store cannot use (before: a bad timeout
     spent 5 s failing every connection and then said "connect failed"; -1 became 1 ms)."""
-    if not isinstance(schema, str):
-        msg = f"PostgresEventStore: schema must be a str, not {type(schema).__name__}"
-        raise TypeError(msg)
-    size = len(schema.encode(errors="replace"))
-    if not 0 < size <= _MAX_IDENTIFIER or "\x00" in schema or text_problem(schema):
-        # PostgreSQL cuts a longer name to 63 bytes: two stores would share one schema.
-        msg = (
-            f"PostgresEventStore: schema {shown(schema)} is not a schema name PostgreSQL keeps "
-            f"as given: 1 to {_MAX_IDENTIFIER} bytes of UTF-8, no NUL"
-        )
-        raise ValueError(msg)
+    pg_name("PostgresEventStore", "schema", schema)
     if statement_timeout is not None:
         if isinstance(statement_timeout, bool) or not isinstance(statement_timeout, int | float):
             msg = (

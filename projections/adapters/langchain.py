@@ -48,6 +48,7 @@ from eventlog.errors import ConcurrencyError
 from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.adapters.item_list import (
     LANGCHAIN_KEY,
     UNBOUNDED,
@@ -57,7 +58,7 @@ from projections.adapters.item_list import (
     tail,
 )
 from projections.adapters.item_list_runs import Run
-from projections.adapters.selection import ITEM_KEY, content_text, fold, short_repr
+from projections.adapters.selection import ITEM_KEY, content_text, fold
 from projections.adapters.selection import rules_message as _for_rules
 from projections.logged_window import RETRY_FOR
 from projections.memories import MessageWindowChatMemory
@@ -82,7 +83,7 @@ def from_langchain(message: BaseMessage) -> cl.ChatMessage:
     """
     if not isinstance(message, BaseMessage):
         msg = (
-            f"add_messages: {type(message).__name__} {short_repr(message)} is not a LangChain "
+            f"add_messages: {type(message).__name__} {shown(message)} is not a LangChain "
             "message (HumanMessage, AIMessage, ToolMessage, SystemMessage, ...); nothing was "
             "written"
         )
@@ -202,7 +203,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         if window is not None and not isinstance(window, WindowPolicy):
             msg = (
                 f"LedgerChatMessageHistory: window must be a window policy or None, got "
-                f"{type(window).__name__} {short_repr(window)}; pass e.g. "
+                f"{type(window).__name__} {shown(window)}; pass e.g. "
                 "window=MessageWindowPolicy(20) or TokenWindowPolicy(4000, estimator)"
             )
             raise TypeError(msg)
@@ -210,11 +211,11 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
             msg = (
                 f"LedgerChatMessageHistory needs a chatledger EventStore (InMemoryEventStore, "
                 f"SQLiteEventStore, PostgresEventStore) as store=, not {type(store).__name__} "
-                f"{short_repr(store)}"
+                f"{shown(store)}"
             )
             raise TypeError(msg)
         if not isinstance(record, bool):
-            msg = f"LedgerChatMessageHistory: record must be True or False, got {record!r:.80}"
+            msg = f"LedgerChatMessageHistory: record must be True or False, got {shown(record)}"
             raise TypeError(msg)
         self.items = ItemList(store, memory_id)
         self.store = store
@@ -320,7 +321,7 @@ def _stored(messages: Sequence[BaseMessage], operation: str) -> list[cl.ChatMess
     if isinstance(messages, str | bytes | BaseMessage) or not isinstance(messages, Iterable):
         msg = (
             f"{operation}: messages must be a list of LangChain messages, got "
-            f"{type(messages).__name__} {short_repr(messages)}; nothing was written"
+            f"{type(messages).__name__} {shown(messages)}; nothing was written"
         )
         raise TypeError(msg)
     return [from_langchain(m) for m in messages]

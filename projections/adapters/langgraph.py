@@ -58,6 +58,7 @@ from eventlog.hashing import GENESIS
 from eventlog.messages import CustomMessage
 from eventlog.models import ErasureReceipt, Record
 from eventlog.serialization import added_record
+from eventlog.validation import shown
 from projections.adapters.langgraph_events import (
     KEY,
     TAG,
@@ -81,7 +82,6 @@ from projections.adapters.langgraph_reads import (
     memory_of,
     thread_text,
 )
-from projections.adapters.selection import short_repr
 from projections.logged_window import RETRY_FOR
 
 __all__ = ["KEY", "TAG", "LedgerSaver", "thread_memory_id"]
@@ -258,7 +258,7 @@ class LedgerSaver(CheckpointReader):
             return self.serde.dumps_typed(value)
         except (TypeError, ValueError, OverflowError, RecursionError) as e:
             msg = (
-                f"{what}: {type(self.serde).__name__} cannot serialize {short_repr(value)} "
+                f"{what}: {type(self.serde).__name__} cannot serialize {shown(value)} "
                 f"({type(e).__name__}: {e}); store values it can (nothing was written)"
             )
             raise TypeError(msg) from e
@@ -341,7 +341,7 @@ class LedgerSaver(CheckpointReader):
         try:
             wanted = set(given)
         except TypeError:
-            msg = f"delete_for_runs: run ids must be str (or UUID), got {short_repr(run_ids)}"
+            msg = f"delete_for_runs: run ids must be str (or UUID), got {shown(run_ids)}"
             raise TypeError(msg) from None
         if not wanted:
             return
@@ -417,7 +417,7 @@ class LedgerSaver(CheckpointReader):
             number = 0 if current is None else int(str(current).split(".")[0])
         except ValueError:
             msg = (
-                f"get_next_version: {short_repr(current)} is not a channel version (an int, or "
+                f"get_next_version: {shown(current)} is not a channel version (an int, or "
                 "a str starting with one, as this saver makes)"
             )
             raise ValueError(msg) from None
@@ -499,7 +499,10 @@ def _check_checkpoint(
     whose parts are not dicts."""
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("id"), str):
         got = checkpoint.get("id") if isinstance(checkpoint, dict) else checkpoint
-        msg = f"put on {memory_id!r}: the checkpoint must be a dict whose id is a str, got {got!r}"
+        msg = (
+            f"put on {memory_id!r}: the checkpoint must be a dict whose id is a str, got "
+            f"{shown(got)}"
+        )
         raise TypeError(msg)
     for name, part in (
         ("channel_values", checkpoint.get("channel_values")),
@@ -508,7 +511,7 @@ def _check_checkpoint(
         ("new_versions", new_versions),
     ):
         if not isinstance(part, dict):
-            msg = f"put on {memory_id!r}: {name} must be a dict, got {part!r}"
+            msg = f"put on {memory_id!r}: {name} must be a dict, got {shown(part)}"
             raise TypeError(msg)
 
 
@@ -521,7 +524,7 @@ def _indexed(
     if not isinstance(task_id, str) or not isinstance(task_path, str):
         msg = (
             f"put_writes on {memory_id!r}: task_id and task_path must be str, got "
-            f"{task_id!r} and {task_path!r}"
+            f"{shown(task_id)} and {shown(task_path)}"
         )
         raise TypeError(msg)
     if isinstance(writes, str | bytes) or not isinstance(writes, Sequence):
@@ -532,7 +535,7 @@ def _indexed(
         if not isinstance(write, tuple | list) or len(write) != 2 or not isinstance(write[0], str):
             msg = (
                 f"put_writes on {memory_id!r}: write {i} must be a (channel str, value) pair, "
-                f"got {write!r:.200}"
+                f"got {shown(write)}"
             )
             raise TypeError(msg)
         indexed.append((WRITES_IDX_MAP.get(write[0], i), write[0], write[1]))
@@ -543,8 +546,7 @@ def _many(values: Any, operation: str, name: str) -> builtins.list[Any]:
     """``values`` as a list; refused when it is a str (each of its characters would be taken
     for an id) or not iterable."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        msg = (
-            f"{operation}: {name} must be a list of ids, not {values!r:.200}; pass [{values!r:.80}]"
-        )
+        given = shown(values)
+        msg = f"{operation}: {name} must be a list of ids, not {given}; pass [{given}]"
         raise TypeError(msg)
     return builtins.list(values)

@@ -42,6 +42,7 @@ except ImportError as e:
 
 from eventlog.ids import memory_key
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.adapters.langgraph_events import (
     TAG,
     Found,
@@ -317,7 +318,7 @@ class CheckpointReader(BaseCheckpointSaver[str]):
             msg = f"list: limit must be None or an int >= 0, got {limit!r}"
             raise ValueError(msg)
         if filter is not None and not isinstance(filter, Mapping):
-            msg = f"list: filter must be None or a dict of metadata items, got {filter!r:.200}"
+            msg = f"list: filter must be None or a dict of metadata items, got {shown(filter)}"
             raise TypeError(msg)
         configurable = configurable_of(config, "list") if config is not None else {}
         thread_id = configurable.get("thread_id")

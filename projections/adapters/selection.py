@@ -19,7 +19,6 @@ profile's validity rules).
 from __future__ import annotations
 
 import json
-import reprlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -35,6 +34,7 @@ from eventlog.messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from eventlog.validation import shown
 from projections.adapters.item_list import LANGCHAIN_KEY
 from projections.validity import valid_items
 from projections.window import Departure, Entry, Window, WindowPolicy
@@ -49,7 +49,6 @@ __all__ = [
     "item_of",
     "message_of",
     "rules_message",
-    "short_repr",
     "units",
 ]
 
@@ -78,29 +77,21 @@ def message_of(item: object) -> ChatMessage:
     if not isinstance(item, dict):
         msg = (
             f"add_items: an item must be a Responses input item (a dict), not "
-            f"{type(item).__name__} {short_repr(item)}; nothing was written"
+            f"{type(item).__name__} {shown(item)}; nothing was written"
         )
         raise TypeError(msg)
     try:
         json.dumps(item, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
-        msg = f"add_items: item {short_repr(item)} is not JSON ({e}); nothing was written"
+        msg = f"add_items: item {shown(item)} is not JSON ({e}); nothing was written"
         raise TypeError(msg) from e
     try:
         return _stored_as(item, {ITEM_KEY: item})
     except ValidationError as e:
         # JSON-encodable but not JSON (a tuple, a non-str key): it would not come back equal.
         problem = e.errors()[0]["msg"]
-        msg = f"add_items: item {short_repr(item)} is not JSON ({problem}); nothing was written"
+        msg = f"add_items: item {shown(item)} is not JSON ({problem}); nothing was written"
         raise TypeError(msg) from None
-
-
-def short_repr(item: object) -> str:
-    """A short repr for a message; an int too long to print is not one more error."""
-    try:
-        return reprlib.repr(item)
-    except ValueError:
-        return f"(a {type(item).__name__} holding an int too long to print)"
 
 
 def _stored_as(item: dict[str, Any], attributes: dict[str, Any]) -> ChatMessage:
