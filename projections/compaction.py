@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from eventlog.errors import ConcurrencyError
+from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.models import CompactionRun, LoggedEvent, StreamInfo
 from eventlog.serialization import encode_event, logged_event
@@ -326,8 +326,10 @@ class CompactionScheduler:
     One interval job, with ``max_instances=1`` (a slow run is never overlapped by the next)
     and ``coalesce=True`` (runs missed while the process was busy or asleep become one). A
     failed run is logged on the ``chatledger.compaction`` logger with its traceback, and the
-    next one still happens. The first run is one interval after :meth:`start`;
-    :meth:`run_now` runs one immediately, in the calling thread, through the same code.
+    next one still happens - except when the store was closed: a closed store never opens
+    again, so the schedule stops itself after one error line (no traceback every interval).
+    The first run is one interval after :meth:`start`; :meth:`run_now` runs one immediately,
+    in the calling thread, through the same code.
 
     Example::
 
@@ -473,6 +475,17 @@ class CompactionScheduler:
                     purge_idle_for=self._purge_idle_for,
                     providers=self._providers,
                 )
+            except StoreClosedError as e:
+                self._last_error = e
+                # Expected once an app closes its store before the scheduler: one line, and
+                # the remedy; no traceback (the cause is not in compaction's code).
+                logger.error(
+                    "compaction stopped: %s; shut the CompactionScheduler down before closing "
+                    "its store (e.g. leave its with-block first)",
+                    e,
+                )
+                self._notify(self._on_error, e)
+                raise
             except Exception as e:
                 self._last_error = e
                 logger.exception(
@@ -500,6 +513,9 @@ class CompactionScheduler:
         try:
             with contextlib.suppress(Exception):
                 self.run_now()
+            if isinstance(self._last_error, StoreClosedError):
+                # Nothing to retry: stop instead of logging the same failure every interval.
+                self.shutdown(wait=False)
         finally:
             self._job_threads.discard(me)
 

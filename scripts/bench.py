@@ -6,9 +6,9 @@ everything on one file system (a fresh temporary directory under ``--dir``, defa
 current directory, removed afterwards). Absolute times on
 a shared 2-core machine drift with the neighbours' load, so the figures to read are the ratios:
 
-* the contenders of a group (write: RAW W1 KW W2 TW peers; read: W3 TT RAW.read peers; cold: W4;
-  ledger: LD.digest LD.prove LD.inclusion; ledger-full: LD.digest.cold LD.verify) are warmed
-  up, then timed in ``--repeat`` rounds; in a round each one does its operations in
+* the contenders of a group (write: RAW FLOOR W1 KW W2 TW peers; read: W3 TT RAW.read peers;
+  cold: W4; ledger: LD.digest LD.prove LD.inclusion; ledger-full: LD.digest.cold LD.verify) are
+  warmed up, then timed in ``--repeat`` rounds; in a round each one does its operations in
   ``--slices`` turns, taking turns with the others in a rotating order, so two contenders'
   figures for a round come from the same few seconds;
 * a ratio is *paired*: the median over rounds of the per-round ratio (the "rounds a-b x" in
@@ -26,6 +26,11 @@ Rows (ids as printed and in ``--json``):
 =============== ===================================================================================
 RAW             raw driver loop, INSERT + COMMIT per message into a table shaped like ``events``,
                 same pragmas (WAL, synchronous NORMAL): the physical limit of a durable add
+FLOOR           the least Python a durable add with chatledger's guarantees needs, written out by
+                hand: the message's JSON, a salt, the payload commitment, the window record, the
+                chain hash and the head seal, then one INSERT into the real schema (with its
+                head-seal trigger), no checks or objects (SQLite only): W1 can come no closer
+                to RAW than FLOOR does
 W1              ``MessageWindowChatMemory(max_messages=20).add(m)`` on one conversation, one
                 200-character message per call, committed on return
 KW              W1 on a keyed store (``chain_key=`` 32 bytes: format 3 records, HMAC-SHA256 chain)
@@ -81,6 +86,7 @@ import argparse
 import contextlib
 import datetime as dt
 import gc
+import hashlib
 import importlib.metadata
 import itertools
 import json
@@ -115,8 +121,11 @@ from eventlog import (  # noqa: E402
     verify_inclusion,
 )
 from eventlog.formats.lc4j_json import message_to_json  # noqa: E402
+from eventlog.hashing import GENESIS, chain_hash_v2, head_mac  # noqa: E402
 from eventlog.models import NewRecord  # noqa: E402
+from eventlog.recorders.sqlite_sql import INSERT as _STORE_INSERT  # noqa: E402
 from eventlog.store import EventStore  # noqa: E402
+from eventlog.timetext import format_time  # noqa: E402
 from projections import (  # noqa: E402
     ChatMemory,
     MessageWindowChatMemory,
@@ -536,6 +545,67 @@ def raw_sqlite(path: pathlib.Path, payloads: Sequence[str]) -> tuple[Run, Callab
     return timed_loop(op), conn.close
 
 
+def floor_sqlite(
+    path: pathlib.Path, messages: Sequence[ChatMessage]
+) -> tuple[Run, Callable[[], bool]]:
+    """FLOOR: a durable add's unavoidable work, by hand, on the store's own schema.
+
+    What any implementation keeping chatledger's guarantees must do per add - serialize the
+    message, salt and commit to it, write the window record, chain-hash the record and seal
+    the head - with no validation, no objects and no window bookkeeping, then the store's own
+    INSERT (its head-seal trigger included) as one autocommit statement. The gap between RAW
+    and FLOOR is the guarantees' price; the gap between FLOOR and W1 is chatledger's code.
+    """
+    SQLiteEventStore(path).close()  # the real schema: events, heads, the head-seal trigger
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA secure_delete = ON")  # as the store sets it
+    nmsg = len(messages)
+    seq, prev = 0, GENESIS  # the head: FLOOR keeps it, as the store's head cache does
+
+    def op(i: int) -> None:
+        nonlocal seq, prev
+        seq += 1
+        payload = message_to_json(messages[i % nmsg])
+        salt = os.urandom(16)
+        commitment = hashlib.sha256(salt + payload.encode()).hexdigest()
+        now = format_time(dt.datetime.now(dt.UTC))
+        meta = WindowMeta([[max(1, seq - MAX_MESSAGES + 1), seq]], MAX_MESSAGES).encode()
+        digest = chain_hash_v2(prev, "floor", seq, "message_added", 1, now, commitment, meta)
+        seal = head_mac(None, "floor", seq, digest)
+        conn.execute(
+            _STORE_INSERT,
+            (
+                "floor",
+                seq,
+                now,
+                "message_added",
+                1,
+                payload,
+                meta,
+                prev,
+                digest,
+                salt.hex(),
+                commitment,
+                2,
+                seal,
+            ),
+        )
+        prev = digest
+
+    def close() -> bool:
+        """Close; True when chatledger reads back what FLOOR wrote: ``verify()`` passes and a
+        memory of that id holds a full window (so FLOOR did all of an add's work)."""
+        conn.close()
+        with SQLiteEventStore(path) as store:
+            memory = MessageWindowChatMemory("floor", MAX_MESSAGES, store)
+            full = len(memory.messages()) == min(seq, MAX_MESSAGES)
+            return store.verify().ok and full and seq > 0
+
+    return timed_loop(op), close
+
+
 def raw_history_read(
     be: Backend, store: EventStore, memory_id: str
 ) -> tuple[Run, Callable[[], None]] | None:
@@ -891,6 +961,10 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
     if run is not None:
         contenders.append(Contender("RAW", run, cfg.n))
         closers.append(close)
+    floor_close = None
+    if be.name == "sqlite":
+        floor_run, floor_close = floor_sqlite(be.workdir / "floor.db", messages)
+        contenders.append(Contender("FLOOR", floor_run, cfg.n))
     nmsg = len(messages)
 
     w1_store = be.open("w1")
@@ -952,6 +1026,17 @@ def write_group(cfg: Config, be: Backend, res: Results, messages: list[ChatMessa
         res.add(raw)
     else:
         res.add(rate_row(raw, measured, ops="inserts"))
+    floor_row = Row(
+        "FLOOR", "the least Python for W1's record (hand-written; see the docstring)", group="write"
+    )
+    if floor_close is not None:
+        rate_row(floor_row, measured, "RAW")
+        floor_row.extra["verified"] = floor_close()
+        floor_row.detail += "; verify() " + ("OK" if floor_row.extra["verified"] else "FAILED")
+        res.add(floor_row)
+    else:
+        floor_row.status = "n/a: written for the SQLite schema only"
+        res.add(floor_row)
     res.add(
         rate_row(
             Row("W1", "durable add, 1 conversation, MessageWindow(20)", group="write"),

@@ -30,7 +30,7 @@ CORE = [
 ]  # fmt: skip
 COLD_DIGEST = ["LD.digest.cold"]  # a new store object on the same database: not in memory
 LEDGER = ["LD.digest", "LD.digest.cold", "LD.verify", "LD.prove", "LD.proof", "LD.inclusion"]
-RAW = ["RAW", "RAW.read"]
+RAW = ["RAW", "FLOOR", "RAW.read"]
 W5 = ["W5.single", "W5.same", "W5.separate"]
 SCALE = ["SC.page", "SC.cli_history", "SC.cli_diff", "SC.export", "SC.import"]
 PARALLEL = ["SC.one", "SC.par8", "SC.same8"]
@@ -146,6 +146,10 @@ def test_bench_sqlite(tmp_path):
         report, [*RAW, *CORE, *COLD_DIGEST, *W5, *SCALE, *CACHE, *STARTUP, *installed], missing
     )
     rows = {r["id"]: r for r in report["rows"]}
+    # The hand-written floor of an add is compared with the raw driver loop, as W1 is.
+    assert rows["FLOOR"]["vs"] == "RAW" and rows["W1"]["vs"] == "RAW"
+    # Check the floor did an add's whole work: chatledger verifies and reads what it wrote.
+    assert rows["FLOOR"]["extra"]["verified"] is True, rows["FLOOR"]
     # Start-up is compared with the bare interpreter, the floor.
     for row_id in ("ST.import", "ST.help"):
         assert rows[row_id]["vs"] == "ST.python" and rows[row_id]["ratio"] > 0, rows[row_id]
@@ -161,6 +165,7 @@ def test_bench_memory(tmp_path):
     report, _ = _run_bench(tmp_path, "memory")
     absent = {
         "RAW": "n/a",
+        "FLOOR": "n/a",
         "RAW.read": "n/a",
         **dict.fromkeys(COLD_DIGEST, "n/a"),
         **dict.fromkeys(W5, "n/a"),
@@ -189,7 +194,7 @@ def test_bench_postgres(tmp_path):
     _check_rows(
         report,
         ["RAW", *CORE, *COLD_DIGEST, *W5, *SCALE, *CACHE, *PARALLEL, *STARTUP],
-        {**dict.fromkeys(PEERS, "n/a"), "RAW.read": "n/a"},
+        {**dict.fromkeys(PEERS, "n/a"), "FLOOR": "n/a", "RAW.read": "n/a"},
     )
     _check_writers(report)
     _check_ledger(report)

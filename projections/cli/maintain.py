@@ -14,7 +14,7 @@ from eventlog.formats.jsonl import export_jsonl, import_jsonl
 from eventlog.ids import StreamKey, memory_key
 from projections.audit import fork
 from projections.cli.args import PROG, shell_id
-from projections.cli.errors import Failure, UsageError
+from projections.cli.errors import Failure, UsageError, one_line
 from projections.cli.render import console, emit, plain, plural, progress, title
 from projections.cli.store import check_seq, existing, where
 from projections.compaction import compact
@@ -65,13 +65,27 @@ def export(args: argparse.Namespace, store: EventStore) -> int:
 
 
 def _to_file(path: Path, args: argparse.Namespace, write: Callable[[TextIO], int]) -> int:
+    # Checked before anything is read: the error names FILE, not the .partial file beside it.
+    if path.is_dir():
+        msg = f"-o {path} is a directory; name a file in it, e.g. -o {path / 'ledger.jsonl'}"
+        raise Failure(msg)
     if path.exists() and not args.force:
         msg = f"{path} exists; pass --force to overwrite it, or pick another -o FILE"
+        raise Failure(msg)
+    if not path.parent.is_dir():
+        msg = f"-o {path}: no directory {path.parent}; create it first, or pick another -o FILE"
         raise Failure(msg)
     # Written beside, then renamed: an interrupted export never leaves a truncated FILE.
     partial = path.with_name(path.name + ".partial")
     try:
-        with partial.open("w", encoding="utf-8") as out:
+        try:
+            out = partial.open("w", encoding="utf-8")
+        except OSError as e:
+            msg = (
+                f"-o {path}: cannot write there ({e.strerror or one_line(e)}); pick another -o FILE"
+            )
+            raise Failure(msg) from e
+        with out:
             count = write(out)
         partial.replace(path)
     finally:

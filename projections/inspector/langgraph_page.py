@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from eventlog.ids import memory_id_from_key
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.adapters.langgraph_events import is_thread_memory
 from projections.inspector.shown import SHOWN_MAX
 
@@ -77,7 +78,7 @@ def thread_page(
 
     memory_id = memory_id_from_key(key)
     if not is_thread_memory(memory_id):
-        msg = f"memory {key!r} is not a LangGraph thread; LedgerSaver stores one per thread"
+        msg = f"memory {shown(key)} is not a LangGraph thread; LedgerSaver stores one per thread"
         raise LookupError(msg)
     thread, _, ns = memory_id
     saver = LedgerSaver(store, cache_size=1)
@@ -86,7 +87,7 @@ def thread_page(
     steps = list(reversed(steps[-STEPS_PAGE:]))
     if not steps and before is None:
         msg = (
-            f"LangGraph thread {thread!r} (namespace {ns!r}) has no checkpoints: it was "
+            f"LangGraph thread {shown(thread)} (namespace {shown(ns)}) has no checkpoints: it was "
             "erased, or nothing was put yet"
         )
         raise LookupError(msg)
@@ -128,7 +129,8 @@ def _one(saver: Any, thread: str, ns: str, checkpoint: str | None) -> Any:
         found = thread_steps(saver, thread, ns, before=later, limit=1)
         found = [s for s in found if s.checkpoint_id == checkpoint]
     if not found:
-        msg = f"LangGraph thread {thread!r} has no checkpoint {checkpoint!r}"
+        # Cut (shown): the id comes from the URL, and an error page must not echo a megabyte.
+        msg = f"LangGraph thread {shown(thread)} has no checkpoint {shown(checkpoint)}"
         raise LookupError(msg)
     return found[0]
 

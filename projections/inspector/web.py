@@ -47,6 +47,7 @@ CSP = (
 """Only our own script and stylesheet run; images in messages are links, never loaded."""
 
 _WHOLE = re.compile(r"-?[0-9]{1,18}").fullmatch
+_MESSAGE_MAX = 1000  # characters of an error message an error page shows
 
 _HEADERS = [
     (b"content-security-policy", CSP.encode()),
@@ -94,6 +95,14 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
     def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**context), status_code=status)
 
+    def failed(status: int, error: BaseException) -> HTMLResponse:
+        # Messages may repeat what the URL said (an id, a checkpoint): cut, so a page never
+        # echoes a megabyte back, whatever the message's own author forgot to cut.
+        text = str(error)
+        if len(text) > _MESSAGE_MAX:
+            text = text[: _MESSAGE_MAX - 3] + "..."
+        return page("error.html", status, message=text)
+
     async def index(request: Request) -> Response:
         needle = request.query_params.get("q", "")
         order = request.query_params.get("sort", "activity")
@@ -101,7 +110,7 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
             offset = _int(request.query_params.get("offset"), "list offset") or 0
             listing = await run_in_threadpool(views.memory_rows, store, needle, offset, sort=order)
         except (ValueError, EventLogError) as e:
-            return page("error.html", 400, message=str(e))
+            return failed(400, e)
         return page("index.html", page=listing, q=needle, sort=order)
 
     async def memory_or_event(request: Request) -> Response:
@@ -129,9 +138,9 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
             )
             call = await run_in_threadpool(calls_page.call_view, store, key, view.seq)
         except LookupError as e:
-            return page("error.html", 404, message=str(e))
+            return failed(404, e)
         except (ValueError, EventLogError) as e:
-            return page("error.html", 400, message=str(e))
+            return failed(400, e)
         elapsed = (time.perf_counter() - started) * 1000
         response = page("memory.html", v=view, call=call, elapsed=elapsed)
         response.headers["server-timing"] = f"step;dur={elapsed:.1f}"
@@ -143,9 +152,9 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
                 views.event_detail, store, key, _int(seq, "event seq") or 0
             )
         except LookupError as e:
-            return page("error.html", 404, message=str(e))
+            return failed(404, e)
         except (ValueError, EventLogError) as e:
-            return page("error.html", 400, message=str(e))
+            return failed(400, e)
         return page("event.html", e=detail)
 
     async def find(request: Request) -> Response:
@@ -158,7 +167,7 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
             )
             label = None if key is None else views.memory_label(key)
         except (ValueError, EventLogError) as e:
-            return page("error.html", 400, message=str(e))
+            return failed(400, e)
         return page("search.html", s=found, label=label)
 
     async def jump(request: Request) -> Response:
@@ -168,9 +177,9 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
                 search.jump_seq, store, key, request.query_params.get("to", "")
             )
         except LookupError as e:
-            return page("error.html", 404, message=str(e))
+            return failed(404, e)
         except (ValueError, EventLogError) as e:
-            return page("error.html", 400, message=str(e))
+            return failed(400, e)
         return RedirectResponse(f"/m/{quote(key, safe='')}?seq={seq}", status_code=303)
 
     async def langgraph(request: Request) -> Response:
@@ -185,9 +194,9 @@ def create_app(  # noqa: PLR0915 - one small closure per route, all over the one
                 before=params.get("before") or None,
             )
         except LookupError as e:
-            return page("error.html", 404, message=str(e))
+            return failed(404, e)
         except (ValueError, EventLogError, ModuleNotFoundError) as e:
-            return page("error.html", 400, message=str(e))
+            return failed(400, e)
         return page("langgraph.html", p=shown)
 
     app = Starlette(

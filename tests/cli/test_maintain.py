@@ -46,6 +46,23 @@ def test_export_import_round_trip_verifies_and_time_travels(ok, cli, ledger, sto
     }
 
 
+def test_export_to_a_place_it_cannot_write_names_the_file_and_writes_nothing(cli, ledger, tmp_path):
+    # The error names -o FILE and the remedy, never the .partial file written beside it.
+    missing = tmp_path / "nope" / "out.jsonl"
+    refused = cli("export", "-o", missing, "--db", ledger)
+    assert refused.returncode == 1
+    assert f"-o {missing}: no directory {missing.parent}; create it first" in refused.stderr
+    assert ".partial" not in refused.stderr
+    directory = tmp_path / "dir"
+    directory.mkdir()
+    for extra in ((), ("--force",)):
+        refused = cli("export", "-o", directory, "--db", ledger, *extra)
+        assert refused.returncode == 1
+        assert f"-o {directory} is a directory; name a file in it" in refused.stderr
+    assert list(directory.iterdir()) == []
+    assert not missing.parent.exists()
+
+
 def test_import_refuses_a_tampered_file_and_creates_nothing(ok, cli, ledger, tmp_path):
     dump = tmp_path / "ledger.jsonl"
     ok("export", "conv", "-o", dump, "--db", ledger)

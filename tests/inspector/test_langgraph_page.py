@@ -124,6 +124,18 @@ def test_thread_page_errors_are_pages(lg_ledger, serve, tmp_path):
     assert status == 404 and "has no checkpoints: it was erased" in body
 
 
+def test_error_pages_do_not_echo_a_huge_query_back(lg_ledger, serve):
+    # The checkpoint id comes from the URL: its error page used to repeat all of it.
+    path, _ = lg_ledger
+    server: Server = serve(SQLiteEventStore(path))
+    huge = "c" * 20_000
+    status, _, body = _get(server.url + PAGE + "?checkpoint=" + huge)
+    assert status == 404 and "has no checkpoint &#39;ccc" in body
+    assert "c" * 200 not in body
+    status, _, body = _get(server.url + PAGE + "?checkpoint=nope&from=" + huge)
+    assert status == 404 and "c" * 200 not in body
+
+
 def test_a_tampered_checkpoint_is_refused_on_the_page(lg_ledger, serve):
     path, _ = lg_ledger
     with sqlite3.connect(path) as conn:

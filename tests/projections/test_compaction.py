@@ -19,7 +19,7 @@ import pytest
 from freezegun import freeze_time
 
 from eventlog import InMemoryEventStore, SQLiteEventStore, UserMessage
-from eventlog.errors import ConcurrencyError
+from eventlog.errors import ConcurrencyError, StoreClosedError
 from eventlog.formats.lc4j_json import message_to_json
 from eventlog.models import CompactionRun, MemoryErased, MessageAdded, Record, StreamInfo
 from eventlog.serialization import encode_event
@@ -718,12 +718,50 @@ def test_a_callback_may_shut_the_scheduler_down(tmp_path, caplog, hook):
     assert outcome == ["stopped"]
     assert not scheduler.running
     logged = [r.getMessage() for r in caplog.records if r.name == "chatledger.compaction"]
-    assert not [m for m in logged if "callback" in m]
+    assert not [m for m in logged if "compaction callback" in m]
     assert len(logged) == (1 if hook == "on_error" else 0)
     deadline = datetime.now(UTC) + timedelta(seconds=_WAIT)
     while any(t.name.startswith("APScheduler") for t in threading.enumerate()):
         assert datetime.now(UTC) < deadline
         threading.Event().wait(0.01)
+
+
+def test_a_closed_store_stops_the_schedule_after_one_line(tmp_path, caplog):
+    # A closed store never opens again: the schedule used to log the same full traceback
+    # every interval for as long as the process ran. Now one error line with the remedy,
+    # on_error once, and the schedule is off.
+    store = SQLiteEventStore(tmp_path / "closed.db")
+    store.close()
+    errors: list[Exception] = []
+    called = threading.Event()
+
+    def on_error(e: Exception) -> None:
+        errors.append(e)
+        called.set()
+
+    scheduler = CompactionScheduler(
+        store, every=timedelta(milliseconds=50), idle_for=timedelta(0), on_error=on_error
+    )
+    scheduler.start()
+    try:
+        assert called.wait(_WAIT)
+        deadline = datetime.now(UTC) + timedelta(seconds=_WAIT)
+        while scheduler.running:
+            assert datetime.now(UTC) < deadline
+            threading.Event().wait(0.01)
+        threading.Event().wait(0.3)  # six more intervals: no run may follow
+    finally:
+        scheduler.shutdown()
+    assert [type(e) for e in errors] == [StoreClosedError]
+    (logged,) = [r for r in caplog.records if r.name == "chatledger.compaction"]
+    assert logged.levelno == logging.ERROR
+    assert logged.exc_info is None
+    assert logged.getMessage().startswith("compaction stopped: ")
+    assert "shut the CompactionScheduler down before closing its store" in logged.getMessage()
+    assert isinstance(scheduler.last_error, StoreClosedError)
+    # run_now still raises it to a caller who asks.
+    with pytest.raises(StoreClosedError):
+        scheduler.run_now()
 
 
 def test_a_failing_callback_is_logged_and_does_not_fail_the_run(caplog):
