@@ -94,7 +94,7 @@ def _cached_tree_at(store: EventStore, d: LedgerDigest) -> LedgerTree | None:
 # ---------------------------------------------------------------- digests
 
 
-def digest(store: EventStore) -> LedgerDigest:
+def digest(store: EventStore, *, save: bool = True) -> LedgerDigest:
     """Return the digest of every record ``store`` holds now.
 
     The tree is kept in the database a block of 256 records at a time (see
@@ -105,6 +105,8 @@ def digest(store: EventStore) -> LedgerDigest:
 
     Args:
         store: Any event store.
+        save: False: write nothing, not even the tree's blocks (a reader such as the inspector,
+            which promises not to write; a later call saves them).
 
     Returns:
         The size, root and last position of the log, and the time taken.
@@ -115,7 +117,7 @@ def digest(store: EventStore) -> LedgerDigest:
     """
     ledger = _ledger_of(store)
     with ledger.lock:
-        ledger.absorb(store)
+        ledger.absorb(store, save=save)
         return LedgerDigest(
             size=ledger.tree.size,
             root=ledger.tree.root(),

@@ -267,8 +267,9 @@ class LedgerTree:
 
     # ---------------------------------------------------------------- growing the tree
 
-    def absorb(self, store: EventStore) -> None:
-        """Bring the tree up to every record committed now; save complete blocks.
+    def absorb(self, store: EventStore, *, save: bool = True) -> None:
+        """Bring the tree up to every record committed now; save complete blocks (not with
+        ``save=False``: a reader that promises to write nothing; a later absorb saves them).
 
         The first call loads the stored blocks; a purge of records the tree holds (seen as a
         tombstone of a stream it holds, or as a new purge generation) makes it rebuild.
@@ -280,7 +281,9 @@ class LedgerTree:
         if not self._loaded:
             self._load(store)
         for _ in range(_MAX_REBUILDS):
-            if self._absorb_pages(store) and self._save(store):
+            if self._absorb_pages(store) and (
+                self._save(store) if save else store._tree_generation() == self._generation
+            ):
                 return
             self.rebuild(store)
         msg = (

@@ -25,6 +25,7 @@ from typing import Any
 
 from eventlog.errors import EventLogError
 from eventlog.ids import StreamKey
+from eventlog.ledger import digest as ledger_digest
 from eventlog.messages import ChatMessage, ToolExecutionResultMessage
 from eventlog.models import SummaryRecorded
 from eventlog.serialization import decode_event
@@ -243,7 +244,7 @@ def step_view(
         counted = [e.tokens for e in step.view if e.tokens is not None]
         tokens = sum(counted) if len(counted) == len(step.view) else None
     summary = summary_at(store, stream, at)
-    digest = store.digest()
+    digest = ledger_digest(store, save=False)  # the inspector writes nothing, not even a cache
     departures = step.departures
     names = tool_names(
         store,

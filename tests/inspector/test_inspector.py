@@ -58,6 +58,24 @@ def test_every_response_carries_a_strict_csp_and_nothing_writes(ledger, serve):
     assert ledger.read_bytes() == before  # read-only: the file did not change
 
 
+def test_serving_a_writable_store_writes_nothing_not_even_the_digest_cache(tmp_path, serve):
+    # The header's digest used to save the ledger tree's blocks (one per 256 records) into the
+    # file of a store opened for writing: serve() promises that nothing is written to it.
+    path = tmp_path / "big.db"
+    store = SQLiteEventStore(path)
+    memory = MessageWindowChatMemory("conv", 10, store)
+    memory.add([UserMessage(f"m{i}") for i in range(600)])
+    server: Server = serve(store)
+    status, _, body = _get(server.url + "/m/conv?seq=300")
+    assert status == 200 and "600" in body
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM ledger_blocks").fetchone() == (0,)
+    # The app's own digest still saves them (the cache is not lost, only not written by a reader).
+    assert store.digest().size == 600
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM ledger_blocks").fetchone() == (2,)
+
+
 def test_message_text_is_escaped_in_the_html(ledger, serve):
     server = serve(SQLiteEventStore(ledger))
     for path in ["/m/conv?seq=2", "/m/conv?seq=5", "/m/conv/e/2", "/m/conv/e/5"]:
