@@ -38,7 +38,6 @@ from psycopg.conninfo import conninfo_to_dict
 from eventlog.erasure import brings_erasure, erased_after, snapshot_problem
 from eventlog.errors import (
     ConcurrencyError,
-    OutcomeUnknownError,
     PersistenceError,
     StoreClosedError,
 )
@@ -67,8 +66,6 @@ _STALE_HEAD_RETRIES = 3
 DEFAULT_STATEMENT_TIMEOUT = 30.0
 """Seconds a statement (an append waiting for the append lock included) may run by default."""
 _LOST_RETRIES = 3  # appends retried after a dead connection when nothing of them landed
-_RESOLVE_WAIT = 2.0  # seconds to wait for a lost append's transaction before terminating it
-_RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost append landed
 
 
 # PostgreSQL's statement_timeout is an int of milliseconds.
@@ -496,57 +493,6 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         if after != erased:
             self._erased[key] = after
         return cursor
-
-    def _landed(self, key: str, rows: list[Row], pid: int) -> list[Record] | None:
-        """The records of an append whose connection was lost, if its commit landed; None if
-        it did not (nothing of it is stored).
-
-        The lost transaction held its memory's append lock until it ended, so taking that lock
-        waits for its outcome. A backend that never learns its client is gone (a network
-        partition) would hold it for long: after ``_RESOLVE_WAIT`` it is terminated, but only
-        if it is that pid and still holds the lock.
-
-        Raises:
-            OutcomeUnknownError: The server could not be asked (it stayed unreachable for
-                ``_RESOLVE_DEADLINE``); the message says how to check the outcome.
-        """
-        seqs = [row[1] for row in rows]
-        hashes = [row[8] for row in rows]
-        lock = self._stream_lock(key)
-        operation = "append (resolving a lost connection)"
-        # Persistent, within a bound: giving up here leaves the caller an unknown outcome,
-        # the one state in which its retry could store the message twice.
-        deadline = time.monotonic() + _RESOLVE_DEADLINE
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                with self._guard(operation) as conn, conn.transaction():
-                    conn.execute(pgsql.SET_LOCK_TIMEOUT, (f"{round(_RESOLVE_WAIT * 1000)}ms",))
-                    try:
-                        with conn.transaction():  # a savepoint: a lock timeout aborts only it
-                            conn.execute(pgsql.LOCK, (lock,))
-                    except psycopg.errors.LockNotAvailable:
-                        conn.execute(self._q["terminate_holder"], (5000, pid, lock))
-                        conn.execute(pgsql.LOCK, (lock,))
-                    found = dict(conn.execute(self._q["landed"], (key, seqs, hashes)).fetchall())
-            except PersistenceError as e:
-                lost = isinstance(e.__cause__, psycopg.Error) and connection_lost(e.__cause__)
-                if not lost or time.monotonic() > deadline or self._closed:
-                    msg = (
-                        f"append to {key} at seq {seqs[0]}: the connection was lost around "
-                        f"COMMIT and the server could not be asked whether it landed ({e}); "
-                        f"check with head({key!r}): seq {seqs[-1]} with hash {hashes[-1]} "
-                        "means it did"
-                    )
-                    raise OutcomeUnknownError(operation, msg) from e
-                with contextlib.suppress(Exception):
-                    self._pool.check()
-                time.sleep(min(0.01 * 2**attempt, 0.5))
-                continue
-            if not found:
-                return None
-            return [Record(found[row[1]], *row) for row in rows]  # a transaction lands whole
 
     def save_snapshot(self, memory_id: MemoryId, name: str, seq: int, state: str) -> None:
         check_snapshot("save_snapshot", name, seq, state)

@@ -24,7 +24,7 @@ from eventlog.errors import (
     StoreClosedError,
 )
 from eventlog.hashing import GENESIS
-from eventlog.models import StreamHead
+from eventlog.models import Record, StreamHead
 from eventlog.recorders import postgres_sql as pgsql
 from eventlog.recorders.postgres_waits import waited_on
 from eventlog.store import EventStore
@@ -45,6 +45,8 @@ _POOL_MIN = 1
 _CONTENDED_FOR = 1.0  # seconds a memory's appends read its head first after a conflict
 _HEADS_MAX = 10_000  # cached stream heads per store; the oldest entry goes first
 EMPTY_HEAD = StreamHead(0, GENESIS, "")  # cached head of an empty stream (what _build chains to)
+_RESOLVE_WAIT = 2.0  # seconds to wait for a lost commit's transaction before terminating it
+_RESOLVE_DEADLINE = 30.0  # seconds to keep asking the server whether a lost commit landed
 _HANDOFF = "chatledger_handoff"  # pool kwarg carrying the connection the store opened itself
 
 
@@ -402,3 +404,57 @@ class PostgresBase(EventStore):
         the tree lives in memory, rebuilt from the records, as on a store that keeps none)."""
         row = conn.execute(pgsql.TABLE_EXISTS, (self._tree_table,)).fetchone()
         return bool(row and row[0])
+
+    def _landed(
+        self, key: str, rows: list[Row], pid: int, action: str = "append"
+    ) -> list[Record] | None:
+        """The records of an append (or of the erase or purge ``action`` names) whose connection
+        was lost, if its commit landed; None if it did not (nothing of it is stored).
+
+        The lost transaction held its memory's append lock until it ended, so taking that lock
+        waits for its outcome. A backend that never learns its client is gone (a network
+        partition) would hold it for long: after ``_RESOLVE_WAIT`` it is terminated, but only
+        if it is that pid and still holds the lock.
+
+        Raises:
+            OutcomeUnknownError: The server could not be asked (it stayed unreachable for
+                ``_RESOLVE_DEADLINE``); the message says how to check the outcome.
+        """
+        seqs = [row[1] for row in rows]
+        hashes = [row[8] for row in rows]
+        lock = self._stream_lock(key)
+        operation = f"{action} (resolving a lost connection)"
+        # Persistent, within a bound: giving up here leaves the caller an unknown outcome,
+        # the one state in which its retry could store the message twice.
+        deadline = time.monotonic() + _RESOLVE_DEADLINE
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self._guard(operation) as conn, conn.transaction():
+                    conn.execute(pgsql.SET_LOCK_TIMEOUT, (f"{round(_RESOLVE_WAIT * 1000)}ms",))
+                    try:
+                        with conn.transaction():  # a savepoint: a lock timeout aborts only it
+                            conn.execute(pgsql.LOCK, (lock,))
+                    except psycopg.errors.LockNotAvailable:
+                        conn.execute(self._q["terminate_holder"], (5000, pid, lock))
+                        conn.execute(pgsql.LOCK, (lock,))
+                    found = dict(conn.execute(self._q["landed"], (key, seqs, hashes)).fetchall())
+            except PersistenceError as e:
+                lost = isinstance(e.__cause__, psycopg.Error) and connection_lost(e.__cause__)
+                if not lost or time.monotonic() > deadline or self._closed:
+                    msg = (
+                        f"{action} {'to' if action == 'append' else 'of'} {key} at seq {seqs[0]}: "
+                        "the connection was lost around "
+                        f"COMMIT and the server could not be asked whether it landed ({e}); "
+                        f"check with head({key!r}): seq {seqs[-1]} with hash {hashes[-1]} "
+                        "means it did"
+                    )
+                    raise OutcomeUnknownError(operation, msg) from e
+                with contextlib.suppress(Exception):
+                    self._pool.check()
+                time.sleep(min(0.01 * 2**attempt, 0.5))
+                continue
+            if not found:
+                return None
+            return [Record(found[row[1]], *row) for row in rows]  # a transaction lands whole

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import pq
 
 from eventlog.erasure import content_subject, erasure_record, purged, shred, tombstone
-from eventlog.errors import ConcurrencyError
+from eventlog.errors import ConcurrencyError, OutcomeUnknownError, PersistenceError
 from eventlog.hashing import RECEIPT_KINDS
 from eventlog.ids import MemoryId, memory_id_from_key
 from eventlog.keyring import SEALED_PREFIX
@@ -18,7 +18,7 @@ from eventlog.recorders import postgres_sql as pgsql
 from eventlog.recorders.postgres_base import PostgresBase
 
 if TYPE_CHECKING:
-    pass
+    from eventlog.recorders.postgres_base import Row
 
 __all__ = ["PostgresErasure"]
 
@@ -42,6 +42,37 @@ class PostgresErasure(PostgresBase):
         self._writable("purge", self._name)
         subject = content_subject(self, key, "purge")  # before the names row goes
         conflict = lambda: ConcurrencyError(key, expected_seq, None)  # noqa: E731
+        sent: list[tuple[list[Row], int]] = []  # the tombstone, once its commit may land
+        try:
+            record = self._purge_in(key, expected_seq, reason, subject, conflict, sent)
+        except OutcomeUnknownError:
+            if not sent:
+                raise
+            landed = self._landed(key, *sent[0], action="purge")  # ask the server
+            if landed is None:
+                msg = (
+                    f"purge of {key}: the connection was lost during its COMMIT and the server "
+                    "says it did not land: the records are still stored; run it again"
+                )
+                operation = "purge"
+                raise PersistenceError(operation, msg) from None
+            (record,) = landed
+        self._erased[key] = record.seq
+        self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
+        self._wrote(record.position)
+        self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum
+        purged(self, key)
+        return record
+
+    def _purge_in(  # noqa: PLR0917 - private; purge's transaction
+        self,
+        key: str,
+        expected_seq: int,
+        reason: str,
+        subject: tuple[str, bool] | None,
+        conflict: Callable[[], ConcurrencyError],
+        sent: list[tuple[list[Row], int]],
+    ) -> Record:
         with self._write("purge", conflict, keys=[key]) as conn:
             head = self._head(conn, key)
             if head is None:
@@ -68,13 +99,8 @@ class PostgresErasure(PostgresBase):
             ((_, position),) = conn.execute(*query).fetchall()
             conn.execute(self._q["seal_erasure"], (rows[0][1], key))
             shred(self, key, subject)  # before the commit: see erasure._erase_then
-        record = Record(position, *rows[0])
-        self._erased[key] = record.seq
-        self._remember(key, StreamHead(record.seq, record.hash, record.recorded_at_text))
-        self._wrote(record.position)
-        self._cleanup_pending = True  # the deleted rows stay in the files until a vacuum
-        purged(self, key)
-        return record
+            sent.append((rows, conn.info.backend_pid))
+        return Record(position, *rows[0])
 
     def _first_sealed(self, key: str) -> int | None:
         params = (key, list(RECEIPT_KINDS), len(SEALED_PREFIX), SEALED_PREFIX)
@@ -96,8 +122,39 @@ class PostgresErasure(PostgresBase):
         erased text) stay in the table and TOAST files as dead tuples: :meth:`vacuum` makes
         their space reusable but their bytes can remain until overwritten, ``vacuum(full=True)``
         rewrites the files without them. The WAL and backups keep copies until recycled."""
-        kinds = list(RECEIPT_KINDS)
         done: list[tuple[Record, ErasureReceipt]] = []
+        sent: list[tuple[list[Row], int]] = []  # the first receipt, once the commit may land
+        try:
+            self._erase_in(keys, reason, expected_seq, before_commit, done, sent)
+        except OutcomeUnknownError:
+            if not sent:
+                raise
+            # One transaction: the first receipt landed exactly when all of them did.
+            if self._landed(sent[0][0][0][0], *sent[0], action="erase") is None:
+                msg = (
+                    "the connection was lost during its COMMIT and the server says it did not "
+                    "land: nothing was erased in the database; run it again"
+                )
+                operation = "erase"
+                raise PersistenceError(operation, msg) from None
+        for record, _ in done:
+            self._erased[record.stream_id] = record.seq
+            self._remember(
+                record.stream_id, StreamHead(record.seq, record.hash, record.recorded_at_text)
+            )
+            self._wrote(record.position)
+        return [receipt for _, receipt in done]
+
+    def _erase_in(  # noqa: PLR0917 - private; erase's transaction
+        self,
+        keys: Sequence[str],
+        reason: str,
+        expected_seq: int | None,
+        before_commit: Callable[[], None] | None,
+        done: list[tuple[Record, ErasureReceipt]],
+        sent: list[tuple[list[Row], int]],
+    ) -> None:
+        kinds = list(RECEIPT_KINDS)
         with self._write("erase", keys=keys) as conn:
             for key in keys:
                 head = self._head(conn, key)
@@ -123,15 +180,10 @@ class PostgresErasure(PostgresBase):
                 record = Record(position, *rows[0])
                 conn.execute(self._q["seal_erasure"], (record.seq, key))
                 done.append((record, ErasureReceipt(memory_id_from_key(key), event, record)))
+                if not sent:
+                    sent.append((rows, conn.info.backend_pid))
             if before_commit is not None:
                 before_commit()  # holding the memories' locks: see erasure._erase_then
-        for record, _ in done:
-            self._erased[record.stream_id] = record.seq
-            self._remember(
-                record.stream_id, StreamHead(record.seq, record.hash, record.recorded_at_text)
-            )
-            self._wrote(record.position)
-        return [receipt for _, receipt in done]
 
     def _clean_files(self, operation: str) -> bool:
         # Dead row versions with the erased text stay in the table files until a vacuum; do
