@@ -39,6 +39,7 @@ def export(args: argparse.Namespace, store: EventStore) -> int:
             msg = "--after needs an ID: seqs are per memory"
             raise UsageError(msg)
         total = sum(i.event_count for i in store.streams(include_system=args.include_system))
+    _check_exportable(args, store, key)
     with progress(total, "exporting") as bar:
 
         def advance(count: int) -> None:
@@ -62,6 +63,43 @@ def export(args: argparse.Namespace, store: EventStore) -> int:
     else:
         console(stderr=True).print(f"exported {plural(count, 'record')} to {args.output}")
     return 0
+
+
+def _check_exportable(args: argparse.Namespace, store: EventStore, key: StreamKey | None) -> None:
+    """Refuse to export a memory whose chain does not verify: ``import`` refuses such a file,
+    and a backup found unrestorable only when it is needed is a backup lost. With
+    --allow-damaged, export it as stored and say so (forensics)."""
+    report = store.verify(key)
+    if report.ok:
+        return
+    failures = dict(report.failures)
+    if report.keyed_since is not None and args.key_file is None:
+        # Without the chain key no record can be checked: not a sign of damage.
+        failures = {k: v for k, v in failures.items() if not v[1].startswith("keyed chain")}
+        if len(failures) < len(report.failures):
+            console(stderr=True).print(
+                plain(
+                    "note: a keyed ledger without --key-file: its keyed records were not "
+                    "checked; pass --key-file to check that the export will import"
+                )
+            )
+    damaged = [f"{k!r:.80} at seq {seq} ({why})" for k, (seq, why) in sorted(failures.items())]
+    if not damaged:
+        return
+    more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+    if args.allow_damaged:
+        console(stderr=True).print(
+            plain(
+                f"warning: exporting damaged records: {damaged[0]}{more}; the file will not import"
+            )
+        )
+        return
+    msg = (
+        f"memory {damaged[0]}{more} does not verify, so `chatledger import` would refuse this "
+        "export: `chatledger verify` shows the damage; pass --allow-damaged to export the "
+        "records as they are stored (for forensics)"
+    )
+    raise Failure(msg)
 
 
 def _to_file(path: Path, args: argparse.Namespace, write: Callable[[TextIO], int]) -> int:

@@ -298,6 +298,12 @@ def _add_maintenance_commands(commands: _Commands) -> None:
     )
     p.add_argument("--include-system", action="store_true", help="also export ~sys: streams")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument(
+        "--allow-damaged",
+        action="store_true",
+        help="export memories whose chain does not verify as stored (for forensics; such a "
+        "file does not import)",
+    )
 
     p = commands.add(
         "import",

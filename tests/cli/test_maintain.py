@@ -63,6 +63,44 @@ def test_export_to_a_place_it_cannot_write_names_the_file_and_writes_nothing(cli
     assert not missing.parent.exists()
 
 
+def test_export_refuses_a_damaged_memory_unless_asked_since_it_would_not_import(
+    ok, cli, ledger, tmp_path
+):
+    # `export` used to write a tampered record and exit 0: a backup that `import` refuses,
+    # found out only when it is needed.
+    import sqlite3
+
+    with sqlite3.connect(ledger) as conn:
+        changed = conn.execute(
+            "UPDATE events SET payload = replace(payload, '2+2', '2+3') WHERE seq = 2"
+        ).rowcount
+    assert changed == 1
+    dump = tmp_path / "backup.jsonl"
+    refused = cli("export", "-o", dump, "--db", ledger)
+    assert refused.returncode == 1
+    assert "memory 'conv' at seq 2" in refused.stderr
+    assert "pass --allow-damaged" in refused.stderr
+    assert not dump.exists() and not list(tmp_path.glob("*.partial"))
+    # Forensics: as stored, with a warning that the file will not import.
+    written = ok("export", "-o", dump, "--db", ledger, "--allow-damaged")
+    assert "warning: exporting damaged records: 'conv' at seq 2" in written.stderr
+    assert "will not import" in written.stderr
+    assert "breaks at seq 2" in cli("import", dump, "--db", tmp_path / "copy.db").stderr
+
+
+def test_export_of_a_keyed_ledger_without_its_key_is_not_called_damaged(ok, tmp_path):
+    # Without the chain key nothing can be checked: exported, with a note, never refused.
+    path, key_file = tmp_path / "keyed.db", tmp_path / "chain.key"
+    key_file.write_bytes(b"k" * 32)
+    with SQLiteEventStore(path, chain_key=b"k" * 32) as keyed:
+        MessageWindowChatMemory("m", 5, keyed).add(a_message("user"))
+    dump = tmp_path / "keyed.jsonl"
+    plain_run = ok("export", "-o", dump, "--db", path)
+    assert "note: a keyed ledger without --key-file" in plain_run.stderr
+    keyed_run = ok("export", "-o", dump, "--db", path, "--key-file", key_file, "--force")
+    assert "note:" not in keyed_run.stderr and "exported 1 record" in keyed_run.stderr
+
+
 def test_import_refuses_a_tampered_file_and_creates_nothing(ok, cli, ledger, tmp_path):
     dump = tmp_path / "ledger.jsonl"
     ok("export", "conv", "-o", dump, "--db", ledger)
