@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import IO
 
-from eventlog.erasure import erasure_step
 from eventlog.formats.jsonl_header import (
     FORMAT,
     FORMAT_VERSION,
@@ -22,7 +21,19 @@ from eventlog.formats.jsonl_header import (
     header_line,
     parse_header,
 )
-from eventlog.hashing import CONTENT_MISMATCH, FORMATS, GENESIS, RECEIPT_KINDS
+from eventlog.formats.jsonl_plan import (
+    Plan,
+    check_ahead,
+    check_emptied,
+    check_hash,
+    check_link,
+    check_overlap,
+    erased_state,
+    start_plan,
+    unreceipted,
+)
+from eventlog.formats.jsonl_plan import refuse as _refuse
+from eventlog.hashing import FORMATS
 from eventlog.ids import PSEUDONYM_PREFIX, SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key
 from eventlog.import_checks import (
     DEFAULT_MAX_DEPTH,
@@ -34,7 +45,6 @@ from eventlog.import_checks import (
 from eventlog.models import Record, format_time, parse_time
 from eventlog.store import EventStore
 from eventlog.validation import Checked
-from eventlog.vouch import erased_bound
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ImportReport", "export_jsonl", "import_jsonl"]
 
@@ -42,7 +52,6 @@ _PAGE = 2_000
 _WRITE_CHUNK = 5_000
 """Records per append when importing: a memory up to this size is written atomically; a
 longer one in several appends, so memory stays bounded whatever the file's size."""
-_AFTER_EVERYTHING = 1 << 62
 _RECORD_FIELDS = frozenset(
     {
         "memory",
@@ -173,15 +182,15 @@ class ImportReport:
         records: Total records written.
         skipped: Stored keys left out because their history starts with a purge tombstone
             (only with ``skip_purged=True``).
+        already: Stored key -> the seq up to which the target already held the file's
+            records of that memory (only with ``resume=True``; a memory the target held
+            whole is here and not in ``imported``).
     """
 
     imported: dict[str, tuple[int, int]]
     records: int
     skipped: tuple[str, ...] = ()
-
-
-def _refuse(source: str, detail: str) -> ValueError:
-    return ValueError(f"import of {source} refused, nothing was written: {detail}")
+    already: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Record:
@@ -282,124 +291,6 @@ def _records(
         raise _refuse(source, "it is empty, not a chatledger export")
 
 
-def _check_link(key: str, previous: Record, record: Record, number: int, source: str) -> None:
-    """A record against the one before it in the file (file order must be seq order)."""
-    if record.seq != previous.seq + 1:
-        raise _refuse(
-            source,
-            f"records of {key!r} jump from seq {previous.seq} to {record.seq} (line {number}); "
-            "the export is incomplete or out of order (an export lists each memory's records "
-            "in seq order: export it again)",
-        )
-    if record.prev_hash != previous.hash:
-        raise _refuse(
-            source,
-            f"the hash chain of {key!r} breaks at seq {record.seq}: prev_hash does "
-            "not match the previous record's hash",
-        )
-    if record.recorded_at_text < previous.recorded_at_text:
-        raise _refuse(source, f"record {key!r}#{record.seq} is earlier than the one before it")
-
-
-def _check_hash(store: EventStore, key: str, record: Record, source: str) -> None:
-    """Recompute a record's hash and commitment, format 3 ones with the target's key."""
-    # Checked as if at the end of the target, where it will be written: a keyed target
-    # then refuses unkeyed formats here, before anything is written.
-    problem = store.check(record._replace(position=_AFTER_EVERYTHING))
-    if problem is not None:
-        detail = "the " + problem if problem == CONTENT_MISMATCH else problem
-        raise _refuse(source, f"the hash chain of {key!r} breaks at seq {record.seq}: {detail}")
-
-
-def _check_start(
-    store: EventStore, key: str, first: Record, source: str, skip_purged: bool
-) -> int | None:
-    """The target's head seq for a memory whose first record in the file is ``first`` (0:
-    none), or None when it is left out (a tombstone with ``skip_purged``)."""
-    if first.seq == 1 and first.prev_hash != GENESIS:
-        raise _refuse(
-            source, f"the hash chain of {key!r} breaks at seq 1: prev_hash is not genesis"
-        )
-    if first.kind == "memory_purged" and first.seq > 1:
-        if skip_purged:
-            return None
-        raise _refuse(
-            source,
-            f"the history of {key!r} starts with a memory_purged tombstone at seq "
-            f"{first.seq}, which EventStore.append cannot recreate (streams start at seq 1); "
-            "import with skip_purged (--skip-purged) to leave such memories out",
-        )
-    head = store.head(StreamKey(key))
-    if head is None and first.seq != 1:
-        raise _refuse(
-            source,
-            f"the records of {key!r} start at seq {first.seq}, but the target has none of "
-            "its earlier events; import the full export first",
-        )
-    if head is not None and (
-        first.seq != head.seq + 1
-        or first.prev_hash != head.hash
-        or first.recorded_at_text < head.recorded_at_text
-    ):
-        raise _refuse(
-            source,
-            f"memory {key!r} already has events 1..{head.seq} in the target, and import "
-            f"never overwrites: import into a new database or schema (or a file that "
-            f"continues exactly from seq {head.seq}, see `chatledger export --after`)",
-        )
-    return 0 if head is None else head.seq
-
-
-def _erased_state(store: EventStore, key: str) -> tuple[int, bool]:
-    """The seq the target's memory is erased through, as its head seal says (0: none), and
-    whether its newest record is emptied with no receipt after it yet (a run still open)."""
-    newest = store.read(StreamKey(key), desc=True, limit=1)
-    open_run = bool(newest) and newest[0].erased and newest[0].kind not in RECEIPT_KINDS
-    return erased_bound(store._head_seal(key)) or 0, open_run
-
-
-def _check_emptied(plan: _Plan, key: str, record: Record, number: int, source: str) -> None:
-    """Move ``plan``'s erased prefix past ``record``, refusing what no erasure leaves: an
-    emptied record that does not follow the erased prefix, an emptied receipt, or content
-    right after emptied records (an erasure appends its receipt after what it emptied, in the
-    same transaction, so a run of emptied records without one was emptied by hand - and
-    importing it would seal it as an erasure)."""
-    content = not record.erased
-    step = erasure_step(plan.erased, record.seq, record.kind, content=content)
-    if step is None:
-        raise _refuse(
-            source,
-            f"{key!r}#{record.seq} (line {number}) is emptied (no salt, no payload) but follows "
-            "records that hold content, or is a receipt: an erasure empties a memory from its "
-            "first record on and never its receipts, so this is not what erase() leaves; "
-            "export the memory again from its ledger",
-        )
-    if content and plan.open_run and record.kind not in RECEIPT_KINDS:
-        raise _refuse(source, _unreceipted(key, record.seq - 1, number))
-    plan.open_run = not content  # content (a receipt, or refused above) closes a run
-    plan.erased = step
-
-
-def _unreceipted(key: str, seq: int, number: int) -> str:
-    return (
-        f"{key!r}#{seq} (before line {number}) is emptied (no salt, no payload), but no "
-        "erasure's receipt follows it: erase() appends one after what it empties, so these "
-        "records were emptied by hand; export the memory again from its ledger"
-    )
-
-
-@dataclasses.dataclass(slots=True)
-class _Plan:
-    """What the checking pass learned about one memory: where the target's head is (None:
-    left out) and the last record seen, to link the next one to."""
-
-    head: int | None
-    last: Record
-    records: int = 0
-    erased: int = 0  # the seq the memory is erased through after ``last`` (erasure_step)
-    open_run: bool = False  # ``last`` is emptied and no receipt has followed it yet
-
-
 def _validate(
     store: EventStore,
     lines: Iterable[str],
@@ -407,28 +298,31 @@ def _validate(
     source: str,
     gate: ImportGate,
     skip_purged: bool,
+    resume: bool,
     copy: IO[str],
-) -> dict[str, _Plan]:
+) -> dict[str, Plan]:
     """The checking pass: every record of the file checked in one read, holding only the
     last record of each memory (and the gate's per-memory counts), never the file."""
-    plans: dict[str, _Plan] = {}
+    plans: dict[str, Plan] = {}
     header: dict[str, int | None] = {}
+    number = 0
     for number, record in _records(lines, source, gate, copy, header):
         key = record.stream_id
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = _Plan(_check_start(store, key, record, source, skip_purged), record)
-            if plan.head is not None:
-                gate.start(store, key, plan.head, record.seq)
-                if plan.head:
-                    plan.erased, plan.open_run = _erased_state(store, key)
+            plan = plans[key] = start_plan(
+                store, key, record, source, skip_purged=skip_purged, resume=resume
+            )
         else:
-            _check_link(key, plan.last, record, number, source)
+            check_link(key, plan.last, record, number, source)
             plan.last = record
-        if plan.head is not None:
-            _check_emptied(plan, key, record, number, source)
-        _check_hash(store, key, record, source)
-        if plan.head is not None:
+        held = plan.head is not None and check_overlap(plan, key, record, source)
+        if plan.head is not None and not held:
+            if not plan.begun:  # the memory's first record to write
+                _begin(store, gate, plan, key, record.seq)
+            check_emptied(plan, key, record, number, source)
+        check_hash(store, key, record, source)
+        if plan.head is not None and not held:
             gate.window(record, number)
         plan.records += 1
     records = header.get("records")
@@ -436,9 +330,21 @@ def _validate(
         got = sum(plan.records for plan in plans.values())
         check_complete(records, got, lambda detail: _refuse(source, detail))
     for key, plan in plans.items():
+        if plan.overlap:
+            check_ahead(store, plan, key, source)
         if plan.open_run:
-            raise _refuse(source, _unreceipted(key, plan.last.seq, number + 1))
+            raise _refuse(source, unreceipted(key, plan.last.seq, number + 1))
     return plans
+
+
+def _begin(store: EventStore, gate: ImportGate, plan: Plan, key: str, first: int) -> None:
+    """Start checking the records of a memory the import writes, from seq ``first`` on: the
+    window checks read what the target's events brought, the erasure rules its sealed state."""
+    assert plan.head is not None  # noqa: S101 - only memories the import writes
+    plan.begun = True
+    gate.start(store, key, plan.head, first)
+    if plan.head:
+        plan.erased, plan.open_run = erased_state(store, key)
 
 
 def import_jsonl(
@@ -447,6 +353,7 @@ def import_jsonl(
     *,
     source: str = "the file",
     skip_purged: bool = False,
+    resume: bool = False,
     progress: Callable[[int], None] | None = None,
     check: WindowCheck | None = None,
     now: datetime | None = None,
@@ -473,11 +380,20 @@ def import_jsonl(
     recreated through :meth:`EventStore.append`, which starts streams at seq 1: it is refused,
     or left out and reported with ``skip_purged=True``.
 
+    ``resume=True`` finishes an import of the same file that was interrupted (a memory is
+    written whole or, past 5,000 records, in whole chunks, so an interruption leaves each
+    memory at some seq of the file): a memory the target already holds up to seq H is taken
+    as the file's when the file's record H has the target's head hash (the chain then makes
+    every earlier record the same); the file's records after H are appended, those up to H
+    are checked as part of the file's chain but not written (``ImportReport.already``). A
+    memory whose stored history differs from the file's is refused as without ``resume``.
+
     Args:
         store: The store to write to.
         lines: The file's lines (an open text file works).
         source: The file's name, for error messages.
         skip_purged: Leave out memories that start with a tombstone instead of refusing.
+        resume: Finish an interrupted import of this file (see above).
         progress: Called with the number of records written after each append.
         check: Run on each record with what its memory's events brought; raises ValueError
             to refuse it. Pass :func:`projections.meta.check_window_record` (the command line
@@ -498,6 +414,9 @@ def import_jsonl(
             before it were written (for a memory over 5,000 records, possibly a prefix of it:
             chained and verifiable, continued by importing ``export --after`` its head).
     """
+    if not isinstance(resume, bool):
+        msg = f"import_jsonl: resume must be True or False, not {type(resume).__name__}"
+        raise TypeError(msg)
     gate = ImportGate(
         lambda detail: _refuse(source, detail),
         now=now,
@@ -515,7 +434,13 @@ def import_jsonl(
     # split at a "\r" inside a line, and the writing pass fail after writing some memories).
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as copy:
         plans = _validate(
-            store, lines, source=source, gate=gate, skip_purged=skip_purged, copy=copy
+            store,
+            lines,
+            source=source,
+            gate=gate,
+            skip_purged=skip_purged,
+            resume=resume,
+            copy=copy,
         )
         gate.acknowledgements({key for key, plan in plans.items() if plan.head is not None})
         if store.erasable_ids:
@@ -539,7 +464,7 @@ def import_jsonl(
 def _write(
     store: EventStore,
     copy: IO[str],
-    plans: dict[str, _Plan],
+    plans: dict[str, Plan],
     *,
     source: str,
     gate: ImportGate,
@@ -592,9 +517,12 @@ def _write(
     for _, record in _records(copy, source, gate, None):
         if record.stream_id not in heads:
             continue  # left out: starts with a tombstone
+        if record.seq <= plans[record.stream_id].overlap:
+            continue  # resuming: the target holds it already (checked in the first pass)
         if chunk and (chunk[0].stream_id != record.stream_id or len(chunk) >= _WRITE_CHUNK):
             flush()
         chunk.append(record)
     flush()
     skipped = tuple(key for key, plan in plans.items() if plan.head is None)
-    return ImportReport(imported=imported, records=total, skipped=skipped)
+    already = {key: min(plan.overlap, plan.last.seq) for key, plan in plans.items() if plan.overlap}
+    return ImportReport(imported=imported, records=total, skipped=skipped, already=already)

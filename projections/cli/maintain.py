@@ -146,6 +146,7 @@ def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
                 sys.stdin,
                 source="stdin",
                 skip_purged=args.skip_purged,
+                resume=args.resume,
                 progress=advance,
                 check=check_window_record,
             )
@@ -156,6 +157,7 @@ def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
                     lines,
                     source=args.file,
                     skip_purged=args.skip_purged,
+                    resume=args.resume,
                     progress=advance,
                     check=check_window_record,
                 )
@@ -165,6 +167,7 @@ def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
                 "records": report.records,
                 "imported": {k: list(v) for k, v in report.imported.items()},
                 "skipped": list(report.skipped),
+                "already": report.already,
             }
         )
         return 0
@@ -176,6 +179,12 @@ def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
     out.print(table)
     for key in report.skipped:
         out.print(f"skipped {key!r}: its history starts with a purge tombstone", style="yellow")
+    if report.already:
+        whole = sum(1 for key in report.already if key not in report.imported)
+        out.print(
+            f"resumed: {plural(len(report.already), 'memory', 'memories')} already held the "
+            f"file's first records ({whole} of them all)"
+        )
     return 0
 
 

@@ -309,11 +309,18 @@ def _add_maintenance_commands(commands: _Commands) -> None:
         "import",
         "Append an export to the store (creating --db if needed). Every hash is checked before "
         "anything is written, and nothing is overwritten: a memory that already has events is "
-        "refused unless the file continues exactly from its head (see export --after).",
+        "refused unless the file continues exactly from its head (see export --after), or, with "
+        "--resume, the file holds its history so far (an interrupted import of FILE).",
     )
     p.add_argument("file", metavar="FILE", help="a `chatledger export` file ('-' = stdin)")
     p.add_argument(
         "--skip-purged", action="store_true", help="leave out memories that start with a tombstone"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an interrupted import of this FILE: memories the target already holds up "
+        "to some seq of the file (same hash there) get the rest",
     )
 
     p = commands.add("fork", "Start memory NEW as a copy of ID's view at a seq.", ident="required")

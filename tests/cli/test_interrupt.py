@@ -60,3 +60,47 @@ def test_an_interrupted_import_into_a_new_file_leaves_no_file(tmp_path):
     if result.returncode == 130:
         assert result.stderr == "chatledger: interrupted\n"
         assert not list(tmp_path.glob("new.db*"))
+
+
+def test_an_import_interrupted_while_writing_is_finished_by_import_resume(tmp_path):
+    import sqlite3
+
+    dump, source = tmp_path / "dump.jsonl", tmp_path / "source.db"
+    with SQLiteEventStore(source) as store:
+        for n in range(60):
+            conv = MessageWindowChatMemory(("user", n), max_messages=20, store=store)
+            conv.add([UserMessage(f"message {i} " + "x" * 200) for i in range(100)])
+        want = sorted((r.stream_id, r.seq, r.hash) for r in store.read_all())
+    subprocess.run(
+        [str(EXE), "--db", str(source), "export", "-o", str(dump)], check=True, capture_output=True
+    )
+    target = tmp_path / "target.db"
+    with SQLiteEventStore(target) as store:  # an existing ledger: what was written stays
+        MessageWindowChatMemory("other", 5, store).add(UserMessage("already here"))
+    process = subprocess.Popen(
+        [str(EXE), "--db", str(target), "import", str(dump)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    with sqlite3.connect(target) as watch:
+        # Interrupted once some memories are written, while the rest are not.
+        while time.monotonic() < deadline and process.poll() is None:
+            if watch.execute("SELECT count(*) FROM events").fetchone()[0] > 1:
+                break
+            time.sleep(0.005)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode in (0, 130), err[-500:]
+    again = subprocess.run(
+        [str(EXE), "--db", str(target), "import", str(dump), "--resume", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr[-500:]
+    with SQLiteEventStore(target) as store:
+        got = sorted((r.stream_id, r.seq, r.hash) for r in store.read_all())
+        assert [row for row in got if "other" not in row[0]] == want
+        assert store.verify().ok
