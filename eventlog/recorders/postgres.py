@@ -268,9 +268,10 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         rebuild: Callable[[list[Record]], Sequence[NewRecord] | None],
     ) -> list[Record]:
         """See :meth:`EventStore.append_or_rebuild`. On a memory other writers of it keep
-        appending to (a recent conflict), the insert is pipelined with a read of the records
-        after the head it chains to, so a lost race comes back with the winners' records in
-        the same round trip; ``rebuild`` runs with no connection and no lock held (it may read),
+        appending to (a recent conflict), an insert that lost its race reads the records after
+        the head it chained to on the same connection at once (one statement), so the append
+        settles the race without the caller reading; ``rebuild`` runs with no connection and no
+        lock held (it may read),
         and the rebuilt records are sent at once. After ``postgres_races.RACES`` lost races in a
         row, or on a memory not known to be contended, a lost race is the
         :class:`~eventlog.errors.ConcurrencyError` that :meth:`append` raises."""
@@ -389,8 +390,8 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
         racing: bool,
     ) -> list[Record]:
         """Append ``items``. With ``racing``, on a contended memory: raises :class:`LostRace`
-        with the winners' records, read in the same round trip, when another writer got in
-        first."""
+        with the winners' records, read right after the insert that lost, when another writer
+        got in first."""
         # A cached head is usable only with the erased_through its seal covers (see _head).
         head = self._heads.get(key) if cached and key in self._erased else None
         if head is not None and (

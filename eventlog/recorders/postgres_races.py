@@ -1,7 +1,7 @@
 """A contended PostgreSQL memory's lost races, settled inside the append
-(:meth:`~eventlog.store.EventStore.append_or_rebuild`): the records that won come back in the
-round trip that lost, are vouched for as a verified read vouches, and the caller's ``rebuild``
-turns them into what to append after them."""
+(:meth:`~eventlog.store.EventStore.append_or_rebuild`): the records that won are read right
+after the insert that lost (one more statement on the same connection), are vouched for as a
+verified read vouches, and the caller's ``rebuild`` turns them into what to append after them."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ RACES = 8  # lost races in a row one append_or_rebuild settles; then the caller 
 
 class LostRace(Exception):
     """A contended insert lost its race: nothing was inserted. ``rows``: the ``since``
-    statement's rows, read in the same round trip; ``seq`` and ``link``: the head the insert
+    statement's rows, read right after the insert; ``seq`` and ``link``: the head the insert
     chained to."""
 
     def __init__(self, seq: int, link: str, rows: list[tuple[Any, ...]]) -> None:
@@ -49,22 +49,26 @@ class PostgresRaces(PostgresReads):
     """The race-settling part of :class:`~eventlog.postgres.PostgresEventStore`."""
 
     def _insert_racing(self, conn: Conn, key: str, rows: list[Row], lock: int) -> list[Any]:
-        """The one-statement insert of a contended memory, pipelined with a read of what
-        others appended after the head it chains to (one statement, one snapshot, taken once
-        the insert has let go of the append lock). Returns what the insert returned.
+        """The one-statement insert of a contended memory, as a plain append sends it; only
+        when it inserted nothing, a read of what others appended after the head it chained to
+        (one statement, one snapshot, taken once the insert has let go of the append lock).
+        Returns what the insert returned.
+
+        The read is not pipelined with the insert: the insert usually wins (one writer of a
+        contended memory keeps winning while the others rebuild), and a read sent with every
+        insert made each win wait for it - on two processes adding to one memory a win took
+        1.2-1.8 ms instead of 0.65 ms, and the two together added 0.7 x as fast as one alone.
 
         Raises:
             LostRace: Nothing was inserted; it carries the rows read, to rebuild on.
         """
         chained_to = rows[0][1] - 1
-        with self._pipeline(conn):
-            cursor = conn.execute(*self._insert_query(rows, lock=lock))
-            since = conn.execute(self._q["since"], (key, key, key, key, chained_to, REBUILD_READ))
-        found: list[Any] = cursor.fetchall()
-        if not found:
-            self._contend(key)  # still contended: keep racing this way
-            raise LostRace(chained_to, rows[0][7], since.fetchall())
-        return found
+        found: list[Any] = conn.execute(*self._insert_query(rows, lock=lock)).fetchall()
+        if found:
+            return found
+        self._contend(key)  # still contended: keep racing this way
+        since = conn.execute(self._q["since"], (key, key, key, key, chained_to, REBUILD_READ))
+        raise LostRace(chained_to, rows[0][7], since.fetchall())
 
     def _rebuilt(
         self,

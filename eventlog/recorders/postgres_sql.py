@@ -185,9 +185,10 @@ _Q_INSERT_ONE_LOCKED = _LOCKED + _Q_INSERT_ONE.replace(
 )
 _Q_INSERT_LOCKED = _LOCKED + _Q_INSERT.replace("FROM unnest(", "FROM l, unnest(")
 # One record whose seq was taken meanwhile inserts nothing rather than failing: the same
-# conflict (no rows come back), but no error, so what is pipelined after it (append_or_rebuild's
-# read of the records that won) still runs. Never for a batch: its later rows would land after a
-# gap (all or nothing is the unique key's error, which aborts the whole statement).
+# conflict (no rows come back), but no error, so append_or_rebuild goes on to read the records
+# that won and settles the race in the append (an error would end it as a ConcurrencyError).
+# Never for a batch: its later rows would land after a gap (all or nothing is the unique key's
+# error, which aborts the whole statement).
 _Q_INSERT_ONE_LOCKED = _Q_INSERT_ONE_LOCKED.replace(
     " RETURNING", f" ON CONFLICT ON CONSTRAINT {UNIQUE_SEQ} DO NOTHING RETURNING"
 )

@@ -1,7 +1,8 @@
 """PostgreSQL's append_or_rebuild: a contended memory's lost race rebuilt on the winners'
-records in the round trip that lost it, and never on records the chain does not vouch for.
-(The conformance kit's RebuildContract holds every backend to the contract; these tests pin
-the paths only PostgreSQL has: the race without the lock, and the fall back to the lock.)"""
+records, read right after the insert that lost it, and never on records the chain does not
+vouch for. (The conformance kit's RebuildContract holds every backend to the contract; these
+tests pin the paths only PostgreSQL has: the race without the lock, and the fall back to the
+lock.)"""
 
 from __future__ import annotations
 
@@ -89,6 +90,40 @@ def test_a_contended_append_rebuilds_its_lost_race_on_the_winners_record(two_sto
     # Check the seal moved with it: a fresh object reads and verifies the whole memory.
     assert a.read_verified("u1")[-1].hash == record.hash
     assert a.verify().ok
+
+
+def test_a_contended_append_that_wins_sends_only_its_insert(two_stores, monkeypatch):
+    import psycopg
+
+    a, b, _ = two_stores
+    head = _contended(a, b)
+    sent: list[object] = []
+    execute = psycopg.Connection.execute
+
+    def spy(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query)
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    rebuild = Rebuilder(batch("b"))
+    (record,) = b.append_or_rebuild(
+        "u1", batch("won"), expected_seq=2, expected_hash=head.hash, rebuild=rebuild
+    )
+    # Check the race was won with the one insert: the read of the winners' records is sent
+    # only after an insert that lost (sent with every insert, it made each win wait for it).
+    assert record.seq == 3
+    assert rebuild.seen == []
+    assert len(sent) == 1
+    assert sent[0] == b._q["insert_one_locked"]
+    # Check a lost race still reads the winners' records and rebuilds on them.
+    a.append("u1", batch("a4"))
+    sent.clear()
+    (again,) = b.append_or_rebuild(
+        "u1", batch("stale"), expected_seq=3, expected_hash=record.hash, rebuild=rebuild
+    )
+    assert rebuild.seen == [[4]]
+    assert b._q["since"] in sent
+    assert (again.seq, texts(a.read("u1"))[-1]) == (5, "b")
 
 
 def test_a_contended_append_never_rebuilds_on_a_forged_winner(two_stores):
