@@ -262,10 +262,9 @@ def _records(
     copy: IO[str] | None,
     header: dict[str, int | None] | None = None,
 ) -> Iterator[tuple[int, Record]]:
-    """Each record of an export with its line number, checked on its own (the gate's line
-    and record checks) while ``copy`` is given, and written to it; without ``copy`` (the
-    writing pass reads the copy it checked) only parsed. ``header["records"]`` is set to the
-    header's ``records``."""
+    """Each record of an export with its line number, parsed (the gate's line checks), and
+    written to ``copy`` when given (the writing pass reads the copy the checking pass wrote).
+    ``header["records"]`` is set to the header's ``records``."""
     header_seen = False
     try:
         for number, raw in enumerate(gate.lines(lines), 1):
@@ -281,10 +280,7 @@ def _records(
                     header["records"] = records
                 header_seen = True
                 continue
-            record = _parse_record(line, number, source, gate)
-            if copy is not None:
-                gate.record(record, number)
-            yield number, record
+            yield number, _parse_record(line, number, source, gate)
     except UnicodeDecodeError as e:
         raise _refuse(source, f"it is not UTF-8 text, so not a chatledger export ({e})") from e
     if not header_seen:
@@ -317,6 +313,11 @@ def _validate(
             check_link(key, plan.last, record, number, source)
             plan.last = record
         held = plan.head is not None and check_overlap(plan, key, record, source)
+        if not held:
+            # A record the target holds is not checked on its own: the target's copy is the
+            # one kept, and may since have lost what the file's needs (a key its erasure
+            # destroyed opens no payload of the file's).
+            gate.record(record, number)
         if plan.head is not None and not held:
             if not plan.begun:  # the memory's first record to write
                 _begin(store, gate, plan, key, record.seq)

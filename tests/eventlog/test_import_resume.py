@@ -13,6 +13,7 @@ import sqlite3
 import pytest
 
 from eventlog import SQLiteEventStore, UserMessage, export_jsonl, import_jsonl
+from eventlog.keyring import MemoryKeyring
 from projections import MessageWindowChatMemory
 from projections.meta import check_window_record
 
@@ -171,3 +172,23 @@ def _forge_rehash(store: SQLiteEventStore) -> str:
 def test_resume_must_be_a_bool(tmp_path):
     with SQLiteEventStore(tmp_path / "t.db") as target, pytest.raises(TypeError, match="resume"):
         import_jsonl(target, io.StringIO(""), resume="yes")  # type: ignore[arg-type]
+
+
+def test_resume_does_not_open_records_the_target_holds_and_erased_since(tmp_path):
+    # With a keyring, erasing a memory destroys its content key. Erased in the target after
+    # the interrupted import, the file's copies of its records no longer open there - but
+    # the target holds them (same hashes), nothing of them is written, and the import of the
+    # other memories must still finish (before the fix: refused as "malformed").
+    ring = MemoryKeyring()
+    with SQLiteEventStore(tmp_path / "source.db", keyring=ring) as source:
+        for name in ("a", "b"):
+            MessageWindowChatMemory(name, 10, source).add([UserMessage(name) for _ in range(3)])
+        dump, want = _export(source), _rows(source)
+    with SQLiteEventStore(tmp_path / "target.db", keyring=ring) as target:
+        assert _interrupted_import(target, dump, after=3) == 3  # "a" whole, "b" not at all
+        target.erase("a", reason="asked to")
+        report = import_jsonl(target, io.StringIO(dump), resume=True, check=check_window_record)
+        assert (report.imported, report.already) == ({"b": (1, 3)}, {"a": 3})
+        assert [r for r in _rows(target) if r[0] == "b"] == [r for r in want if r[0] == "b"]
+        assert target.verify().ok
+        assert MessageWindowChatMemory("b", 10, target).messages() == [UserMessage("b")] * 3
