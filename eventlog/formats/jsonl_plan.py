@@ -119,11 +119,14 @@ def check_overlap(plan: Plan, key: str, record: Record, source: str) -> bool:
 
 def check_ahead(store: EventStore, plan: Plan, key: str, source: str) -> None:
     """With ``plan`` resuming a memory the file ends before the target's head: the target must
-    hold the file's last record (then all of them); nothing of it is written."""
+    hold the file's last record (then all of them), or have purged the memory right after it
+    (its tombstone chains to that record's hash); nothing of it is written."""
     last = plan.last
     if last.seq >= plan.overlap:
         return
-    stored = store.read(StreamKey(key), gt=last.seq - 1, lte=last.seq)
+    stored = store.read(StreamKey(key), gt=last.seq - 1, lte=last.seq + 1)
+    if stored and stored[0].seq == last.seq + 1 and stored[0].kind == "memory_purged":
+        stored = [] if stored[0].prev_hash != last.hash else [last]
     if not stored or stored[0].hash != last.hash:
         raise refuse(
             source,

@@ -192,3 +192,25 @@ def test_resume_does_not_open_records_the_target_holds_and_erased_since(tmp_path
         assert [r for r in _rows(target) if r[0] == "b"] == [r for r in want if r[0] == "b"]
         assert target.verify().ok
         assert MessageWindowChatMemory("b", 10, target).messages() == [UserMessage("b")] * 3
+
+
+def test_resume_takes_a_memory_the_target_purged_since_as_held(tmp_path):
+    # Purged in the target after the interrupted import: its records are gone, but the
+    # tombstone chains to the hash of the file's last one. Resume finishes the rest and
+    # brings nothing of it back (before the fix: refused, "its seq 3 differs").
+    dump = _source(tmp_path, {"a": 3, "b": 2})
+    with SQLiteEventStore(tmp_path / "target.db") as target:
+        assert _interrupted_import(target, dump, after=3) == 3
+        target.purge("a", expected_seq=3, reason="asked to")
+        report = import_jsonl(target, io.StringIO(dump), resume=True, check=check_window_record)
+        assert (report.imported, report.already) == ({"b": (1, 2)}, {"a": 3})
+        assert [r.kind for r in target.read("a")] == ["memory_purged"]
+        assert target.verify().ok
+    # A tombstone that chains to another history (same texts, other salts) is not the file's.
+    (tmp_path / "other").mkdir()
+    other = _source(tmp_path / "other", {"a": 3})
+    with (
+        SQLiteEventStore(tmp_path / "target.db") as target,
+        pytest.raises(ValueError, match=r"'a' in the target is not this file's history"),
+    ):
+        import_jsonl(target, io.StringIO(other), resume=True)
