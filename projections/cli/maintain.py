@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
-from eventlog.ids import StreamKey, memory_key
+from eventlog.ids import SYSTEM_PREFIX, StreamKey, memory_key
 from projections.audit import fork
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import Failure, UsageError, one_line
@@ -73,6 +73,8 @@ def _check_exportable(args: argparse.Namespace, store: EventStore, key: StreamKe
     if report.ok:
         return
     failures = dict(report.failures)
+    if not args.include_system:  # ~sys: streams are not exported: their damage is not the file's
+        failures = {k: v for k, v in failures.items() if not k.startswith(SYSTEM_PREFIX)}
     if report.keyed_since is not None and args.key_file is None:
         # Without the chain key no record can be checked: not a sign of damage.
         failures = {k: v for k, v in failures.items() if not v[1].startswith("keyed chain")}

@@ -88,6 +88,24 @@ def test_export_refuses_a_damaged_memory_unless_asked_since_it_would_not_import(
     assert "breaks at seq 2" in cli("import", dump, "--db", tmp_path / "copy.db").stderr
 
 
+def test_export_without_system_streams_is_not_refused_for_their_damage(ok, cli, tmp_path):
+    # A damaged ~sys:compaction run refused every export of the ledger, though without
+    # --include-system the file holds none of it and imports (before the fix: refused).
+    import sqlite3
+
+    path = tmp_path / "sys.db"
+    with SQLiteEventStore(path) as store:
+        MessageWindowChatMemory("m", 5, store).add(a_message("user"))
+    ok("compact", "--db", path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("UPDATE events SET meta = '{}' WHERE stream_id LIKE '~sys:%'").rowcount
+    dump = tmp_path / "memories.jsonl"
+    assert "exported 1 record" in ok("export", "-o", dump, "--db", path).stderr
+    assert ok("import", dump, "--db", tmp_path / "copy.db")
+    refused = cli("export", "-o", tmp_path / "all.jsonl", "--db", path, "--include-system")
+    assert refused.returncode == 1 and "memory '~sys:compaction' at seq 1" in refused.stderr
+
+
 def test_export_of_a_keyed_ledger_without_its_key_is_not_called_damaged(ok, tmp_path):
     # Without the chain key nothing can be checked: exported, with a note, never refused.
     path, key_file = tmp_path / "keyed.db", tmp_path / "chain.key"
