@@ -73,7 +73,7 @@ def _check_exportable(args: argparse.Namespace, store: EventStore, key: StreamKe
     if report.ok:
         return
     failures = dict(report.failures)
-    if not args.include_system:  # ~sys: streams are not exported: their damage is not the file's
+    if key is None and not args.include_system:  # ~sys: streams stay out of the file
         failures = {k: v for k, v in failures.items() if not k.startswith(SYSTEM_PREFIX)}
     if report.keyed_since is not None and args.key_file is None:
         # Without the chain key no record can be checked: not a sign of damage.

@@ -104,6 +104,8 @@ def test_export_without_system_streams_is_not_refused_for_their_damage(ok, cli, 
     assert ok("import", dump, "--db", tmp_path / "copy.db")
     refused = cli("export", "-o", tmp_path / "all.jsonl", "--db", path, "--include-system")
     assert refused.returncode == 1 and "memory '~sys:compaction' at seq 1" in refused.stderr
+    refused = cli("export", "~sys:compaction", "-o", tmp_path / "sys.jsonl", "--db", path)
+    assert refused.returncode == 1 and "memory '~sys:compaction' at seq 1" in refused.stderr
 
 
 def test_export_of_a_keyed_ledger_without_its_key_is_not_called_damaged(ok, tmp_path):
