@@ -28,6 +28,7 @@ from eventlog.formats.jsonl_plan import (
     check_hash,
     check_link,
     check_overlap,
+    check_receipt_start,
     erased_state,
     start_plan,
     unreceipted,
@@ -321,6 +322,7 @@ def _validate(
         if plan.head is not None and not held:
             if not plan.begun:  # the memory's first record to write
                 _begin(store, gate, plan, key, record.seq)
+                check_receipt_start(store, plan, key, record, source)
             check_emptied(plan, key, record, number, source)
         check_hash(store, key, record, source)
         if plan.head is not None and not held:

@@ -21,6 +21,7 @@ __all__ = [
     "check_hash",
     "check_link",
     "check_overlap",
+    "check_receipt_start",
     "erased_state",
     "refuse",
     "start_plan",
@@ -192,6 +193,26 @@ def check_emptied(plan: Plan, key: str, record: Record, number: int, source: str
         raise refuse(source, unreceipted(key, record.seq - 1, number))
     plan.open_run = not content  # content (a receipt, or refused above) closes a run
     plan.erased = step
+
+
+def check_receipt_start(
+    store: EventStore, plan: Plan, key: str, record: Record, source: str
+) -> None:
+    """Refuse a file whose first record to write is an erasure's receipt while the target's
+    head holds content: the receipt says the records before it were erased, and the target's
+    copies of them would keep their content under it (import never overwrites; a later export
+    of an erased memory continues only a target that erased them too)."""
+    if record.kind != "memory_erased" or not plan.head or plan.erased >= plan.head:
+        return
+    head = store.read(StreamKey(key), gt=plan.head - 1, lte=plan.head)
+    if head and not head[0].erased and head[0].format != 1:  # format 1 cannot be emptied
+        raise refuse(
+            source,
+            f"{key!r}#{record.seq} is an erasure's receipt, but the target holds the records "
+            f"before it with their content (seq {head[0].seq}): the erasure happened after "
+            "the target's copy was made, and importing its receipt would claim content "
+            "erased that the target keeps; import into a new database or schema instead",
+        )
 
 
 def unreceipted(key: str, seq: int, number: int) -> str:

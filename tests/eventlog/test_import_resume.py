@@ -214,3 +214,25 @@ def test_resume_takes_a_memory_the_target_purged_since_as_held(tmp_path):
         pytest.raises(ValueError, match=r"'a' in the target is not this file's history"),
     ):
         import_jsonl(target, io.StringIO(other), resume=True)
+
+
+def test_resume_refuses_an_erasure_receipt_over_records_the_target_holds_with_content(tmp_path):
+    # The source erased the memory after the target's copy was made: its newer export holds
+    # the same hashes (an erasure keeps them), emptied, then the receipt. Appending that
+    # receipt claimed the target's records erased while they kept their content in clear,
+    # and verify() passed (before the fix: imported). The same for export --after.
+    dump = _source(tmp_path, {"a": 3})
+    with SQLiteEventStore(tmp_path / "target.db") as target:
+        import_jsonl(target, io.StringIO(dump))
+    with SQLiteEventStore(tmp_path / "source.db") as source:
+        source.erase("a", reason="asked to")
+        MessageWindowChatMemory("a", 10, source).add(UserMessage("after"))
+        newer = _export(source)
+        tail = io.StringIO()
+        export_jsonl(source, tail, memory_id="a", after=3)
+    with SQLiteEventStore(tmp_path / "target.db") as target:
+        before = _rows(target)
+        for lines, resume in ((newer, True), (tail.getvalue(), False)):
+            with pytest.raises(ValueError, match=r"'a'#4 is an erasure's receipt, but the target"):
+                import_jsonl(target, io.StringIO(lines), resume=resume)
+        assert _rows(target) == before
