@@ -92,10 +92,10 @@ class CheckpointReader(BaseCheckpointSaver[str]):
             )
             raise TypeError(msg)
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
-            msg = f"LedgerSaver: cache_size must be an int >= 1, got {cache_size!r}"
+            msg = f"LedgerSaver: cache_size must be an int >= 1, got {shown(cache_size)}"
             raise ValueError(msg)
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
-            msg = f"LedgerSaver: cache_bytes must be an int >= 0, got {cache_bytes!r}"
+            msg = f"LedgerSaver: cache_bytes must be an int >= 0, got {shown(cache_bytes)}"
             raise ValueError(msg)
         self.store = store
         self._cache: OrderedDict[str, Thread] = OrderedDict()
@@ -315,7 +315,7 @@ class CheckpointReader(BaseCheckpointSaver[str]):
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
-            msg = f"list: limit must be None or an int >= 0, got {limit!r}"
+            msg = f"list: limit must be None or an int >= 0, got {shown(limit)}"
             raise ValueError(msg)
         if filter is not None and not isinstance(filter, Mapping):
             msg = f"list: filter must be None or a dict of metadata items, got {shown(filter)}"
@@ -420,15 +420,15 @@ def configurable_of(config: object, operation: str) -> Mapping[str, Any]:
         configurable := config.get("configurable") or {}, Mapping
     ):
         msg = (
-            f"{operation}: the config must be a dict with a configurable dict, got {config!r}; "
-            "pass {'configurable': {'thread_id': ...}}"
+            f"{operation}: the config must be a dict with a configurable dict, got "
+            f"{shown(config)}; pass {{'configurable': {{'thread_id': ...}}}}"
         )
         raise TypeError(msg)
     cid = configurable.get("checkpoint_id")
     if cid is not None and not isinstance(cid, str):
         msg = (
             f"{operation}: configurable.checkpoint_id must be a str (LangGraph's checkpoint "
-            f"ids are) or None, got {cid!r}"
+            f"ids are) or None, got {shown(cid)}"
         )
         raise TypeError(msg)
     return configurable

@@ -160,3 +160,22 @@ def test_a_bad_version_or_run_id_names_the_operation(tmp_path: Any) -> None:
         with pytest.raises(TypeError, match=r"delete_for_runs: run ids must be str"):
             saver.delete_for_runs([["run"]])  # type: ignore[list-item]
         assert saver.get_next_version("7.123", None).startswith("0" * 31 + "8.")
+
+
+def test_a_value_too_long_to_print_is_named_not_a_conversion_error():
+    # repr() of an int of more than 4,300 digits raises: these messages used to fail on the
+    # very value they name (and get_tuple's TypeError came out as a ValueError).
+    from eventlog import InMemoryEventStore
+
+    huge = 10**5000
+    with pytest.raises(ValueError, match="cache_size must be an int >= 1, got an int of"):
+        LedgerSaver(InMemoryEventStore(), cache_size=-huge)
+    with pytest.raises(ValueError, match="cache_bytes must be an int >= 0, got an int of"):
+        LedgerSaver(InMemoryEventStore(), cache_bytes=-huge)
+    saver = LedgerSaver(InMemoryEventStore())
+    with pytest.raises(TypeError, match=r"checkpoint_id must be a str .* got an int of"):
+        saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": huge}})
+    with pytest.raises(TypeError, match="configurable dict, got "):
+        saver.get_tuple({"configurable": [huge]})
+    with pytest.raises(ValueError, match="limit must be None or an int >= 0, got an int of"):
+        list(saver.list(None, limit=-huge))
