@@ -176,6 +176,6 @@ def test_a_value_too_long_to_print_is_named_not_a_conversion_error():
     with pytest.raises(TypeError, match=r"checkpoint_id must be a str .* got an int of"):
         saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": huge}})
     with pytest.raises(TypeError, match="configurable dict, got "):
-        saver.get_tuple({"configurable": [huge]})
+        saver.get_tuple({"configurable": [huge]})  # type: ignore[typeddict-item]
     with pytest.raises(ValueError, match="limit must be None or an int >= 0, got an int of"):
         list(saver.list(None, limit=-huge))
