@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from eventlog.errors import ChainIntegrityError
 from eventlog.ids import memory_id_from_key
 from eventlog.keycheck import chain_key_argument
 from eventlog.ledger import prove, verify_inclusion
 from eventlog.ledger_models import InclusionProof, LedgerDigest
-from eventlog.models import ErasureReceipt, MemoryErased
+from eventlog.models import ErasureReceipt, MemoryErased, Record
 from eventlog.serialization import decode_event
 from eventlog.validation import shown
 
@@ -61,19 +62,15 @@ def find_receipt(store: EventStore, receipt_id: str) -> ErasureReceipt:
         ValueError: The id is malformed.
         LookupError: No receipt with this id is in the store (another ledger, or purged by
             retention since), naming the remedy.
-        ChainIntegrityError: The receipt's record does not verify.
+        ChainIntegrityError: The receipt's record does not verify, or is found at another
+            position than its id names (the ledger's order was changed).
     """
     position, digest = _parse_id(receipt_id)
     # By position, not through read_all: a receipt just written is found at once, also while
     # another session's transaction holds PostgreSQL's global order back.
     record = store._record_at(position)
     if record is None or record.hash != digest:
-        msg = (
-            f"erasure receipt {receipt_id}: this ledger has no such receipt (wrong database, "
-            "or a retention purge removed the memory since); `chatledger history` of the "
-            "memory lists its receipts"
-        )
-        raise LookupError(msg)
+        _missing(store, receipt_id, position, digest, record)
     if record.kind != _ERASED:
         msg = f"erasure receipt {receipt_id}: record {position} is a {record.kind}, not a receipt"
         raise LookupError(msg)
@@ -82,6 +79,36 @@ def find_receipt(store: EventStore, receipt_id: str) -> ErasureReceipt:
     event = decode_event(checked)
     assert isinstance(event, MemoryErased)  # noqa: S101 - kind checked above
     return ErasureReceipt(memory_id, event, checked)
+
+
+def _missing(
+    store: EventStore, receipt_id: str, position: int, digest: str, there: Record | None
+) -> NoReturn:
+    """Raise what a receipt id that names no record at its position means. Its hash found at
+    another position is tampering, not absence: a receipt id names its place in the global
+    order (its proof's leaf), and rows do not move. Said as such, so an audit does not read a
+    moved receipt as an erasure that never happened."""
+    moved = store._position_of(digest)
+    found = None if moved is None else store._record_at(moved)
+    if found is not None and moved != position and found.kind == _ERASED:
+        why = (
+            f"erasure receipt {receipt_id}: its record is at position {moved}, not {position}: "
+            "the ledger's global order was changed after the receipt was issued (`chatledger "
+            "verify --digest FILE` against a digest saved before shows the change)"
+        )
+        raise ChainIntegrityError(found.stream_id, found.seq, why)
+    another = ""
+    if there is not None and there.kind == _ERASED:
+        another = (
+            f"; record {position} is another receipt: another ledger, or that receipt's record "
+            "was changed after it was issued (`chatledger verify` shows a change)"
+        )
+    msg = (
+        f"erasure receipt {receipt_id}: this ledger has no such receipt (wrong database, "
+        f"or a retention purge removed the memory since{another}); `chatledger history` of "
+        "the memory lists its receipts"
+    )
+    raise LookupError(msg)
 
 
 def _fields(event: MemoryErased, stream_id: str, receipt_id: str) -> dict[str, Any]:

@@ -97,6 +97,11 @@ class PostgresReads(PostgresBase):
         )
         return self._opened(rows)[0] if rows else None
 
+    def _position_of(self, digest: str) -> int | None:
+        query = self._q["position_of"]
+        row = self._read("read", lambda conn: conn.execute(query, (digest,)).fetchone())
+        return None if row is None else int(row[0])
+
     def _unkeyed_hashes(self) -> list[str]:
         query, bound = self._q["legacy_hashes"], (1 << 62,)
         return self._read("verify", lambda conn: [r[0] for r in conn.execute(query, bound)])

@@ -243,6 +243,7 @@ _Q_READ_ALL = _Q_SELECT + (
 # The witness's anchors (eventlog.witness): any committed record, also above the watermark.
 _Q_HASH_AT = "SELECT hash FROM {schema}.events WHERE position = %s"
 _Q_RECORD_AT = _Q_SELECT + "WHERE position = %s"
+_Q_POSITION_OF = "SELECT position FROM {schema}.events WHERE hash = %s ORDER BY position LIMIT 1"
 _Q_PURGES_AFTER = _Q_SELECT + (
     "WHERE position > %s AND kind = 'memory_purged' ORDER BY position LIMIT %s"
 )
@@ -395,6 +396,7 @@ _TEMPLATES = {
     "read_all": _Q_READ_ALL,
     "hash_at": _Q_HASH_AT,
     "record_at": _Q_RECORD_AT,
+    "position_of": _Q_POSITION_OF,
     "purges_after": _Q_PURGES_AFTER,
     "watermark": _Q_WATERMARK,
     "terminate_holder": _Q_TERMINATE_HOLDER,

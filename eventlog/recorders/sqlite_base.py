@@ -18,7 +18,7 @@ import sqlite_utils
 
 from eventlog.errors import PersistenceError, StoreClosedError
 from eventlog.models import StreamHead
-from eventlog.recorders.sqlite_sql import HEAD, HEAD_SEALED
+from eventlog.recorders.sqlite_sql import HEAD, HEAD_SEALED, POSITION_OF
 from eventlog.store import EventStore
 from eventlog.validation import shown
 from eventlog.vouch import Ends
@@ -175,6 +175,10 @@ class SQLiteBase(EventStore):
             self._erased.clear()
             self._ends_cache.clear()
             self._version = version
+
+    def _position_of(self, digest: str) -> int | None:
+        row = self._read("read", lambda conn: conn.execute(POSITION_OF, (digest,)).fetchone())
+        return None if row is None else int(row[0])
 
     def _head_locked(self, conn: sqlite3.Connection, key: str) -> StreamHead | None:
         head = self._heads.get(key)

@@ -119,6 +119,8 @@ SELECT = f"SELECT {COLUMNS} FROM events WHERE "  # noqa: S608 - constants only, 
 READ_ALL = SELECT + "position > ? ORDER BY position LIMIT ?"
 # Rows for verify(digest=)'s pass, Record-shaped (an empty `sealed` last): run by this store and
 # by that pass's worker process, on its own read-only connection (eventlog.ledger_scan).
+# A full scan, on purpose: only a receipt lookup that missed asks (no index on hash to keep).
+POSITION_OF = "SELECT position FROM events WHERE hash = ? ORDER BY position LIMIT 1"
 SCAN_ROWS = f"SELECT {COLUMNS}, '' FROM events WHERE position > ? ORDER BY position LIMIT ?"  # noqa: S608
 # _range_rows(): RANGE_ROW_FIELDS' order; no upper bound is _NO_UPPER, past every seq.
 RANGE_ROWS = (

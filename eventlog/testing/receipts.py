@@ -49,6 +49,18 @@ class ReceiptsContract:
         with pytest.raises(LookupError, match="not a receipt"):
             find_receipt(store, f"{first.position}-{first.hash}")
 
+    def test_a_record_is_found_by_its_hash_alone_and_a_made_up_hash_is_not(self, store):
+        # What find_receipt asks when an id misses, to tell a moved receipt from a missing one.
+        receipt = _erased(store)
+        records = store.read_all()
+        again = store
+        assert [again._position_of(r.hash) for r in records] == [r.position for r in records]
+        assert again._position_of(receipt.record.hash) == receipt.record.position
+        assert again._position_of("0" * 64) is None
+        with pytest.raises(LookupError, match=r"record \d+ is another receipt"):
+            # The id's place holds a receipt, but not this one: said, as a forger's edit would be.
+            find_receipt(again, f"{receipt.record.position}-{'0' * 64}")
+
     def test_a_receipt_file_checks_offline_against_the_trusted_digest(self, store):
         receipt = _erased(store)
         trusted = settled(store).digest()
