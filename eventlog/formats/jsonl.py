@@ -212,12 +212,15 @@ class ImportReport:
         already: Stored key -> the seq up to which the target already held the file's
             records of that memory (only with ``resume=True``; a memory the target held
             whole is here and not in ``imported``).
+        held: How many of the file's records the target already held, not written (only
+            with ``resume=True``).
     """
 
     imported: dict[str, tuple[int, int]]
     records: int
     skipped: tuple[str, ...] = ()
     already: dict[str, int] = dataclasses.field(default_factory=dict)
+    held: int = 0
 
 
 def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Record:
@@ -554,4 +557,8 @@ def _write(
     flush()
     skipped = tuple(key for key, plan in plans.items() if plan.head is None)
     already = {key: min(plan.overlap, plan.last.seq) for key, plan in plans.items() if plan.overlap}
-    return ImportReport(imported=imported, records=total, skipped=skipped, already=already)
+    # Every record of a memory not left out was written or held.
+    held = sum(plan.records for plan in plans.values() if plan.head is not None) - total
+    return ImportReport(
+        imported=imported, records=total, skipped=skipped, already=already, held=held
+    )

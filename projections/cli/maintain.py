@@ -170,14 +170,19 @@ def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
         )
         return 0
     out = console()
-    heading = f"imported {plural(report.records, 'record')} into {where(args)}"
-    table = Table("memory id", "seqs", title=title(heading))
-    for key, (first, last) in report.imported.items():
-        table.add_row(plain(shell_id(key)), f"{first}..{last}")
-    out.print(table)
+    if report.records:
+        heading = f"imported {plural(report.records, 'record')} into {where(args)}"
+        table = Table("memory id", "seqs", title=title(heading))
+        for key, (first, last) in report.imported.items():
+            table.add_row(plain(shell_id(key)), f"{first}..{last}")
+        out.print(table)
+    elif report.held:  # an empty table would read as a failure to import
+        out.print(f"nothing to import: all {plural(report.held, 'record')} already held")
+    else:
+        out.print("nothing to import: the file holds no records to write")
     for key in report.skipped:
         out.print(f"skipped {key!r}: its history starts with a purge tombstone", style="yellow")
-    if report.already:
+    if report.already and report.records:
         whole = sum(1 for key in report.already if key not in report.imported)
         out.print(
             f"resumed: {plural(len(report.already), 'memory', 'memories')} already held the "
