@@ -6,6 +6,7 @@ choke point per backend so callers never need to import ``sqlite3`` or ``psycopg
     EventLogError
     ├── ConcurrencyError        an append lost an optimistic-concurrency race
     ├── ChainIntegrityError     a hash chain does not verify (tampering or corruption)
+    │   └── DamagedExportError  an export refused: a memory in it does not verify
     ├── ChainKeyError           a keyed store was opened with a wrong key, or written without one
     ├── SchemaVersionError      the database or a record was written by a newer chatledger
     ├── StoreClosedError        the store was used after close()
@@ -40,6 +41,7 @@ __all__ = [
     "ChainKeyError",
     "ConcurrencyError",
     "ContentErasedError",
+    "DamagedExportError",
     "EncodingUnavailableError",
     "EventLogError",
     "OutcomeUnknownError",
@@ -111,6 +113,26 @@ class ChainIntegrityError(EventLogError):
         self.reason = reason
         msg = f"hash chain of {stream_id} breaks at seq {seq}: {reason}"
         super().__init__(msg)
+
+
+class DamagedExportError(ChainIntegrityError):
+    """:func:`~eventlog.formats.jsonl.export_jsonl` refused to write a memory whose hash chain
+    does not verify: :func:`~eventlog.formats.jsonl.import_jsonl` would refuse the file, and a
+    backup found unrestorable only when it is needed is a backup lost. Nothing was written.
+
+    Attributes:
+        stream_id: The first damaged memory's stream key (in key order).
+        seq: Its first seq that does not verify.
+        reason: Why that record does not verify.
+        damaged: ``(stream key, first bad seq, reason)`` of every damaged memory the export
+            would have held, in key order.
+    """
+
+    def __init__(self, msg: str, damaged: Sequence[tuple[str, int, str]]) -> None:
+        self.damaged = tuple(damaged)
+        self.stream_id, self.seq, self.reason = self.damaged[0]
+        # Not ChainIntegrityError's message: this one names the export and its remedy.
+        EventLogError.__init__(self, msg)
 
 
 class ChainKeyError(EventLogError):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import IO
 
+from eventlog.formats.jsonl_damage import export_damage
 from eventlog.formats.jsonl_header import (
     FORMAT,
     FORMAT_VERSION,
@@ -45,7 +46,7 @@ from eventlog.import_checks import (
 )
 from eventlog.models import Record, format_time, parse_time
 from eventlog.store import EventStore
-from eventlog.validation import Checked
+from eventlog.validation import Checked, shown
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ImportReport", "export_jsonl", "import_jsonl"]
 
@@ -104,6 +105,7 @@ def export_jsonl(
     after: int = 0,
     include_system: bool = False,
     progress: Callable[[int], None] | None = None,
+    allow_damaged: bool = False,
 ) -> int:
     """Write a ledger (or one memory) as JSON Lines that keep seqs, times and hashes.
 
@@ -114,6 +116,15 @@ def export_jsonl(
     ``schema_version``, ``payload``, ``meta``, ``prev_hash``, ``hash``, ``salt``,
     ``commitment`` and ``format``.
 
+    First, every chain the file would hold is verified (one more read of those records):
+    :func:`import_jsonl` refuses a file holding a record that does not verify, and a backup
+    found unrestorable only when it is needed is a backup lost, so a damaged memory is refused
+    before anything is written to ``out``; ``allow_damaged=True`` exports it as stored, for
+    forensics. Damage in ``~sys:`` streams the file leaves out does not count. In a keyed
+    ledger opened without its chain key, keyed chains cannot be checked: they are exported
+    unchecked, not refused (not known damaged; an import into a store given the key checks
+    them) - :func:`eventlog.formats.jsonl_damage.export_damage` tells which.
+
     Args:
         store: The store to read.
         out: A text stream to write to.
@@ -122,23 +133,38 @@ def export_jsonl(
             :func:`import_jsonl` appends to a copy whose head is ``after``).
         include_system: Also export chatledger's own ``~sys:`` streams (compaction runs).
         progress: Called with the number of records written after each page.
+        allow_damaged: Export without verifying first: a damaged memory is written as stored
+            (the file will not import).
 
     Returns:
         The number of records written.
+
+    Raises:
+        DamagedExportError: A memory the file would hold does not verify (and not
+            ``allow_damaged``); it names the memory, the seq and why. Nothing was written.
+        ValueError: ``after`` without ``memory_id``, or a memory purged during the export.
+        TypeError: ``out`` is not a text stream, or ``allow_damaged`` is not a bool.
     """
+    if memory_id is None and after:
+        msg = "export after= needs a memory_id: seqs are per memory"
+        raise ValueError(msg)
+    if not callable(getattr(out, "write", None)):
+        msg = f"export_jsonl: out must be a text stream (open(path, 'w')), not {type(out).__name__}"
+        raise TypeError(msg)
+    if not isinstance(allow_damaged, bool):  # "no" would be true, and export the damage
+        msg = f"export_jsonl: allow_damaged must be True or False, not {shown(allow_damaged)}"
+        raise TypeError(msg)
+    if not allow_damaged:
+        damage = export_damage(store, memory_id, include_system=include_system)
+        if damage.damaged:
+            raise damage.error()
     if memory_id is not None:
         keys = [str(store.stream_key(memory_id))]
         spans = [_span(store, keys[0], after)]
     else:
-        if after:
-            msg = "export after= needs a memory_id: seqs are per memory"
-            raise ValueError(msg)
         infos = store.streams(include_system=include_system)
         keys = [info.stream_id for info in infos]
         spans = [(info.stream_id, info.last_seq, info.event_count) for info in infos]
-    if not callable(getattr(out, "write", None)):
-        msg = f"export_jsonl: out must be a text stream (open(path, 'w')), not {type(out).__name__}"
-        raise TypeError(msg)
     # Each memory up to the head it had when the header was written: the header says how many
     # records follow, so an import can tell a file cut short from a whole one.
     announced = sum(records for _, _, records in spans)
@@ -186,12 +212,15 @@ class ImportReport:
         already: Stored key -> the seq up to which the target already held the file's
             records of that memory (only with ``resume=True``; a memory the target held
             whole is here and not in ``imported``).
+        held: How many of the file's records the target already held, not written (only
+            with ``resume=True``).
     """
 
     imported: dict[str, tuple[int, int]]
     records: int
     skipped: tuple[str, ...] = ()
     already: dict[str, int] = dataclasses.field(default_factory=dict)
+    held: int = 0
 
 
 def _parse_record(line: str, number: int, source: str, gate: ImportGate) -> Record:
@@ -528,4 +557,8 @@ def _write(
     flush()
     skipped = tuple(key for key, plan in plans.items() if plan.head is None)
     already = {key: min(plan.overlap, plan.last.seq) for key, plan in plans.items() if plan.overlap}
-    return ImportReport(imported=imported, records=total, skipped=skipped, already=already)
+    # Every record of a memory not left out was written or held.
+    held = sum(plan.records for plan in plans.values() if plan.head is not None) - total
+    return ImportReport(
+        imported=imported, records=total, skipped=skipped, already=already, held=held
+    )

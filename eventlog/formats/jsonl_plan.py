@@ -87,18 +87,34 @@ def start_plan(
         # holds its records up to the head. The file's record at the head's seq must have the
         # head's hash - the chain then makes every record before it the same, too.
         return Plan(head.seq, first, overlap=head.seq, overlap_hash=head.hash)
+    if head is not None and first.seq > head.seq + 1:
+        # A gap: neither overwriting nor resuming is the issue, so neither is the remedy.
+        raise refuse(
+            source,
+            f"memory {key!r} already has events 1..{head.seq} in the target, and the file's "
+            f"records of it start at seq {first.seq}: seqs {head.seq + 1}..{first.seq - 1} "
+            "would be missing (resume cannot fill them either); export it again with "
+            f"`chatledger export --after {head.seq}` (export_jsonl(after={head.seq})), or "
+            "import the earlier export that holds those seqs first",
+        )
     if head is not None and (
         first.seq != head.seq + 1
         or first.prev_hash != head.hash
         or first.recorded_at_text < head.recorded_at_text
     ):
+        # Resume helps only a file that starts at or before the head (with resume=True such
+        # a file never gets here): one starting right after it is another history.
+        again = (
+            "; or, to finish an interrupted import of this same file, import it again with "
+            "resume (--resume)"
+            if first.seq <= head.seq
+            else ""
+        )
         raise refuse(
             source,
             f"memory {key!r} already has events 1..{head.seq} in the target, and import "
             f"never overwrites: import into a new database or schema (or a file that "
-            f"continues exactly from seq {head.seq}, see `chatledger export --after`; or, to "
-            "finish an interrupted import of this same file, import it again with resume "
-            "(--resume))",
+            f"continues exactly from seq {head.seq}, see `chatledger export --after`{again})",
         )
     return Plan(0 if head is None else head.seq, first)
 

@@ -58,7 +58,7 @@ from eventlog.hashing import GENESIS
 from eventlog.messages import CustomMessage
 from eventlog.models import ErasureReceipt, Record
 from eventlog.serialization import added_record
-from eventlog.validation import shown
+from eventlog.validation import key_problem, shown
 from projections.adapters.langgraph_events import (
     KEY,
     TAG,
@@ -384,10 +384,31 @@ class LedgerSaver(CheckpointReader):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every namespace of a thread to another thread: the target's events start with
-        one that names its origin (thread and head seq and hash of the source)."""
+        one that names its origin (thread and head seq and hash of the source).
+
+        Each namespace is a memory of its own and the store appends to one memory at a time,
+        so a copy of several namespaces cannot be one transaction. It is made as close to
+        all-or-none as that allows: everything is read, checked and built before the first
+        write - every source namespace through a verified read, every target namespace's key
+        and the events it already holds, the events to append - so bad data, a memory id too
+        long for the target, a damaged source or target refuse the copy with nothing written.
+        Then each namespace is one append (whole or not at all). What can still stop a copy
+        part-way is the store failing between two appends (a database error, the store
+        closed, the process killed): the namespaces appended before it are copied, the
+        others not at all; :meth:`erase_thread` on the target, then ``copy_thread`` again,
+        starts it over.
+
+        Raises:
+            ValueError: A thread id is None, or a namespace's target memory id is too long for
+                the store (nothing written).
+            ChainIntegrityError: A source or target namespace does not verify (nothing
+                written).
+        """
         source = thread_text(source_thread_id, "copy_thread")
         target = thread_text(target_thread_id, "copy_thread")
         with self._lock:
+            # Checked and built first: an error here leaves the target as it was.
+            planned = []
             for memory_id in self._memories(source):
                 origin = self._thread(memory_id)
                 kept = sorted(s for s, b in origin.bodies.items() if b["op"] != "copied")
@@ -395,20 +416,17 @@ class LedgerSaver(CheckpointReader):
                     continue
                 ns = memory_id[2]
                 target_id = thread_memory_id(target, ns)
-
-                def build(state: Thread, kept: builtins.list[int] = kept, origin: Thread = origin,
-                          ns: str = ns) -> Bodies:  # fmt: skip
-                    # Seqs the copies will take: the events refer to each other by seq.
-                    moved = {seq: state.seq + 2 + i for i, seq in enumerate(kept)}
-                    first: Body = {
-                        "op": "copied",
-                        "from": source,
-                        "namespace": ns,
-                        "seq": origin.seq,
-                        "hash": origin.hash,
-                    }
-                    return [first, *(moved_body(origin.bodies[s], moved) for s in kept)]
-
+                problem = key_problem(str(self.store.stream_key(target_id)))
+                if problem is not None:
+                    msg = (
+                        f"copy_thread to thread {shown(target)}: namespace {shown(ns)} would be "
+                        f"stored under a memory id that {problem}; nothing was copied"
+                    )
+                    raise ValueError(msg)
+                build = _copy_builder(source, ns, origin, kept)
+                build(self._thread(target_id))
+                planned.append((target_id, build))
+            for target_id, build in planned:
                 self._append(target_id, build)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -489,6 +507,28 @@ class LedgerSaver(CheckpointReader):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """:meth:`prune` without blocking the event loop."""
         await off_loop(self.store, self.prune, thread_ids, strategy=strategy)
+
+
+def _copy_builder(
+    source: str, ns: str, origin: Thread, kept: builtins.list[int]
+) -> Callable[[Thread], Bodies]:
+    """What :meth:`LedgerSaver.copy_thread` appends to a target namespace holding ``state``:
+    the origin, then the source's events ``kept``, their references moved to the seqs the
+    copies take."""
+
+    def build(state: Thread) -> Bodies:
+        # Seqs the copies will take: the events refer to each other by seq.
+        moved = {seq: state.seq + 2 + i for i, seq in enumerate(kept)}
+        first: Body = {
+            "op": "copied",
+            "from": source,
+            "namespace": ns,
+            "seq": origin.seq,
+            "hash": origin.hash,
+        }
+        return [first, *(moved_body(origin.bodies[s], moved) for s in kept)]
+
+    return build
 
 
 def _check_checkpoint(

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from eventlog.formats.jsonl import export_jsonl, import_jsonl
-from eventlog.ids import SYSTEM_PREFIX, StreamKey, memory_key
+from eventlog.formats.jsonl_damage import export_damage
+from eventlog.ids import StreamKey, memory_key
 from projections.audit import fork
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import Failure, UsageError, one_line
@@ -53,6 +54,7 @@ def export(args: argparse.Namespace, store: EventStore) -> int:
                 after=args.after,
                 include_system=args.include_system,
                 progress=advance,
+                allow_damaged=True,  # _check_exportable refused it, or was told to allow it
             )
 
         count = (
@@ -66,26 +68,20 @@ def export(args: argparse.Namespace, store: EventStore) -> int:
 
 
 def _check_exportable(args: argparse.Namespace, store: EventStore, key: StreamKey | None) -> None:
-    """Refuse to export a memory whose chain does not verify: ``import`` refuses such a file,
-    and a backup found unrestorable only when it is needed is a backup lost. With
-    --allow-damaged, export it as stored and say so (forensics)."""
-    report = store.verify(key)
-    if report.ok:
-        return
-    failures = dict(report.failures)
-    if key is None and not args.include_system:  # ~sys: streams stay out of the file
-        failures = {k: v for k, v in failures.items() if not k.startswith(SYSTEM_PREFIX)}
-    if report.keyed_since is not None and args.key_file is None:
+    """Refuse to export a memory whose chain does not verify, as :func:`export_jsonl` does
+    (``import`` refuses such a file), in the CLI's words; with --allow-damaged, export it as
+    stored and say so (forensics). The export is then written with ``allow_damaged=True``:
+    checked here, the chains are not read a second time."""
+    damage = export_damage(store, key, include_system=args.include_system)
+    if damage.unchecked:
         # Without the chain key no record can be checked: not a sign of damage.
-        failures = {k: v for k, v in failures.items() if not v[1].startswith("keyed chain")}
-        if len(failures) < len(report.failures):
-            console(stderr=True).print(
-                plain(
-                    "note: a keyed ledger without --key-file: its keyed records were not "
-                    "checked; pass --key-file to check that the export will import"
-                )
+        console(stderr=True).print(
+            plain(
+                "note: a keyed ledger without --key-file: its keyed records were not "
+                "checked; pass --key-file to check that the export will import"
             )
-    damaged = [f"{k!r:.80} at seq {seq} ({why})" for k, (seq, why) in sorted(failures.items())]
+        )
+    damaged = [f"{k!r:.80} at seq {seq} ({why})" for k, seq, why in damage.damaged]
     if not damaged:
         return
     more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
@@ -174,14 +170,19 @@ def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
         )
         return 0
     out = console()
-    heading = f"imported {plural(report.records, 'record')} into {where(args)}"
-    table = Table("memory id", "seqs", title=title(heading))
-    for key, (first, last) in report.imported.items():
-        table.add_row(plain(shell_id(key)), f"{first}..{last}")
-    out.print(table)
+    if report.records:
+        heading = f"imported {plural(report.records, 'record')} into {where(args)}"
+        table = Table("memory id", "seqs", title=title(heading))
+        for key, (first, last) in report.imported.items():
+            table.add_row(plain(shell_id(key)), f"{first}..{last}")
+        out.print(table)
+    elif report.held:  # an empty table would read as a failure to import
+        out.print(f"nothing to import: all {plural(report.held, 'record')} already held")
+    else:
+        out.print("nothing to import: the file holds no records to write")
     for key in report.skipped:
         out.print(f"skipped {key!r}: its history starts with a purge tombstone", style="yellow")
-    if report.already:
+    if report.already and report.records:
         whole = sum(1 for key in report.already if key not in report.imported)
         out.print(
             f"resumed: {plural(len(report.already), 'memory', 'memories')} already held the "
