@@ -309,7 +309,11 @@ class SQLiteEventStore(SQLiteErasure):
             return records
 
         try:
-            records = self._write("append", work, one_insert=len(items) == 1 and not imports)
+            # A names row to make sure of is a second statement, so the transaction (as on
+            # PostgreSQL): a refused INSERT must not leave a name for a memory with no record.
+            records = self._write(
+                "append", work, one_insert=len(items) == 1 and not imports and name is None
+            )
         except ConcurrencyError as e:
             # With no expectation, a stale cached head is ours to fix: once more, reading the
             # head inside a BEGIN IMMEDIATE transaction, where no other writer can move it.

@@ -151,3 +151,24 @@ def test_the_pseudonym_cache_is_bounded():
     ids.pseudonym(BOB, "append")
     assert ids._pseudonyms == {BOB: _mac(bytes.fromhex(STORED), BOB)}
     assert ids.pseudonym(ALICE, "append") == _mac(bytes.fromhex(STORED), ALICE)
+
+
+def test_a_first_append_that_fails_leaves_no_names_row_behind(tmp_path: pathlib.Path):
+    # The names row and the memory's first record are one transaction: an INSERT refused (a
+    # full disk; here a trigger an operator added) must not leave a name for a memory that
+    # has no record - "nothing half-written", and an erasure by subject would list it.
+    import sqlite3
+
+    path = tmp_path / "erasable.db"
+    with SQLiteEventStore(path, erasable_ids=True) as store:
+        store.append(("bob", "s1"), batch("hi"))
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = 1 "
+            "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
+    with SQLiteEventStore(path, erasable_ids=True) as store:
+        with pytest.raises(Exception, match="disk full"):
+            store.append(("alice", "s1"), batch("hi"))
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM names").fetchone() == (1,)  # bob's only
