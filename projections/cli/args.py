@@ -440,8 +440,16 @@ def check_globals(args: argparse.Namespace) -> None:
     """Check the global options against each other and fill in the schema default.
 
     Raises:
-        UsageError: --db with --dsn, or --schema without --dsn.
+        UsageError: An empty --db, --db with --dsn, or --schema without --dsn.
     """
+    if args.db == "":
+        # An unset shell variable (`--db "$LEDGER"`): never the default file in the cwd, which
+        # an import would create.
+        msg = (
+            "--db is empty; pass the path of a chatledger SQLite database "
+            "(or leave --db out for ./chatledger.db)"
+        )
+        raise UsageError(msg)
     if args.db is not None and args.dsn is not None:
         msg = "--db and --dsn name two stores; pass one of them"
         raise UsageError(msg)
