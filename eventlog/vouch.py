@@ -46,6 +46,7 @@ __all__ = [
     "Ends",
     "erased_bound",
     "head_problem",
+    "records_gone",
     "restored",
     "seal_problem",
     "vouch",
@@ -116,6 +117,15 @@ def head_problem(
             )
         return last.seq, f"the newest record is not the sealed head (seq {seal.seq})"
     return None
+
+
+def records_gone(key: str, seal_seq: object) -> ChainIntegrityError:
+    """The error for a memory whose head seal is stored but whose records are all gone: deleted
+    by hand, which needs no key. Backends raise it where they read a head (``head()`` and every
+    append), so the memory is neither served as empty nor started over at seq 1 - an append
+    would seal its new head over the old seal, and ``verify()`` would then pass."""
+    seq = seal_seq if type(seal_seq) is int else 0
+    return _refuse(key, seq, f"its records are gone, but its head seal says seq {seal_seq!r}")
 
 
 def restored(record: Record, erased_through: int | None) -> str | None:
