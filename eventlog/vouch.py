@@ -48,6 +48,7 @@ __all__ = [
     "head_problem",
     "records_gone",
     "restored",
+    "seal_not_int",
     "seal_problem",
     "vouch",
     "vouch_rows",
@@ -119,6 +120,13 @@ def head_problem(
     return None
 
 
+def seal_not_int(key: str, seq: object, erased_through: object) -> ChainIntegrityError:
+    """The error for a head seal whose ``erased_through`` is not an integer (SQLite keeps text
+    written by hand into an INTEGER column): damage, never a ValueError of ``int()``."""
+    at = seq if type(seq) is int else 0
+    return _refuse(key, at, f"its head seal says erased through {erased_through!r}, not an integer")
+
+
 def records_gone(key: str, seal_seq: object) -> ChainIntegrityError:
     """The error for a memory whose head seal is stored but whose records are all gone: deleted
     by hand, which needs no key. Backends raise it where they read a head (``head()`` and every
@@ -166,7 +174,11 @@ def erased_bound(seal: HeadSeal | None) -> int | None:
     for that)."""
     if seal is NO_SEALS:
         return None
-    return 0 if seal is None else seal.erased_through
+    if seal is None or type(seal.erased_through) is not int:
+        # No seal, or one edited by hand (SQLite stores text in an INTEGER column; the seal's
+        # MAC then fails too): nothing is vouched erased, so no record may be emptied.
+        return 0
+    return seal.erased_through
 
 
 def vouch(

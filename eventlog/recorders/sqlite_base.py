@@ -21,7 +21,7 @@ from eventlog.models import StreamHead
 from eventlog.recorders.sqlite_sql import HEAD, HEAD_SEAL, HEAD_SEALED
 from eventlog.store import EventStore
 from eventlog.validation import shown
-from eventlog.vouch import Ends, records_gone
+from eventlog.vouch import Ends, records_gone, seal_not_int
 
 __all__ = ["SQLiteBase", "check_arguments"]
 
@@ -186,9 +186,12 @@ class SQLiteBase(EventStore):
                 sealed = conn.execute(HEAD_SEAL, (key,)).fetchone()
                 if sealed is not None:
                     raise records_gone(key, sealed[0])
+            erased = 0 if row is None or len(row) < 4 else row[3]
+            if type(erased) is not int:
+                raise seal_not_int(key, row[0], erased)  # row is not None: erased is row[3]
             head = _MISSING if row is None else StreamHead(row[0], row[1], row[2])
             self._heads[key] = head
-            self._erased[key] = 0 if row is None or len(row) < 4 else int(row[3])
+            self._erased[key] = erased
         return None if head is _MISSING else head
 
 

@@ -1,0 +1,46 @@
+"""[forger]: values of another type written by hand into a SQLite ledger, which keeps them
+(type affinity: a BLOB in a TEXT column, text in an INTEGER one). ``verify()`` never raises
+for bad data, and a read refuses with ChainIntegrityError, never a TypeError or ValueError."""
+
+from __future__ import annotations
+
+import pathlib
+import sqlite3
+
+import pytest
+
+from eventlog import ChainIntegrityError, SQLiteEventStore, UserMessage
+from projections import MessageWindowChatMemory
+
+KEY = b"the application's chain key, 32b"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE events SET stream_id = x'ff' WHERE stream_id = 'a'",
+        "UPDATE heads SET stream_id = x'ff' WHERE stream_id = 'a'",
+        "UPDATE heads SET erased_through = 'x' WHERE stream_id = 'a'",
+    ],
+    ids=["blob-key", "blob-seal-key", "text-erased-through"],
+)
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_a_value_of_another_type_is_reported_never_raised(
+    tmp_path: pathlib.Path, edit: str, keyed: bool
+) -> None:
+    path = tmp_path / "ledger.db"
+    key = KEY if keyed else None
+    with SQLiteEventStore(path, chain_key=key) as store:
+        for memory_id in ("a", "b"):
+            memory = MessageWindowChatMemory(id=memory_id, max_messages=3, store=store)
+            memory.add(UserMessage(f"{memory_id}1"), UserMessage(f"{memory_id}2"))
+    with sqlite3.connect(path) as conn:
+        conn.execute(edit)
+    conn.close()
+    with SQLiteEventStore(path, chain_key=key, read_only=True) as store:
+        report = store.verify()  # raised TypeError ('<' between bytes and str; int and str)
+        assert not report.ok
+        with pytest.raises(ChainIntegrityError, match="not served"):
+            MessageWindowChatMemory(id="a", max_messages=3, store=store).messages()
+        memory = MessageWindowChatMemory(id="b", max_messages=3, store=store)
+        assert [m.text for m in memory.messages()] == ["b1", "b2"]
