@@ -44,3 +44,32 @@ def test_a_value_of_another_type_is_reported_never_raised(
             MessageWindowChatMemory(id="a", max_messages=3, store=store).messages()
         memory = MessageWindowChatMemory(id="b", max_messages=3, store=store)
         assert [m.text for m in memory.messages()] == ["b1", "b2"]
+
+
+@pytest.mark.parametrize("stored", ["'zz'", "x'00'"], ids=["not-hex", "blob"])
+def test_a_malformed_hash_is_named_by_digest_and_reported_by_verify_digest(
+    tmp_path: pathlib.Path, stored: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # digest() raised fromhex()'s ValueError (no memory, no remedy) or TypeError (a
+    # traceback from `chatledger digest`), and verify(digest=) raised the same.
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        memory = MessageWindowChatMemory(id="a", max_messages=3, store=store)
+        memory.add(UserMessage("a1"), UserMessage("a2"))
+        before = store.digest()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE events SET hash = {stored} WHERE seq = 2")
+    conn.close()
+    with SQLiteEventStore(path, read_only=True) as store:
+        report = store.verify(digest=before)
+        assert not report.ok
+        assert "breaks at seq 2: malformed hash" in report.message
+        with pytest.raises(ChainIntegrityError, match="seq 2: malformed hash") as caught:
+            store.digest()
+        assert caught.value.stream_id == "a"
+    from projections.cli import main
+
+    assert main(["digest", "--db", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("chatledger: error: hash chain of a breaks at seq 2: malformed hash")
+    assert err.count("\n") == 1
