@@ -73,3 +73,38 @@ def test_a_malformed_hash_is_named_by_digest_and_reported_by_verify_digest(
     err = capsys.readouterr().err
     assert err.startswith("chatledger: error: hash chain of a breaks at seq 2: malformed hash")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        ("UPDATE events SET recorded_at = 'yesterday' WHERE seq = 2", "'yesterday'"),
+        ("UPDATE events SET stream_id = '~x:bad'", "'~x:bad'"),
+        ("UPDATE events SET stream_id = x'ff'", "b'\\xff'"),
+    ],
+    ids=["time", "key", "blob-key"],
+)
+def test_a_row_no_store_writes_is_named_by_streams_with_the_remedy(
+    tmp_path: pathlib.Path, edit: str, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # streams() (`chatledger ids`, the inspector, retention) raised fromisoformat()'s or the
+    # key parser's ValueError, or a TypeError sorting bytes with str, naming no remedy.
+    path = tmp_path / "ledger.db"
+    with SQLiteEventStore(path) as store:
+        memory = MessageWindowChatMemory(id="a", max_messages=3, store=store)
+        memory.add(UserMessage("a1"), UserMessage("a2"))
+    with sqlite3.connect(path) as conn:
+        conn.execute(edit)
+    conn.close()
+    with (
+        SQLiteEventStore(path, read_only=True) as store,
+        pytest.raises(ChainIntegrityError, match=r"streams: .*run `chatledger verify`"),
+    ):
+        store.streams()
+    from projections.cli import main
+
+    assert main(["ids", "--db", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("chatledger: error: ")
+    assert named in err
+    assert err.count("\n") == 1
