@@ -159,8 +159,15 @@ class LedgerNames(Recorder):
         rows = self._name_rows()
         self._refuse_missing_names(operation, rows)
         ring = self._keyring
-        if ring is not None and type(ring).destroyed is Keyring.destroyed:
-            return
+        if ring is None or type(ring).destroyed is not Keyring.destroyed:
+            self._refuse_unknown_keys(operation, prefix, rows)
+        self._refuse_moved_names(operation, rows)
+
+    def _refuse_unknown_keys(
+        self, operation: str, prefix: tuple[object, ...], rows: dict[str, str]
+    ) -> None:
+        """The keyring half of :meth:`_refuse_unreadable_names`."""
+        ring = self._keyring
         unknown = 0
         for stored in rows.values():
             if not is_sealed(stored):
@@ -204,6 +211,33 @@ class LedgerNames(Recorder):
                     "since, so whose memory it is cannot be told and it would be left out; "
                     "restore the names table from a backup, or erase the memory by its id; "
                     "nothing was erased"
+                )
+                raise ValueError(msg)
+
+    def _refuse_moved_names(self, operation: str, rows: dict[str, str]) -> None:
+        """Refuse when a ``names`` row this store can read names no memory of its pseudonym:
+        moved from another memory's row (two swapped) or edited by hand, which needs no key.
+        ``read_name`` then gives None, as for a deleted row, so the memory would match no
+        prefix and keep every message after an erasure that looked done.
+
+        Raises:
+            ValueError: Such a memory holds records after its last erasure; nothing was erased.
+        """
+        names, ring = self._names, self._keyring
+        if names is None:  # no erasable ids: no names rows
+            return
+        for key, stored in rows.items():
+            if is_sealed(stored) and (ring is None or ring.get(sealed_key_id(stored)) is None):
+                continue  # not readable here: shredded, or refused by _refuse_unknown_keys
+            if names.read_name(key, stored) is not None:
+                continue
+            newest = self._ends(key)[2]
+            if newest is not None and newest.kind not in RECEIPT_KINDS:
+                msg = (
+                    f"{operation}: memory {key} holds records after its last erasure but its "
+                    "names row names another memory (moved or edited by hand), so whose memory "
+                    "it is cannot be told and it would be left out; restore the names table "
+                    "from a backup, or erase the memory by its id; nothing was erased"
                 )
                 raise ValueError(msg)
 

@@ -38,7 +38,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from eventlog import merkle
-from eventlog.errors import EventLogError, PersistenceError, ReadOnlyError, StaleTreeError
+from eventlog.errors import (
+    ChainIntegrityError,
+    EventLogError,
+    PersistenceError,
+    ReadOnlyError,
+    StaleTreeError,
+)
+from eventlog.validation import shown
+from eventlog.vouch import REMEDY
 
 if TYPE_CHECKING:
     from eventlog.models import Record
@@ -61,6 +69,31 @@ _PAGE = 50_000
 _MAX_REBUILDS = 5
 _CACHED_BLOCKS = 64  # old blocks whose lower levels stay in memory (about 16 KB each)
 _PURGED = "memory_purged"
+
+
+def _leaf(record: Record) -> bytes:
+    """The Merkle leaf of ``record``: its hash, which must be the 64 hex digits every store
+    writes. A hash edited by hand into something else (text that is not hex, a BLOB in SQLite)
+    cannot enter the tree: refused naming the record, never fromhex()'s ValueError or
+    TypeError.
+
+    Raises:
+        ChainIntegrityError: The record's stored hash is not 64 lowercase hex digits.
+    """
+    value = record.hash
+    if type(value) is str and len(value) == 2 * _HASH:
+        try:
+            data = bytes.fromhex(value)
+        except ValueError:
+            pass
+        else:
+            if data.hex() == value:
+                return merkle.hash_leaf(data)
+    reason = (
+        f"malformed hash {shown(value)}: not 64 lowercase hex digits, so the record cannot "
+        f"enter the ledger's tree (digests, proofs, checkpoints); {REMEDY}"
+    )
+    raise ChainIntegrityError(record.stream_id, record.seq, reason)
 
 
 class TreeBlock(NamedTuple):
@@ -256,7 +289,7 @@ class LedgerTree:
             raise StaleTreeError(block, "records of the block are missing")
         if records[-1].position != last:
             raise StaleTreeError(block, "records were deleted from the block or inserted into it")
-        leaves = [merkle.hash_leaf(bytes.fromhex(r.hash)) for r in records]
+        leaves = [_leaf(r) for r in records]
         old = _OldBlock(block, [r.position for r in records], leaves)
         if old.levels[BLOCK_LEVEL][0] != self.nodes.get(BLOCK_LEVEL, block):
             raise StaleTreeError(block, "a record's hash differs from the one the block covers")
@@ -343,7 +376,7 @@ class LedgerTree:
         if not records:
             return
         before = self.tree.size
-        self.tree.extend_hashed([merkle.hash_leaf(bytes.fromhex(r.hash)) for r in records])
+        self.tree.extend_hashed([_leaf(r) for r in records])
         self._positions.extend(r.position for r in records)
         self._streams.update(r.stream_id for r in records)
         self.last_position = records[-1].position

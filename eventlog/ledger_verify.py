@@ -115,7 +115,11 @@ class LedgerVerify(LedgerNames):
             [self._stream_key(memory_id, "verify")]
             if memory_id is not None
             # A sealed memory with no rows left is a deletion to report, not nothing to check.
-            else sorted({row[0] for row in self._stream_rows()} | set(self._sealed_keys()))
+            # (a key stored as a BLOB by hand, bytes, sorts last: reported, never a TypeError)
+            else sorted(
+                {row[0] for row in self._stream_rows()} | set(self._sealed_keys()),
+                key=lambda k: (type(k) is not str, str(k)),
+            )
         )
         failures: dict[str, tuple[int, str]] = {}
         bad_rows: list[tuple[str, int, str]] = []

@@ -15,12 +15,13 @@ import os
 import typing
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from eventlog import erasure
 from eventlog.aio import off_loop
+from eventlog.errors import ChainIntegrityError
 from eventlog.hashing import RECEIPT_KINDS
-from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey, memory_key
+from eventlog.ids import SYSTEM_PREFIX, MemoryId, StreamKey, memory_id_from_key, memory_key
 from eventlog.keycheck import HEADS_SEALED, KEY_CHECK, MIN_KEY_BYTES, valid_key
 from eventlog.ledger import InclusionProof, LedgerDigest
 from eventlog.ledger import digest as _digest
@@ -265,11 +266,31 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
             One entry per stream that has records, ordered by stream key.
         """
         from eventlog.models import parse_time
+        from eventlog.vouch import REMEDY
+
+        def refuse(key: object, seq: object, what: str) -> ChainIntegrityError:
+            # A row edited by hand: named with the remedy, never a bare ValueError. Not
+            # listed as anything else either: retention decides by these times.
+            return ChainIntegrityError(
+                str(key), seq if type(seq) is int else 0, f"streams: {what}; {REMEDY}"
+            )
+
+        def checked(row: tuple[Any, ...]) -> tuple[Any, ...]:
+            key, _count, last_seq, first, last = row
+            if type(key) is not str:
+                raise refuse(key, last_seq, f"its stream key is {shown(key)}, not text")
+            try:
+                times = parse_time(first), parse_time(last)
+                if not is_pseudonym(key):
+                    memory_id_from_key(key)
+            except (ValueError, TypeError) as e:
+                raise refuse(key, last_seq, f"a row no store writes ({e})") from None
+            return (*row[:3], *times)
 
         rows = [
-            row
-            for row in sorted(self._stream_rows())
-            if include_system or not row[0].startswith(SYSTEM_PREFIX)
+            checked(row)
+            for row in sorted(self._stream_rows(), key=lambda r: (type(r[0]) is not str, str(r[0])))
+            if include_system or type(row[0]) is not str or not row[0].startswith(SYSTEM_PREFIX)
         ]
         stored = self._name_rows() if self._names is not None else {}
         named = self._named((row[0] for row in rows), stored)
@@ -279,8 +300,8 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 stream_id=key,
                 event_count=count,
                 last_seq=last_seq,
-                first_recorded_at=parse_time(first),
-                last_recorded_at=parse_time(last),
+                first_recorded_at=first,
+                last_recorded_at=last,
                 # A plain ledger has no names: a pseudonym imported into it (from a ledger
                 # with erasable ids) is listed by its key, its id unknown here, not erased.
                 id_erased=self._names is not None and is_pseudonym(key) and key not in stored,

@@ -46,7 +46,9 @@ __all__ = [
     "Ends",
     "erased_bound",
     "head_problem",
+    "records_gone",
     "restored",
+    "seal_not_int",
     "seal_problem",
     "vouch",
     "vouch_rows",
@@ -118,6 +120,22 @@ def head_problem(
     return None
 
 
+def seal_not_int(key: str, seq: object, erased_through: object) -> ChainIntegrityError:
+    """The error for a head seal whose ``erased_through`` is not an integer (SQLite keeps text
+    written by hand into an INTEGER column): damage, never a ValueError of ``int()``."""
+    at = seq if type(seq) is int else 0
+    return _refuse(key, at, f"its head seal says erased through {erased_through!r}, not an integer")
+
+
+def records_gone(key: str, seal_seq: object) -> ChainIntegrityError:
+    """The error for a memory whose head seal is stored but whose records are all gone: deleted
+    by hand, which needs no key. Backends raise it where they read a head (``head()`` and every
+    append), so the memory is neither served as empty nor started over at seq 1 - an append
+    would seal its new head over the old seal, and ``verify()`` would then pass."""
+    seq = seal_seq if type(seal_seq) is int else 0
+    return _refuse(key, seq, f"its records are gone, but its head seal says seq {seal_seq!r}")
+
+
 def restored(record: Record, erased_through: int | None) -> str | None:
     """Why ``record`` must not be served given that its memory's seal says it was erased up to
     ``erased_through`` (None: the memory has no seal to say, a database from before seals):
@@ -156,7 +174,11 @@ def erased_bound(seal: HeadSeal | None) -> int | None:
     for that)."""
     if seal is NO_SEALS:
         return None
-    return 0 if seal is None else seal.erased_through
+    if seal is None or type(seal.erased_through) is not int:
+        # No seal, or one edited by hand (SQLite stores text in an INTEGER column; the seal's
+        # MAC then fails too): nothing is vouched erased, so no record may be emptied.
+        return 0
+    return seal.erased_through
 
 
 def vouch(

@@ -28,6 +28,7 @@ from eventlog.models import Record, StreamHead
 from eventlog.recorders import postgres_sql as pgsql
 from eventlog.recorders.postgres_waits import waited_on
 from eventlog.store import EventStore
+from eventlog.vouch import records_gone
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -325,6 +326,11 @@ class PostgresBase(EventStore):
 
     def _head(self, conn: Conn, key: str) -> StreamHead | None:
         row = conn.execute(self._q["head"], (key,)).fetchone()
+        if row is None:
+            # No records: a seal there means they were deleted (see vouch.records_gone).
+            sealed = conn.execute(self._q["head_seal"], (key,)).fetchone()
+            if sealed is not None:
+                raise records_gone(key, sealed[0])
         self._note_erased(key, 0 if row is None else int(row[3]))
         return None if row is None else StreamHead(row[0], row[1], row[2])
 

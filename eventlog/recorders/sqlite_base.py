@@ -18,10 +18,10 @@ import sqlite_utils
 
 from eventlog.errors import PersistenceError, StoreClosedError
 from eventlog.models import StreamHead
-from eventlog.recorders.sqlite_sql import HEAD, HEAD_SEALED, POSITION_OF
+from eventlog.recorders.sqlite_sql import HEAD, HEAD_SEAL, HEAD_SEALED, POSITION_OF
 from eventlog.store import EventStore
 from eventlog.validation import shown
-from eventlog.vouch import Ends
+from eventlog.vouch import Ends, records_gone, seal_not_int
 
 __all__ = ["SQLiteBase", "check_arguments"]
 
@@ -184,9 +184,18 @@ class SQLiteBase(EventStore):
         head = self._heads.get(key)
         if head is None:
             row = conn.execute(HEAD_SEALED if self._sealed_schema else HEAD, (key,)).fetchone()
+            if row is None and self._sealed_schema:
+                # No records: a seal there means they were deleted (never cached: refused
+                # each time, and the append that would re-seal over the loss with them).
+                sealed = conn.execute(HEAD_SEAL, (key,)).fetchone()
+                if sealed is not None:
+                    raise records_gone(key, sealed[0])
+            erased = 0 if row is None or len(row) < 4 else row[3]
+            if type(erased) is not int:
+                raise seal_not_int(key, row[0], erased)  # row is not None: erased is row[3]
             head = _MISSING if row is None else StreamHead(row[0], row[1], row[2])
             self._heads[key] = head
-            self._erased[key] = 0 if row is None or len(row) < 4 else int(row[3])
+            self._erased[key] = erased
         return None if head is _MISSING else head
 
 

@@ -43,6 +43,7 @@ from projections.cli.subcommands import (
     _add_maintenance_commands,
     _add_session_commands,
 )
+from projections.display import BIDI_CONTROLS
 from projections.grammar import PolicySpec, parse_duration, parse_policy, parse_when, policy_spec
 
 if TYPE_CHECKING:
@@ -183,11 +184,21 @@ def shorthand(key: str) -> str | None:
     return text if parse_id(text) == key else None
 
 
+# What a terminal or a listing would not show as typed: every C0 control (tab and newline
+# too: a tab shows as spaces, a newline splits an id over two lines of `ids`), DEL, the C1
+# controls and the bidi controls (shown as U+FFFD, which names another id).
+_UNSHOWABLE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
+
+
 def shell_id(key: str) -> str:
     """How to write the memory of ``key`` as a shell word that :func:`parse_id` reads back."""
-    if "/" in key and not key.startswith("~"):
-        # A plain string with "/" would read as tuple shorthand: give it as a JSON string.
-        key = "~s:" + json.dumps(key, ensure_ascii=False)
+    if not key.startswith("~") and (
+        "/" in key or key.startswith("-") or _UNSHOWABLE.search(key) is not None
+    ):
+        # As a JSON string: a plain string with "/" would read as tuple shorthand, one starting
+        # with "-" as an option, and one holding a control would be shown as another word.
+        text = json.dumps(key, ensure_ascii=False)  # escapes C0 controls, not DEL, C1, bidi
+        key = "~s:" + _UNSHOWABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return shlex.quote(key)
 
 
@@ -429,8 +440,16 @@ def check_globals(args: argparse.Namespace) -> None:
     """Check the global options against each other and fill in the schema default.
 
     Raises:
-        UsageError: --db with --dsn, or --schema without --dsn.
+        UsageError: An empty --db, --db with --dsn, or --schema without --dsn.
     """
+    if args.db == "":
+        # An unset shell variable (`--db "$LEDGER"`): never the default file in the cwd, which
+        # an import would create.
+        msg = (
+            "--db is empty; pass the path of a chatledger SQLite database "
+            "(or leave --db out for ./chatledger.db)"
+        )
+        raise UsageError(msg)
     if args.db is not None and args.dsn is not None:
         msg = "--db and --dsn name two stores; pass one of them"
         raise UsageError(msg)

@@ -198,7 +198,8 @@ def _require_key(args: argparse.Namespace, store: EventStore) -> None:
 def _open_sqlite(args: argparse.Namespace, *, create: bool) -> EventStore:
     path = Path(args.db or DEFAULT_DB)
     if path.exists() and not path.is_file():
-        msg = f"--db {path} is a directory; pass the path of a chatledger SQLite database"
+        what = "a directory" if path.is_dir() else "not a regular file"  # a FIFO, a device
+        msg = f"--db {path} is {what}; pass the path of a chatledger SQLite database"
         raise Failure(msg)
     fresh = not path.exists() or path.stat().st_size == 0
     if fresh and not create:

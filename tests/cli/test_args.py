@@ -212,3 +212,26 @@ def test_headers_print_the_canonical_spelling(ok, slash_db):
     assert out.startswith("""history of '~t:["demo",1]' (1 event)""")
     out = ok("show", "--tuple-id", "demo/1", "--db", slash_db).stdout
     assert out.startswith("""'~t:["demo",1]' after seq 1 of 1""")
+
+
+def test_an_id_with_controls_or_a_leading_dash_is_listed_as_a_word_that_reads_back(ok, tmp_path):
+    # `ids` showed a tab as spaces, a newline raw (one id on two lines of a listing read with
+    # grep and cut) and a bidi control as U+FFFD, and a leading "-" bare (argparse's option):
+    # each listed spelling named no memory when given back.
+    path = tmp_path / "odd.db"
+    odd = ["tab\there", "new\nline", "\u202eevil", "c1\x9bx", "del\x7f", "-x", "--db"]
+    with SQLiteEventStore(path) as store:
+        for memory_id in odd:
+            MessageWindowChatMemory(id=memory_id, max_messages=3, store=store).add(
+                a_message("user", f"in {memory_id!r}")
+            )
+    lines = ok("ids", "--db", path).stdout.splitlines()[1:]
+    assert len(lines) == len(odd)  # one line per memory
+    for line in lines:
+        (word,) = shlex.split(line.split("  ")[0])
+        assert word.isprintable() and not word.startswith("-")
+        shown = ok("history", word, "--db", path).stdout
+        assert f"history of {line.split('  ')[0]} (1 event)" in shown
+    assert (
+        '"memory": "\\u202eevil"' in ok("show", '~s:"\\u202eevil"', "--json", "--db", path).stdout
+    )

@@ -406,6 +406,54 @@ def test_a_names_row_deleted_by_hand_does_not_hide_a_memory_from_erase_subject(
     store.close()
 
 
+def _swap_names_rows(backend: Backend, one: str, other: str) -> None:
+    """Swap two memories' ``names`` rows, behind the store's back (no key needed)."""
+    swap = (
+        "UPDATE {} SET name = CASE WHEN stream_id = %s THEN %s ELSE %s END "
+        "WHERE stream_id IN (%s, %s)"
+    )
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.path) as conn:
+            rows = dict(conn.execute("SELECT stream_id, name FROM names").fetchall())
+            conn.execute(
+                swap.format("names").replace("%s", "?"),
+                (one, rows[other], rows[one], one, other),
+            )
+        conn.close()
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as pg:
+        table = sql.Identifier(backend.schema, "names")
+        rows = dict(pg.execute(sql.SQL("SELECT stream_id, name FROM {}").format(table)))
+        pg.execute(sql.SQL(swap).format(table), (one, rows[other], rows[one], one, other))
+
+
+@pytest.mark.skip_backend("memory")  # the attacker edits the database's names table
+@pytest.mark.parametrize("keyring", [False, True], ids=["stored-id-key", "keyring"])
+def test_names_rows_swapped_by_hand_do_not_hide_a_memory_from_erase_subject(
+    backend: Backend, keyring: bool
+) -> None:
+    # A row moved to another pseudonym names nobody (read_name checks the pseudonym), so the
+    # memories matched no prefix: erase_subject(("alice",)) returned no receipt and left
+    # every message of alice's, as a deleted row did before it was refused.
+    ring = MemoryKeyring() if keyring else None
+    store = backend.open(keyring=ring, erasable_ids=True)
+    store.append(("alice", "s1"), batch(SECRET))
+    store.append(("bob", "s1"), batch("bob's"))
+    alice, bob = (str(store.stream_key((who, "s1"))) for who in ("alice", "bob"))
+    store.close()
+    _swap_names_rows(backend, alice, bob)
+    store = backend.open(keyring=ring)
+    assert store.verify().ok  # the rows are beside the chain
+    with pytest.raises(ValueError, match=r"memory ~p:\w+ holds records after its last"):
+        store.erase_subject(("alice",), reason="GDPR #3")
+    assert texts(store.read(("alice", "s1"))) == [SECRET]  # nothing was erased
+    assert texts(store.read(("bob", "s1"))) == ["bob's"]
+    store.close()
+
+
 _KILLED_IN_THE_THIRD_BATCH = """
 import os, signal, sys
 from eventlog import FileKeyring
