@@ -64,7 +64,7 @@ SHOWN = 50
 
 def ids(args: argparse.Namespace, store: EventStore) -> int:
     """``chatledger ids``: the memory ids, written so they can be pasted into a command."""
-    from rich.table import Table
+    from rich.table import Column, Table
 
     infos = store.streams(include_system=args.include_system)
     if store.erasable_ids:  # listed by id, not by the pseudonyms' random order
@@ -87,7 +87,10 @@ def ids(args: argparse.Namespace, store: EventStore) -> int:
     if not infos:
         out.print(f"no memories in {where(args)}")
         return 0
-    table = Table("memory id", "events", "last seq", "first activity (UTC)", "last activity (UTC)")
+    # The id is what a user pastes into the next command: too long for a narrow terminal, it
+    # is folded over lines, never cut with an ellipsis (a cut id names no memory).
+    column = Column("memory id", overflow="fold")
+    table = Table(column, "events", "last seq", "first activity (UTC)", "last activity (UTC)")
     for info in infos:
         erased = model.erased_id_label(store, info)
         table.add_row(

@@ -99,3 +99,41 @@ def test_ids_as_printed_can_be_pasted_into_a_shell(tmp_path):
     )
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.count("marker") == len(ids)
+
+
+def test_ids_on_a_narrow_terminal_are_folded_whole_never_cut(tmp_path):
+    # Cut with an ellipsis, an id names no memory; folded over lines, it is all there.
+    path = tmp_path / "ids.db"
+    long_id = ("customer-support-session", "a-rather-long-session-identifier-0123456789")
+    with SQLiteEventStore(path) as store:
+        MessageWindowChatMemory(id=long_id, max_messages=3, store=store).add(
+            a_message("user", "hi")
+        )
+    main, child = pty.openpty()
+    process = subprocess.Popen(
+        [str(EXE), "ids", "--db", str(path)],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**os.environ, "COLUMNS": "60", "NO_COLOR": "1"},
+    )
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the pty is closed once the process exits
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert process.wait(timeout=60) == 0
+    os.close(main)
+    out = b"".join(chunks).decode()
+    assert "…" not in out
+    cells = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
+    assert len(cells) > 1  # folded
+    assert (
+        "".join(cells)
+        == """'~t:["customer-support-session","a-rather-long-session-identifier-0123456789"]'"""
+    )
