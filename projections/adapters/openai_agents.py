@@ -38,7 +38,7 @@ import asyncio
 import json
 import operator
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, SupportsIndex, TypeVar, cast
 
@@ -64,6 +64,7 @@ from eventlog.errors import ConcurrencyError
 from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList, Ref, describe
 from projections.adapters.item_list_runs import Run
 from projections.adapters.selection import (
@@ -188,7 +189,7 @@ class LedgerSession(SessionABC):
         self._check_open()
         if not items:
             return
-        messages = [message_of(item) for item in items]  # every item checked before writing
+        messages = _messages(items, "add_items")  # every item checked before writing
         await _outcome(off_loop(self.store, self.items.add, messages))
 
     async def pop_item(
@@ -250,7 +251,7 @@ class LedgerSession(SessionABC):
 
         async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
             self._check_open()
-            messages = [message_of(item) for item in output]  # checked before writing
+            messages = _messages(output, "replace_suffix")  # checked before writing
             replace = self.items.replace_newest
             return await _outcome(off_loop(self.store, replace, refs[start:], messages, prune))
 
@@ -264,7 +265,7 @@ class LedgerSession(SessionABC):
         self._check_open()
         if not self._stores_items_as_given():
             return False
-        messages = [message_of(item) for item in items]  # checked before writing
+        messages = _messages(items, "_atomic_replace_items")  # checked before writing
         await _outcome(off_loop(self.store, self.items.replace_all, messages))
         return True
 
@@ -377,6 +378,19 @@ def _limit(limit: object) -> int | None:
             f"got {limit!r} ({type(limit).__name__})"
         )
         raise TypeError(msg) from None
+
+
+def _messages(items: object, operation: str) -> list[Any]:
+    """The messages storing ``items``, refused whole when ``items`` is not a list of items: a
+    single item (a dict) was taken as the list of its keys, and refused naming its first key
+    as the bad item; a str as the list of its characters."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        msg = (
+            f"{operation}: items must be a list of Responses input items (dicts), got "
+            f"{type(items).__name__} {shown(items)}; pass [item] for one item; nothing was written"
+        )
+        raise TypeError(msg)
+    return [message_of(item) for item in items]
 
 
 def _canonical(item: object) -> str:
