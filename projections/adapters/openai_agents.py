@@ -39,6 +39,7 @@ import json
 import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, SupportsIndex, TypeVar, cast
 
@@ -127,8 +128,12 @@ class LedgerSession(SessionABC):
         self._memory: MessageWindowChatMemory | None = None
         self._closed = False
         # What get_items() last returned: window_callback() names the history items it
-        # sends by their refs, and records the list they were read from.
+        # sends by their refs, and records the list they were read from. Per task first: two
+        # runs sharing this object each record what *their* get_items() returned (with one
+        # slot, a run recorded another's read - its limit, its refs - and the audit said the
+        # call left out items it sent); the slot serves a callback run in another task.
         self._served = _Served([], [], None, None)
+        self._served_here: ContextVar[_Served] = ContextVar(f"chatledger.served.{id(self)}")
 
     @property
     def memory(self) -> MessageWindowChatMemory:
@@ -161,7 +166,9 @@ class LedgerSession(SessionABC):
 
     async def _get(self, wanted: int | None) -> list[TResponseInputItem]:
         if wanted is not None and wanted <= CHUNK:
-            return await off_loop(self.store, self._items, wanted)
+            items, served = await off_loop(self.store, self._items, wanted)
+            self._remember(served)  # here, in the caller's task: the worker has no context
+            return items
         # A long list in steps on the worker, the event loop running between them. The steps
         # stay tuples until the end: the collector untracks a tuple of untracked items (plain
         # JSON objects) the first time it sees it, so a full collection while the read runs
@@ -174,15 +181,18 @@ class LedgerSession(SessionABC):
         while (step := await off_loop(self.store, _step, steps, refs)) is not None:
             parts.append(step[0])
             ref_parts.append(step[1])
-        self._served = _Served(parts, ref_parts, runs, wanted)  # tuples: the caller may edit
+        self._remember(_Served(parts, ref_parts, runs, wanted))  # tuples: the caller may edit
         return await off_loop(self.store, _joined, parts)
 
-    def _items(self, wanted: int) -> list[TResponseInputItem]:
+    def _items(self, wanted: int) -> tuple[list[TResponseInputItem], _Served]:
         runs: list[Run] = []
         stored, refs = self.items.newest_refs(wanted, runs_out=runs)
         items = _items_of_stored(stored)
-        self._served = _Served([tuple(cast("list[Item]", items))], [tuple(refs)], runs, wanted)
-        return items
+        return items, _Served([tuple(cast("list[Item]", items))], [tuple(refs)], runs, wanted)
+
+    def _remember(self, served: _Served) -> None:
+        self._served = served
+        self._served_here.set(served)
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append the items as one atomic write (a bad item: nothing is written)."""
@@ -288,8 +298,9 @@ class LedgerSession(SessionABC):
             deadline = 0.0
             while True:
                 chosen = select(history, new_input)
-                entries = await off_loop(self.store, self._sent_entries, chosen)
-                runs, wanted = self._served.runs, self._served.wanted
+                served = self._served_here.get(self._served)  # this task's read, if any
+                entries = await off_loop(self.store, self._sent_entries, chosen, served)
+                runs, wanted = served.runs, served.wanted
                 event = ContextSent(
                     sent=tuple(entries),
                     policy=describe(policy, self.session_id),
@@ -324,13 +335,13 @@ class LedgerSession(SessionABC):
 
         return record
 
-    def _sent_entries(self, chosen: list[Item]) -> list[dict[str, Any]]:
+    def _sent_entries(self, chosen: list[Item], served_by: _Served) -> list[dict[str, Any]]:
         """Each chosen item as a ref to the event holding an equal item that get_items()
         served (each served item used once), else the item itself. A ref is checked against
         the item its event stores (one verified read of the refs): a served item the caller
         edited in place since get_items() is kept as sent, not named by the event it no
         longer equals."""
-        served, refs = self._served.items, self._served.refs
+        served, refs = served_by.items, served_by.refs
         by_text: dict[str, list[Ref]] = {}
         for item, ref in zip(chain.from_iterable(served), chain.from_iterable(refs), strict=True):
             by_text.setdefault(_canonical(item), []).append(ref)

@@ -279,6 +279,50 @@ def test_a_call_over_a_limited_history_under_a_wider_policy_is_reproduced(tmp_pa
     assert model_call(store, "conv", last.seq).reproduced is True
 
 
+@pytest.mark.parametrize("other_limit", [1, 600])  # the short read and the one in steps
+def test_two_runs_sharing_a_session_object_each_record_their_own_read(
+    tmp_path, other_limit: int
+) -> None:
+    """Two requests of one conversation run at once on one LedgerSession (a server keeping
+    an object per conversation). Run A reads the whole list; before its model call, run B
+    reads `get_items(limit=1)`. A's call must be recorded over A's read: before, it took B's
+    (limit 1, one ref), so A's history items were kept as new input and the audit said events
+    1-4 were "not in the history read (get_items(limit=1))" and the call did NOT reproduce,
+    though it sent exactly what its policy chooses."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def both() -> list[Any]:
+        a_read, b_read = asyncio.Event(), asyncio.Event()
+
+        async def run_a() -> list[Any]:
+            history: list[Any] = list(await session.get_items())
+            a_read.set()
+            await b_read.wait()  # run B reads in between
+            return await callback(history, NEW)
+
+        async def run_b() -> None:
+            await a_read.wait()
+            await session.get_items(other_limit)
+            b_read.set()
+
+        chosen: list[Any] = (await asyncio.gather(run_a(), run_b()))[0]
+        return chosen
+
+    assert asyncio.run(both()) == [*HISTORY, *NEW]
+    (record,) = [r for r in store.read("conv") if r.kind == "context_sent"]
+    event = decode_event(record)
+    assert isinstance(event, ContextSent)
+    assert event.history_limit is None
+    assert [e.get("ref") for e in event.sent] == [[1, 0], [2, 0], [3, 0], [4, 0], [5, 0], None]
+    call = model_call(store, "conv", record.seq)
+    assert call.reproduced is True
+    assert call.left == []
+    assert what_if_call(store, "conv", record.seq, MessageWindowPolicy(10)).same
+
+
 def test_a_history_limit_is_checked_and_optional_in_the_format() -> None:
     # Check an event without the field (as written before it) decodes, and bad limits are
     # refused.
