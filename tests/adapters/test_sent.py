@@ -384,3 +384,30 @@ def test_a_history_limit_edited_without_the_key_is_refused_by_the_audit_and_veri
         with pytest.raises(ChainIntegrityError, match=f"breaks at seq {target.seq}"):
             what_if_call(audited, "conv", seq, MessageWindowPolicy(10))
     audited.close()
+
+
+def test_a_task_that_read_a_turn_ago_records_this_turns_read_made_in_a_task_it_started(
+    tmp_path,
+) -> None:
+    """The per-task read must not shadow a newer one: turn one reads in this task; turn two
+    reads in a task this one starts and calls the callback here. Turn two is recorded over
+    its own read: the stale one's list is refused by the append (the list changed since),
+    and the callback reads again, here."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY[:2]))
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def turns() -> list[Any]:
+        first: list[Any] = list(await session.get_items())
+        await callback(first, NEW)
+        await session.add_items(HISTORY[2:])
+        history: list[Any] = list(await asyncio.create_task(session.get_items()))
+        return await callback(history, NEW)
+
+    assert asyncio.run(turns()) == [*HISTORY, *NEW]
+    last = store.read("conv")[-1]
+    event = decode_event(last)
+    assert isinstance(event, ContextSent)
+    assert [e.get("ref") for e in event.sent][:5] == [[1, 0], [2, 0], [4, 0], [5, 0], [6, 0]]
+    assert model_call(store, "conv", last.seq).reproduced is True
