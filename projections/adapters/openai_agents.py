@@ -194,6 +194,17 @@ class LedgerSession(SessionABC):
         self._served = served
         self._served_here.set(served)
 
+    def _read_for(self, history: list[Item]) -> _Served:
+        """The get_items() read ``history`` came from: this task's, else the object's last
+        one; the first of them holding as many items as ``history`` (a task that read a
+        turn ago and leaves this turn's read to a task it started holds a stale one)."""
+        mine = self._served_here.get(None)
+        candidates = [self._served] if mine is None else [mine, self._served]
+        for served in candidates:
+            if served.runs is not None and sum(map(len, served.items)) == len(history):
+                return served
+        return candidates[0]
+
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append the items as one atomic write (a bad item: nothing is written)."""
         self._check_open()
@@ -298,7 +309,7 @@ class LedgerSession(SessionABC):
             deadline = 0.0
             while True:
                 chosen = select(history, new_input)
-                served = self._served_here.get(self._served)  # this task's read, if any
+                served = self._read_for(history)
                 entries = await off_loop(self.store, self._sent_entries, chosen, served)
                 runs, wanted = served.runs, served.wanted
                 event = ContextSent(

@@ -411,3 +411,28 @@ def test_a_task_that_read_a_turn_ago_records_this_turns_read_made_in_a_task_it_s
     assert isinstance(event, ContextSent)
     assert [e.get("ref") for e in event.sent][:5] == [[1, 0], [2, 0], [4, 0], [5, 0], [6, 0]]
     assert model_call(store, "conv", last.seq).reproduced is True
+
+
+def test_a_stale_per_task_read_of_the_same_list_does_not_shadow_a_limited_one(tmp_path) -> None:
+    """As above, with nothing added between the turns: the stale read's list is still the
+    list, so no append refuses it. Turn two read `get_items(2)` in a task it started; it
+    must be recorded with that limit, not as turn one's read of everything (which the audit
+    re-runs over all five items: "does NOT reproduce")."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    peek = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def turns() -> list[Any]:
+        first: list[Any] = list(await session.get_items())
+        await peek(first, NEW)
+        history: list[Any] = list(await asyncio.create_task(session.get_items(2)))
+        return await callback(history, NEW)
+
+    assert asyncio.run(turns()) == [*HISTORY[3:], *NEW]
+    last = store.read("conv")[-1]
+    event = decode_event(last)
+    assert isinstance(event, ContextSent)
+    assert event.history_limit == 2
+    assert model_call(store, "conv", last.seq).reproduced is True
