@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 from eventlog.messages import CustomMessage
 from eventlog.models import MessageAdded, Record
 from eventlog.serialization import decode_event
+from eventlog.validation import shown
 
 __all__ = [
     "KEY",
@@ -29,6 +30,7 @@ __all__ = [
     "array_body",
     "array_head",
     "blob_of",
+    "body_problem",
     "bytes_of",
     "extends",
     "frozen",
@@ -107,7 +109,19 @@ class Thread:
             event = decode_event(record)
             message = event.message if isinstance(event, MessageAdded) else None
             if isinstance(message, CustomMessage) and isinstance(message.attributes.get(KEY), dict):
-                self._fold(record.seq, message.attributes[KEY])
+                body = message.attributes[KEY]
+                problem = body_problem(body, self.bodies)
+                if problem is not None:
+                    # Checked before folding: a body folded in part would raise KeyError or
+                    # TypeError on every later read of the thread, naming nothing.
+                    msg = (
+                        f"LangGraph thread {record.stream_id!r}: event {record.seq} holds a "
+                        f"body no LedgerSaver writes ({problem}); another writer appended it "
+                        "to the thread's memory, so the thread is not served - erase the "
+                        "thread (delete_thread) and write only through LedgerSaver"
+                    )
+                    raise ValueError(msg)
+                self._fold(record.seq, body)
                 self.size += len(record.payload)
         self.seq, self.hash = record.seq, record.hash
 
@@ -144,6 +158,74 @@ class Thread:
     def live(self) -> list[str]:
         """Checkpoint ids, newest first (LangGraph's ids sort by time)."""
         return sorted(self.checkpoints, reverse=True)
+
+
+def body_problem(body: dict[str, Any], bodies: dict[int, Body]) -> str | None:
+    """What makes ``body`` (a thread event's ``langgraph`` attribute) other than what a saver
+    writes, for the fields the fold and the reads use, or None. ``bodies`` are the thread's
+    events folded before it: a delta's base and a reference must name one of its checkpoints
+    holding that channel. An unknown ``op`` is not ours to judge: the fold skips it."""
+    op = body.get("op")
+    if op == "checkpoint":
+        for name in ("id", "parent"):
+            if not isinstance(body.get(name), str) and not (
+                name == "parent" and body.get(name) is None
+            ):
+                return f"its checkpoint {name} is {shown(body.get(name))}, not a str"
+        for name in ("checkpoint", "metadata"):
+            if not _is_blob(body.get(name)):
+                return f"its {name} is {shown(body.get(name))}, not a [type, base64] pair"
+        values, refs = body.get("values"), body.get("refs")
+        if not isinstance(values, dict) or not isinstance(refs, dict):
+            return "its values or refs are not objects"
+        for channel, entry in values.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("version"), str):
+                return f"channel {shown(channel)} has no str version"
+            if "base" in entry:
+                if not _holds(bodies, entry["base"], channel) or not _is_blob(entry.get("append")):
+                    name, at = shown(channel), shown(entry["base"])
+                    return f"channel {name} appends to event {at}, which holds no such channel"
+            elif not _is_blob(entry.get("value")):
+                return f"channel {shown(channel)} has no [type, base64] value"
+        for channel, at in refs.items():
+            if not _holds(bodies, at, channel):
+                name, where = shown(channel), shown(at)
+                return f"channel {name} refers to event {where}, which holds no such channel"
+        return None
+    if op == "writes":
+        if not all(isinstance(body.get(n), str) for n in ("checkpoint", "task", "path")):
+            return "its checkpoint, task or path is not a str"
+        writes = body.get("writes")
+        if not isinstance(writes, list | tuple) or not all(
+            isinstance(w, list | tuple)
+            and len(w) == 3
+            and type(w[0]) is int
+            and isinstance(w[1], str)
+            and _is_blob(w[2])
+            for w in writes
+        ):
+            return "its writes are not [index, channel, [type, base64]] triples"
+        return None
+    if op == "removed":
+        ids = body.get("checkpoints")
+        if not isinstance(ids, list | tuple) or not all(isinstance(i, str) for i in ids):
+            return "its checkpoints are not a list of ids"
+    return None
+
+
+def _is_blob(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], str)
+    )
+
+
+def _holds(bodies: dict[int, Body], at: object, channel: object) -> bool:
+    """Whether event ``at`` of the thread is a checkpoint that stores ``channel``."""
+    body = bodies.get(at) if type(at) is int else None
+    return body is not None and body.get("op") == "checkpoint" and channel in body["values"]
 
 
 def frozen(value: Any) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import functools
 import itertools
+import logging
 import pickle
 import threading
 from collections import OrderedDict
@@ -56,6 +57,7 @@ from projections.adapters.langgraph_events import (
 
 __all__ = ["CheckpointReader", "cache_key", "keep_list", "memory_of", "thread_text"]
 
+_log = logging.getLogger("chatledger.langgraph")
 _LISTS_KEPT = 8  # threads (the most recently used) that keep their last list put
 _RELEASE_SLICE = 256  # messages freed at a time when a remembered list is dropped
 
@@ -111,11 +113,26 @@ class CheckpointReader(BaseCheckpointSaver[str]):
         state = self._cache.get(key)
         if state is not None:
             self._cache.move_to_end(key)
-            fresh = self.store.read_verified(memory_id, gt=state.seq)
-            if fresh and fresh[0].prev_hash != state.hash:
-                state = None  # the history under the cache changed: fold it again
+            # From the cached head on, that head included: a head behind it (one memory put
+            # back from a backup, a failover that lost commits) or another record at its seq
+            # means the history under the cache changed. Before, the cache kept serving what
+            # the store no longer holds, and every put failed for RETRY_FOR seconds, spinning,
+            # then raised "another writer appended first", for as long as the saver lived.
+            fresh = self.store.read_verified(memory_id, gt=state.seq - 1) if state.seq else []
+            if state.seq and (
+                not fresh or (fresh[0].seq, fresh[0].hash) != (state.seq, state.hash)
+            ):
+                _log.warning(
+                    "LangGraph thread %r: history changed under this saver's cache (it held "
+                    "seq %d, the store %s); reading it again from the store - run verify() if "
+                    "nothing restored or failed over the database",
+                    memory_id,
+                    state.seq,
+                    f"ends at seq {fresh[-1].seq}" if fresh else "holds no such record",
+                )
+                state = None  # fold it again
             else:
-                for record in fresh:
+                for record in fresh[1:] if state.seq else self.store.read_verified(memory_id):
                     state.apply(record)
         if state is None:
             state = Thread()

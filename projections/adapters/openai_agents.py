@@ -38,7 +38,8 @@ import asyncio
 import json
 import operator
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, SupportsIndex, TypeVar, cast
 
@@ -64,6 +65,7 @@ from eventlog.errors import ConcurrencyError
 from eventlog.formats.lc4j_json import message_from_obj
 from eventlog.models import ContextSent
 from eventlog.store import EventStore
+from eventlog.validation import shown
 from projections.adapters.item_list import CHUNK, UNBOUNDED, ItemList, Ref, describe
 from projections.adapters.item_list_runs import Run
 from projections.adapters.selection import (
@@ -126,8 +128,12 @@ class LedgerSession(SessionABC):
         self._memory: MessageWindowChatMemory | None = None
         self._closed = False
         # What get_items() last returned: window_callback() names the history items it
-        # sends by their refs, and records the list they were read from.
+        # sends by their refs, and records the list they were read from. Per task first: two
+        # runs sharing this object each record what *their* get_items() returned (with one
+        # slot, a run recorded another's read - its limit, its refs - and the audit said the
+        # call left out items it sent); the slot serves a callback run in another task.
         self._served = _Served([], [], None, None)
+        self._served_here: ContextVar[_Served] = ContextVar(f"chatledger.served.{id(self)}")
 
     @property
     def memory(self) -> MessageWindowChatMemory:
@@ -160,7 +166,9 @@ class LedgerSession(SessionABC):
 
     async def _get(self, wanted: int | None) -> list[TResponseInputItem]:
         if wanted is not None and wanted <= CHUNK:
-            return await off_loop(self.store, self._items, wanted)
+            items, served = await off_loop(self.store, self._items, wanted)
+            self._remember(served)  # here, in the caller's task: the worker has no context
+            return items
         # A long list in steps on the worker, the event loop running between them. The steps
         # stay tuples until the end: the collector untracks a tuple of untracked items (plain
         # JSON objects) the first time it sees it, so a full collection while the read runs
@@ -173,22 +181,36 @@ class LedgerSession(SessionABC):
         while (step := await off_loop(self.store, _step, steps, refs)) is not None:
             parts.append(step[0])
             ref_parts.append(step[1])
-        self._served = _Served(parts, ref_parts, runs, wanted)  # tuples: the caller may edit
+        self._remember(_Served(parts, ref_parts, runs, wanted))  # tuples: the caller may edit
         return await off_loop(self.store, _joined, parts)
 
-    def _items(self, wanted: int) -> list[TResponseInputItem]:
+    def _items(self, wanted: int) -> tuple[list[TResponseInputItem], _Served]:
         runs: list[Run] = []
         stored, refs = self.items.newest_refs(wanted, runs_out=runs)
         items = _items_of_stored(stored)
-        self._served = _Served([tuple(cast("list[Item]", items))], [tuple(refs)], runs, wanted)
-        return items
+        return items, _Served([tuple(cast("list[Item]", items))], [tuple(refs)], runs, wanted)
+
+    def _remember(self, served: _Served) -> None:
+        self._served = served
+        self._served_here.set(served)
+
+    def _read_for(self, history: list[Item]) -> _Served:
+        """The get_items() read ``history`` came from: this task's, else the object's last
+        one; the first of them holding as many items as ``history`` (a task that read a
+        turn ago and leaves this turn's read to a task it started holds a stale one)."""
+        mine = self._served_here.get(None)
+        candidates = [self._served] if mine is None else [mine, self._served]
+        for served in candidates:
+            if served.runs is not None and sum(map(len, served.items)) == len(history):
+                return served
+        return candidates[0]
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append the items as one atomic write (a bad item: nothing is written)."""
         self._check_open()
         if not items:
             return
-        messages = [message_of(item) for item in items]  # every item checked before writing
+        messages = _messages(items, "add_items")  # every item checked before writing
         await _outcome(off_loop(self.store, self.items.add, messages))
 
     async def pop_item(
@@ -250,7 +272,7 @@ class LedgerSession(SessionABC):
 
         async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
             self._check_open()
-            messages = [message_of(item) for item in output]  # checked before writing
+            messages = _messages(output, "replace_suffix")  # checked before writing
             replace = self.items.replace_newest
             return await _outcome(off_loop(self.store, replace, refs[start:], messages, prune))
 
@@ -264,7 +286,7 @@ class LedgerSession(SessionABC):
         self._check_open()
         if not self._stores_items_as_given():
             return False
-        messages = [message_of(item) for item in items]  # checked before writing
+        messages = _messages(items, "_atomic_replace_items")  # checked before writing
         await _outcome(off_loop(self.store, self.items.replace_all, messages))
         return True
 
@@ -287,8 +309,9 @@ class LedgerSession(SessionABC):
             deadline = 0.0
             while True:
                 chosen = select(history, new_input)
-                entries = await off_loop(self.store, self._sent_entries, chosen)
-                runs, wanted = self._served.runs, self._served.wanted
+                served = self._read_for(history)
+                entries = await off_loop(self.store, self._sent_entries, chosen, served)
+                runs, wanted = served.runs, served.wanted
                 event = ContextSent(
                     sent=tuple(entries),
                     policy=describe(policy, self.session_id),
@@ -323,13 +346,13 @@ class LedgerSession(SessionABC):
 
         return record
 
-    def _sent_entries(self, chosen: list[Item]) -> list[dict[str, Any]]:
+    def _sent_entries(self, chosen: list[Item], served_by: _Served) -> list[dict[str, Any]]:
         """Each chosen item as a ref to the event holding an equal item that get_items()
         served (each served item used once), else the item itself. A ref is checked against
         the item its event stores (one verified read of the refs): a served item the caller
         edited in place since get_items() is kept as sent, not named by the event it no
         longer equals."""
-        served, refs = self._served.items, self._served.refs
+        served, refs = served_by.items, served_by.refs
         by_text: dict[str, list[Ref]] = {}
         for item, ref in zip(chain.from_iterable(served), chain.from_iterable(refs), strict=True):
             by_text.setdefault(_canonical(item), []).append(ref)
@@ -377,6 +400,19 @@ def _limit(limit: object) -> int | None:
             f"got {limit!r} ({type(limit).__name__})"
         )
         raise TypeError(msg) from None
+
+
+def _messages(items: object, operation: str) -> list[Any]:
+    """The messages storing ``items``, refused whole when ``items`` is not a list of items: a
+    single item (a dict) was taken as the list of its keys, and refused naming its first key
+    as the bad item; a str as the list of its characters."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        msg = (
+            f"{operation}: items must be a list of Responses input items (dicts), got "
+            f"{type(items).__name__} {shown(items)}; pass [item] for one item; nothing was written"
+        )
+        raise TypeError(msg)
+    return [message_of(item) for item in items]
 
 
 def _canonical(item: object) -> str:

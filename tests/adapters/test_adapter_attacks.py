@@ -613,3 +613,40 @@ def test_an_agents_item_that_json_would_change_is_refused_by_name(sqlite_store) 
     with pytest.raises(TypeError, match="add_items: an item must be a Responses input item"):
         asyncio.run(session.add_items([10**5000]))  # type: ignore[list-item]
     assert asyncio.run(_session(sqlite_store).get_items()) == []
+
+
+def test_a_saver_whose_thread_is_put_back_from_a_backup_reads_and_writes_what_the_store_holds(
+    backend, db, caplog
+):
+    """One thread's rows and seal put back from a backup (no key needed: every row and the
+    seal are genuine) under a live saver. Before: its cache kept serving the lost checkpoint,
+    and every put spun for 30 seconds, then raised "another writer appended first", for as
+    long as the saver lived. Now it notices, says so, and reads and writes as a new saver."""
+    pytest.importorskip("langgraph.checkpoint.base")
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from eventlog.ids import memory_key
+    from projections.adapters.langgraph import LedgerSaver
+
+    store = backend.open(chain_key=KEY)
+    saver = LedgerSaver(store)
+    thread: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    first = saver.put(thread, empty_checkpoint(), {"step": 1}, {})
+    key = memory_key(("t", "langgraph", ""))
+    backup = db.run("SELECT seq, hash, mac, erased_through FROM {heads} WHERE stream_id = ?", key)
+    second = saver.put(first, empty_checkpoint(), {"step": 2}, {})
+    assert saver.get_tuple(thread).metadata["step"] == 2
+    # The backup put back: the newer rows deleted, the older seal restored.
+    db.run("DELETE FROM {events} WHERE stream_id = ? AND seq > 1", key)
+    db.run(
+        "UPDATE {heads} SET seq = ?, hash = ?, mac = ?, erased_through = ? WHERE stream_id = ?",
+        *backup[0],
+        key,
+    )
+    with caplog.at_level("WARNING", logger="chatledger.langgraph"):
+        assert saver.get_tuple(thread).metadata["step"] == 1  # as a new saver reads it
+    assert "history changed under this saver's cache" in caplog.text
+    assert LedgerSaver(store).get_tuple(thread).metadata["step"] == 1
+    saver.put(second, empty_checkpoint(), {"step": 3}, {})  # at once, not after 30 s
+    assert [t.metadata["step"] for t in LedgerSaver(store).list(thread)] == [3, 1]
+    assert store.verify().ok

@@ -179,3 +179,63 @@ def test_a_value_too_long_to_print_is_named_not_a_conversion_error():
         saver.get_tuple({"configurable": [huge]})  # type: ignore[typeddict-item]
     with pytest.raises(ValueError, match="limit must be None or an int >= 0, got an int of"):
         list(saver.list(None, limit=-huge))
+
+
+# Bodies another writer could append to a thread's memory through the store's own API (the
+# saver never writes them): each broke every later read with a KeyError or TypeError naming
+# nothing, in every saver, `list(None)` over all threads included.
+FOREIGN = {
+    "checkpoint without an id": {"op": "checkpoint"},
+    "checkpoint id not text": {
+        "op": "checkpoint",
+        "id": 7,
+        "parent": None,
+        "checkpoint": ["msgpack", "gA=="],
+        "metadata": ["msgpack", "gA=="],
+        "values": {},
+        "refs": {},
+    },
+    "delta onto an event that is not there": {
+        "op": "checkpoint",
+        "id": "z",
+        "parent": None,
+        "checkpoint": ["msgpack", "gA=="],
+        "metadata": ["msgpack", "gA=="],
+        "values": {"a": {"version": "2", "base": 99, "append": ["msgpack", "kA=="]}},
+        "refs": {},
+    },
+    "writes not triples": {
+        "op": "writes",
+        "checkpoint": "c",
+        "task": "t",
+        "path": "",
+        "writes": [1],
+    },
+    "removed ids not a list": {"op": "removed", "checkpoints": 5},
+}
+
+
+@pytest.mark.parametrize("body", list(FOREIGN))
+def test_a_thread_event_no_saver_writes_is_refused_by_name_not_a_keyerror(
+    tmp_path: Any, body: str
+) -> None:
+    from eventlog.messages import CustomMessage
+    from eventlog.serialization import added_record
+
+    thread: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with SQLiteEventStore(tmp_path / "l.db") as store:
+        saver = LedgerSaver(store)
+        config = saver.put(thread, checkpoint(), {}, {"a": "1"})
+        foreign = CustomMessage({"langgraph": FOREIGN[body]})
+        store.append(("t", "langgraph", ""), [added_record(foreign, "")])
+        for reader in (saver, LedgerSaver(store)):  # a cached thread and a cold one
+            for read in (
+                lambda r=reader: r.get_tuple(thread),
+                lambda r=reader: r.get_tuple(config),
+                lambda r=reader: list(r.list(None)),
+            ):
+                with pytest.raises(ValueError, match="event 2 holds a body no LedgerSaver writes"):
+                    read()
+        # The way out it names: the thread erased, it reads as empty again.
+        saver.delete_thread("t")
+        assert LedgerSaver(store).get_tuple(thread) is None

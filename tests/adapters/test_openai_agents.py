@@ -102,6 +102,26 @@ def test_add_items_is_one_atomic_append(store: EventStore) -> None:
     assert _run(session.get_items()) == ITEMS[:3]
 
 
+@pytest.mark.parametrize(
+    "items",
+    [{"role": "user", "content": "one item, not a list"}, "a str", b"bytes", 5],
+    ids=["dict", "str", "bytes", "int"],
+)
+def test_add_items_given_one_item_or_text_refuses_the_argument_not_its_first_key(
+    store: EventStore, items: Any
+) -> None:
+    # Before: a dict was taken as the list of its keys, refused as "not str 'role'", a str as
+    # the list of its characters ("not str 'a'"), an int as "'int' object is not iterable".
+    session = LedgerSession("s-shape", store=store)
+    _run(session.add_items(ITEMS[:1]))
+    with pytest.raises(TypeError, match=r"add_items: items must be a list .*nothing was written"):
+        _run(session.add_items(items))
+    with pytest.raises(TypeError, match=r"_atomic_replace_items: items must be a list"):
+        _run(session._atomic_replace_items(items))
+    assert session.memory.seq == 1
+    assert _run(session.get_items()) == ITEMS[:1]
+
+
 def test_pop_item_appends_a_retraction_and_history_keeps_the_item(store: EventStore) -> None:
     session = LedgerSession("s3", store=store)
     _run(session.add_items(ITEMS[:4]))

@@ -279,6 +279,50 @@ def test_a_call_over_a_limited_history_under_a_wider_policy_is_reproduced(tmp_pa
     assert model_call(store, "conv", last.seq).reproduced is True
 
 
+@pytest.mark.parametrize("other_limit", [1, 600])  # the short read and the one in steps
+def test_two_runs_sharing_a_session_object_each_record_their_own_read(
+    tmp_path, other_limit: int
+) -> None:
+    """Two requests of one conversation run at once on one LedgerSession (a server keeping
+    an object per conversation). Run A reads the whole list; before its model call, run B
+    reads `get_items(limit=1)`. A's call must be recorded over A's read: before, it took B's
+    (limit 1, one ref), so A's history items were kept as new input and the audit said events
+    1-4 were "not in the history read (get_items(limit=1))" and the call did NOT reproduce,
+    though it sent exactly what its policy chooses."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def both() -> list[Any]:
+        a_read, b_read = asyncio.Event(), asyncio.Event()
+
+        async def run_a() -> list[Any]:
+            history: list[Any] = list(await session.get_items())
+            a_read.set()
+            await b_read.wait()  # run B reads in between
+            return await callback(history, NEW)
+
+        async def run_b() -> None:
+            await a_read.wait()
+            await session.get_items(other_limit)
+            b_read.set()
+
+        chosen: list[Any] = (await asyncio.gather(run_a(), run_b()))[0]
+        return chosen
+
+    assert asyncio.run(both()) == [*HISTORY, *NEW]
+    (record,) = [r for r in store.read("conv") if r.kind == "context_sent"]
+    event = decode_event(record)
+    assert isinstance(event, ContextSent)
+    assert event.history_limit is None
+    assert [e.get("ref") for e in event.sent] == [[1, 0], [2, 0], [3, 0], [4, 0], [5, 0], None]
+    call = model_call(store, "conv", record.seq)
+    assert call.reproduced is True
+    assert call.left == []
+    assert what_if_call(store, "conv", record.seq, MessageWindowPolicy(10)).same
+
+
 def test_a_history_limit_is_checked_and_optional_in_the_format() -> None:
     # Check an event without the field (as written before it) decodes, and bad limits are
     # refused.
@@ -340,3 +384,55 @@ def test_a_history_limit_edited_without_the_key_is_refused_by_the_audit_and_veri
         with pytest.raises(ChainIntegrityError, match=f"breaks at seq {target.seq}"):
             what_if_call(audited, "conv", seq, MessageWindowPolicy(10))
     audited.close()
+
+
+def test_a_task_that_read_a_turn_ago_records_this_turns_read_made_in_a_task_it_started(
+    tmp_path,
+) -> None:
+    """The per-task read must not shadow a newer one: turn one reads in this task; turn two
+    reads in a task this one starts and calls the callback here. Turn two is recorded over
+    its own read: the stale one's list is refused by the append (the list changed since),
+    and the callback reads again, here."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY[:2]))
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def turns() -> list[Any]:
+        first: list[Any] = list(await session.get_items())
+        await callback(first, NEW)
+        await session.add_items(HISTORY[2:])
+        history: list[Any] = list(await asyncio.create_task(session.get_items()))
+        return await callback(history, NEW)
+
+    assert asyncio.run(turns()) == [*HISTORY, *NEW]
+    last = store.read("conv")[-1]
+    event = decode_event(last)
+    assert isinstance(event, ContextSent)
+    assert [e.get("ref") for e in event.sent][:5] == [[1, 0], [2, 0], [4, 0], [5, 0], [6, 0]]
+    assert model_call(store, "conv", last.seq).reproduced is True
+
+
+def test_a_stale_per_task_read_of_the_same_list_does_not_shadow_a_limited_one(tmp_path) -> None:
+    """As above, with nothing added between the turns: the stale read's list is still the
+    list, so no append refuses it. Turn two read `get_items(2)` in a task it started; it
+    must be recorded with that limit, not as turn one's read of everything (which the audit
+    re-runs over all five items: "does NOT reproduce")."""
+    store = SQLiteEventStore(tmp_path / "s.db")
+    session = LedgerSession("conv", store=store)
+    asyncio.run(session.add_items(HISTORY))
+    peek = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+    callback = session.window_callback(MessageWindowPolicy(10), valid_for=None)
+
+    async def turns() -> list[Any]:
+        first: list[Any] = list(await session.get_items())
+        await peek(first, NEW)
+        history: list[Any] = list(await asyncio.create_task(session.get_items(2)))
+        return await callback(history, NEW)
+
+    assert asyncio.run(turns()) == [*HISTORY[3:], *NEW]
+    last = store.read("conv")[-1]
+    event = decode_event(last)
+    assert isinstance(event, ContextSent)
+    assert event.history_limit == 2
+    assert model_call(store, "conv", last.seq).reproduced is True
