@@ -38,6 +38,7 @@ import asyncio
 import json
 import operator
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from itertools import chain
@@ -96,6 +97,15 @@ class _Served(NamedTuple):
     wanted: int | None
 
 
+# Per task, what each session object's get_items() last returned there (see
+# LedgerSession._served). One variable for every object, its map weak in the objects: a
+# variable per object left an entry - holding that read's items - in every long-lived context
+# (a worker task serving conversation after conversation) for each object it ever used.
+_SERVED_HERE: ContextVar[weakref.WeakKeyDictionary[LedgerSession, _Served] | None] = ContextVar(
+    "chatledger.openai_agents.served", default=None
+)
+
+
 class LedgerSession(SessionABC):
     """An OpenAI Agents SDK session whose items are events of a chatledger memory.
 
@@ -133,7 +143,6 @@ class LedgerSession(SessionABC):
         # slot, a run recorded another's read - its limit, its refs - and the audit said the
         # call left out items it sent); the slot serves a callback run in another task.
         self._served = _Served([], [], None, None)
-        self._served_here: ContextVar[_Served] = ContextVar(f"chatledger.served.{id(self)}")
 
     @property
     def memory(self) -> MessageWindowChatMemory:
@@ -192,13 +201,21 @@ class LedgerSession(SessionABC):
 
     def _remember(self, served: _Served) -> None:
         self._served = served
-        self._served_here.set(served)
+        here = _SERVED_HERE.get()
+        # Copied, not changed in place: a task started from this one inherits the map and
+        # must keep what it saw when it started (contexts are copied, the map would be shared).
+        mine: weakref.WeakKeyDictionary[LedgerSession, _Served] = (
+            weakref.WeakKeyDictionary() if here is None else here.copy()
+        )
+        mine[self] = served
+        _SERVED_HERE.set(mine)
 
     def _read_for(self, history: list[Item]) -> _Served:
         """The get_items() read ``history`` came from: this task's, else the object's last
         one; the first of them holding as many items as ``history`` (a task that read a
         turn ago and leaves this turn's read to a task it started holds a stale one)."""
-        mine = self._served_here.get(None)
+        here = _SERVED_HERE.get()
+        mine = None if here is None else here.get(self)
         candidates = [self._served] if mine is None else [mine, self._served]
         for served in candidates:
             if served.runs is not None and sum(map(len, served.items)) == len(history):

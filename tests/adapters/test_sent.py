@@ -436,3 +436,31 @@ def test_a_stale_per_task_read_of_the_same_list_does_not_shadow_a_limited_one(tm
     assert isinstance(event, ContextSent)
     assert event.history_limit == 2
     assert model_call(store, "conv", last.seq).reproduced is True
+
+
+def test_a_long_lived_task_serving_many_sessions_keeps_no_read_of_a_dropped_one(tmp_path) -> None:
+    """A worker task serving conversation after conversation, each on a LedgerSession of its
+    own: the per-task record of the last read must go with the object. With a context
+    variable per object, the worker's context kept one entry - that read's items - for every
+    object it ever used."""
+    import contextvars
+    import gc
+
+    from projections.adapters.openai_agents import _SERVED_HERE
+
+    store = SQLiteEventStore(tmp_path / "s.db")
+
+    async def worker() -> tuple[int, int]:
+        sizes = []
+        for n in range(30):
+            session = LedgerSession(f"conv-{n}", store=store)
+            await session.add_items(HISTORY)
+            assert len(await session.get_items()) == len(HISTORY)
+            del session
+            gc.collect()
+            sizes.append(len(contextvars.copy_context()))
+            assert not _SERVED_HERE.get()  # and the object's read went with it
+        return sizes[0], sizes[-1]
+
+    first, last = asyncio.run(worker())
+    assert last == first  # not one entry more per session served
