@@ -16,6 +16,7 @@ run is logged in the store's ``~sys:compaction`` stream.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -32,6 +33,7 @@ from eventlog.ids import MemoryId, StreamKey
 from eventlog.models import CompactionRun, LoggedEvent, StreamInfo
 from eventlog.serialization import encode_event, logged_event
 from eventlog.store import RECEIPT_KINDS, EventStore
+from projections.checked import read_checked, records
 from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.provider import ChatMemoryProvider
 from projections.replay import view_at
@@ -162,9 +164,12 @@ def compact(
     * a compacted or purged id is dropped from every provider in ``providers``.
 
     Ids whose head is a purge tombstone, or whose head event records no window (not written
-    by a chatledger memory), are skipped. One id failing does not stop the run; it is listed
-    in ``errors``. The run is then appended to the ``~sys:compaction`` stream (see
-    :func:`compaction_runs`).
+    by a chatledger memory), are skipped. An id is judged by its records as its memory reads
+    them (vouched for by the chain), and erased only once its whole history reads: one that
+    does not (edited by hand; a forger without the chain key) is listed in ``errors`` and
+    kept, damage and all, for an operator to restore or quarantine. One id failing does not
+    stop the run; it is listed in ``errors``. The run is then appended to the
+    ``~sys:compaction`` stream (see :func:`compaction_runs`).
 
     Args:
         store: The store to compact.
@@ -252,8 +257,10 @@ def _compact_one(
 ) -> Outcome:
     # The raw key, never the decoded id re-encoded: one less way to address the wrong stream.
     key = StreamKey(info.stream_id)
-    # Re-read the head: streams() is a listing, and a writer may have appended since.
-    newest = store.read(key, desc=True, limit=1)
+    # Re-read the head: streams() is a listing, and a writer may have appended since. Read as
+    # the memory reads it (vouched for by the chain): its time decides an irreversible erasure,
+    # and a raw read would take a time edited by hand for the truth.
+    newest = read_checked(store, key, desc=True, limit=1)
     if not newest:
         return "skipped"
     head = newest[0]
@@ -264,6 +271,10 @@ def _compact_one(
         return "skipped"  # erased or purged, and nothing written since
     if purge_idle_for is not None and idle > purge_idle_for:
         reason = f"idle for more than {purge_idle_for}"
+        # The whole history first, as the memory would serve it: an erasure blanks a record
+        # whose content was edited by hand, which then verifies again - the evidence of the
+        # damage would go with the content. A memory that does not read is reported, kept.
+        collections.deque(records(store, key, lte=head.seq), maxlen=0)
         try:
             _erase_idle(store, key, head.seq, reason)
         except ConcurrencyError:

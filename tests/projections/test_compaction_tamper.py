@@ -1,0 +1,95 @@
+"""[forger] against retention: rows edited behind the store's back must never make compact()
+erase a memory. An erasure cannot be undone, and it blanks the content that shows an edit, so
+a retention run decides only on records the chain vouches for, and keeps (and reports) a
+memory whose history does not read. Real SQLite files and PostgreSQL schemas, edited with
+plain SQL as an attacker without the chain key would.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from freezegun import freeze_time
+
+from eventlog import AiMessage, UserMessage
+from eventlog.store import EventStore
+from projections import MessageWindowChatMemory, compact
+from projections.compaction import CompactionReport
+from tests.conftest import Backend
+
+KEY = b"the application's chain key, 32b"
+DAY = timedelta(days=1)
+
+pytestmark = pytest.mark.skip_backend("memory")  # attacks edit files and rows
+
+
+def _say(store: EventStore, memory_id: str, when: str, *texts: str) -> None:
+    with freeze_time(when):
+        memory = MessageWindowChatMemory(id=memory_id, max_messages=4, store=store)
+        for i, text in enumerate(texts):
+            memory.add(UserMessage(text) if i % 2 == 0 else AiMessage(text))
+
+
+def _retention_at(when: str, store: EventStore) -> CompactionReport:
+    with freeze_time(when):
+        return compact(store, idle_for=DAY, purge_idle_for=timedelta(days=30))
+
+
+def _erased(store: EventStore, memory_id: str) -> bool:
+    return any(r.kind == "memory_erased" or r.erased for r in store.read(memory_id))
+
+
+def _open(backend: Backend, keyed: bool) -> EventStore:
+    return backend.open(chain_key=KEY) if keyed else backend.open()
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-by-hand"])
+def test_a_live_memory_whose_newest_time_was_moved_back_is_not_erased(backend, keyed):
+    store = _open(backend, keyed)
+    _say(store, "idle", "2026-01-01", "old question", "old answer")
+    _say(store, "live", "2026-01-01", "hello", "hi")
+    _say(store, "live", "2026-03-31", "still here")  # yesterday, seen from the run
+    # The attacker dates the live memory's newest record back to January, so it looks idle.
+    head = store.head("live").seq
+    backend.tamper(store, "live", head, "recorded_at", "2026-01-01T00:00:00.000000Z")
+    report = _retention_at("2026-04-01", store)
+    # Check only the really idle memory went; the live one is an error line naming it, and
+    # keeps every record's content.
+    assert report.purged == ("idle",)
+    (error,) = report.errors
+    assert error.startswith("live: ChainIntegrityError")
+    assert not _erased(store, "live")
+    assert [r.payload != "" for r in store.read("live")] == [True] * head
+    # Check the edit is still there for verify() to report (nothing laundered it).
+    assert not store.verify().ok
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-by-hand"])
+def test_an_idle_memory_with_a_record_edited_is_kept_for_the_operator(backend, keyed):
+    store = _open(backend, keyed)
+    _say(store, "a-edited", "2026-01-01", "transfer 10 EUR", "done", "thanks")
+    _say(store, "b-fine", "2026-01-01", "question", "answer")
+    # An edit outside the head, which the purge path never needed to read to decide.
+    backend.tamper(
+        store,
+        "a-edited",
+        1,
+        "payload",
+        store.read("a-edited", lte=1)[0].payload.replace("10 EUR", "10000 EUR"),
+    )
+    assert not store.verify().ok
+    report = _retention_at("2026-04-01", store)
+    # Check the edited memory is reported and not erased (an erasure would blank the edited
+    # content, and verify() would pass again: the evidence gone with it); the run went on.
+    assert report.purged == ("b-fine",)
+    (error,) = report.errors
+    assert error.startswith("a-edited: ChainIntegrityError")
+    assert "seq 1" in error
+    assert not _erased(store, "a-edited")
+    assert _erased(store, "b-fine")
+    assert not store.verify().ok
+    # Check a second run decides the same way (the memory stays for an operator).
+    again = _retention_at("2026-04-02", store)
+    assert again.purged == ()
+    assert [e.split(":")[0] for e in again.errors] == ["a-edited"]
