@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from freezegun import freeze_time
 
-from eventlog import AiMessage, UserMessage
+from eventlog import AiMessage, ChainIntegrityError, UserMessage
 from eventlog.store import EventStore
 from projections import MessageWindowChatMemory, compact
 from projections.compaction import CompactionReport
@@ -93,3 +93,28 @@ def test_an_idle_memory_with_a_record_edited_is_kept_for_the_operator(backend, k
     again = _retention_at("2026-04-02", store)
     assert again.purged == ()
     assert [e.split(":")[0] for e in again.errors] == ["a-edited"]
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-by-hand"])
+def test_a_time_no_store_writes_in_one_memory_does_not_stop_the_run_for_the_others(backend, keyed):
+    store = _open(backend, keyed)
+    _say(store, "a-odd", "2026-01-01", "hello", "hi")
+    _say(store, "b-idle", "2026-01-01", "question", "answer")
+    _say(store, "c-idle", "2026-01-01", "question", "answer")
+    backend.tamper(store, "a-odd", 1, "recorded_at", "yesterday")
+    seen: list[ChainIntegrityError] = []
+    listed = store.streams(on_damage=seen.append)
+    assert [info.memory_id for info in listed] == ["b-idle", "c-idle"]
+    assert [e.stream_id for e in seen] == ["a-odd"]
+    report = _retention_at("2026-04-01", store)
+    # Check the others were erased as usual, and the odd one is one error line naming it and
+    # the remedy, kept (streams() alone refuses the whole listing for it).
+    assert report.purged == ("b-idle", "c-idle")
+    (error,) = report.errors
+    assert error.startswith("a-odd: ChainIntegrityError")
+    assert "restore the database from a backup" in error
+    assert not _erased(store, "a-odd")
+    with freeze_time("2026-04-01"):
+        # Check snapshots alone (no purge) go on too.
+        again = compact(store, idle_for=DAY)
+    assert [e.split(":")[0] for e in again.errors] == ["a-odd"]
