@@ -14,8 +14,9 @@ from freezegun import freeze_time
 
 from eventlog import AiMessage, ChainIntegrityError, UserMessage
 from eventlog.store import EventStore
-from projections import MessageWindowChatMemory, compact
+from projections import ChatMemoryProvider, MessageWindowChatMemory, compact
 from projections.compaction import CompactionReport
+from projections.snapshots import SNAPSHOT_NAME
 from tests.conftest import Backend
 
 KEY = b"the application's chain key, 32b"
@@ -118,3 +119,43 @@ def test_a_time_no_store_writes_in_one_memory_does_not_stop_the_run_for_the_othe
         # Check snapshots alone (no purge) go on too.
         again = compact(store, idle_for=DAY)
     assert [e.split(":")[0] for e in again.errors] == ["a-odd"]
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-by-hand"])
+def test_a_forged_snapshot_changes_no_window_and_no_later_compaction(backend, keyed):
+    store = _open(backend, keyed)
+    _say(store, "conv", "2026-01-01", "what is the fee?", "1 EUR")
+    with freeze_time("2026-01-03"):
+        assert compact(store, idle_for=DAY).compacted == ("conv",)
+    schema = "" if backend.name == "sqlite" else f'"{backend.schema}".'
+    backend._sql(f"UPDATE {schema}snapshots SET state = replace(state, '1 EUR', '900 EUR')", ())
+    snapshot = store.load_snapshot("conv", SNAPSHOT_NAME)
+    assert snapshot is not None
+    assert "900 EUR" in snapshot.state
+    # Check a cold open, a provider's reload and a replay show the log, never the snapshot: a
+    # snapshot is derived data beside the log and no read serves it.
+    cold = MessageWindowChatMemory(id="conv", max_messages=4, store=store)
+    assert [m.text for m in cold.messages()] == ["what is the fee?", "1 EUR"]
+    assert [m.text for m in cold.as_of(seq=2)] == ["what is the fee?", "1 EUR"]
+    assert store.verify().ok
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-by-hand"])
+def test_a_memory_reloaded_after_compaction_evicted_it_refuses_rows_edited_meanwhile(
+    backend, keyed
+):
+    store = _open(backend, keyed)
+    provider = ChatMemoryProvider(
+        lambda memory_id: MessageWindowChatMemory(id=memory_id, max_messages=4, store=store)
+    )
+    with freeze_time("2026-01-01"):
+        provider.get("conv").add([UserMessage("what is the fee?"), AiMessage("1 EUR")])
+    with freeze_time("2026-01-03"):
+        assert compact(store, idle_for=DAY, providers=[provider]).compacted == ("conv",)
+    assert len(provider) == 0  # evicted: the next get() opens it from the store
+    backend.tamper(
+        store, "conv", 2, "payload", store.read("conv", lte=2)[1].payload.replace("1 ", "900 ")
+    )
+    # Check the reloaded memory refuses, as a fresh open does, naming the record.
+    with pytest.raises(ChainIntegrityError, match="conv breaks at seq 2"):
+        provider.get("conv").messages()
