@@ -266,8 +266,9 @@ def _compact_one(
     # Re-read the head: streams() is a listing, and a writer may have appended since. Read as
     # the memory reads it (vouched for by the chain): its time decides an irreversible erasure,
     # and a raw read would take a time edited by hand for the truth.
+    stored = store.read(key, desc=True, limit=1)  # raw: the seq a writer appends after
     newest = read_checked(store, key, desc=True, limit=1)
-    if not newest:
+    if not stored or not newest:
         return "skipped"
     head = newest[0]
     idle = now - head.recorded_at
@@ -280,9 +281,12 @@ def _compact_one(
         # The whole history first, as the memory would serve it: an erasure blanks a record
         # whose content was edited by hand, which then verifies again - the evidence of the
         # damage would go with the content. A memory that does not read is reported, kept.
-        collections.deque(records(store, key, lte=head.seq), maxlen=0)
+        # Up to the stored head: a newest record acknowledged as damaged (quarantine) is left
+        # out of the checked read, and an erasure expecting the seq before it never matched.
+        last = stored[0].seq
+        collections.deque(records(store, key, lte=last), maxlen=0)
         try:
-            _erase_idle(store, key, head.seq, reason)
+            _erase_idle(store, key, last, reason)
         except ConcurrencyError:
             return "skipped"  # a writer came back: it is not idle, and nothing was erased
         return "purged"

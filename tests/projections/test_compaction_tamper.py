@@ -159,3 +159,17 @@ def test_a_memory_reloaded_after_compaction_evicted_it_refuses_rows_edited_meanw
     # Check the reloaded memory refuses, as a fresh open does, naming the record.
     with pytest.raises(ChainIntegrityError, match="conv breaks at seq 2"):
         provider.get("conv").messages()
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-by-hand"])
+def test_a_memory_whose_torn_newest_record_was_acknowledged_is_still_erased(backend, keyed):
+    store = _open(backend, keyed)
+    _say(store, "conv", "2026-01-01", "one", "two")
+    backend.tamper(store, "conv", 2, "payload", "torn")
+    with freeze_time("2026-01-02"):
+        store.quarantine("conv", 2, reason="torn last write")
+    report = _retention_at("2026-04-01", store)
+    # Check the acknowledged damage does not keep the memory forever: reads leave that record
+    # out, and the erasure still names the stored head (seq 2), not the one before it.
+    assert (report.purged, report.skipped, report.errors) == (("conv",), (), ())
+    assert _erased(store, "conv")
