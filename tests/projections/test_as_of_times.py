@@ -15,6 +15,7 @@ from freezegun import freeze_time
 from eventlog import ChainIntegrityError, UserMessage
 from eventlog.store import EventStore
 from projections import MessageWindowChatMemory, MessageWindowPolicy, what_if
+from projections.inspector.search import jump_seq
 from tests.conftest import Backend
 
 KEY = b"the application's chain key, 32b"
@@ -54,6 +55,8 @@ def test_a_time_moved_past_the_asked_moment_is_refused_not_an_earlier_view(backe
         memory.as_of(at=at)
     with pytest.raises(ChainIntegrityError, match=f"conv breaks at seq {seq}"):
         what_if(store, "conv", policy, at=at)
+    with pytest.raises(ChainIntegrityError, match=f"conv breaks at seq {seq}"):
+        jump_seq(store, "conv", at.isoformat())  # the inspector's "jump to a time"
     if seq == 3:
         # Check a read by seq of a view without the record still answers (every read also
         # checks the first record: with that one edited, every read refuses).
