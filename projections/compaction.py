@@ -1,8 +1,10 @@
 """Compaction: window snapshots for idle memories, an opt-in purge, and a thin scheduler.
 
 :func:`compact` is a plain function over any :class:`EventStore`. For every memory idle longer
-than ``idle_for`` it saves the window at the head as a snapshot, so the next cold open reads
-one row instead of the events the window refers to. It never changes history: records, hashes,
+than ``idle_for`` it saves the window at the head as a snapshot: derived data beside the log,
+which no read serves (a snapshot row is not under the chain, so anyone with write access to
+the database could change it; a cold open reads the events the window refers to). It never
+changes history: records, hashes,
 ``as_of`` answers and ``verify()`` are the same afterwards. Only when ``purge_idle_for`` is
 given does it erase memories idle longer than that with ``EventStore.erase``: their content
 goes, each record's skeleton (seq, time, commitment, hashes) and a ``memory_erased`` receipt stay,
