@@ -169,7 +169,9 @@ def compact(
     by a chatledger memory), are skipped. An id is judged by its records as its memory reads
     them (vouched for by the chain), and erased only once its whole history reads: one that
     does not (edited by hand; a forger without the chain key) is listed in ``errors`` and
-    kept, damage and all, for an operator to restore or quarantine. One id failing does not
+    kept, damage and all, for an operator to restore or quarantine. So is one with a time
+    after ``now`` that does not read (moved there by hand, it would keep the memory out of
+    every run; a genuine one, a clock ahead, is left alone). One id failing does not
     stop the run; it is listed in ``errors``. The run is then appended to the
     ``~sys:compaction`` stream (see :func:`compaction_runs`).
 
@@ -219,6 +221,14 @@ def compact(
         errors.append(f"{e.stream_id}: {type(e).__name__}: {e}")
 
     for info in store.streams(on_damage=damaged):
+        if info.last_recorded_at > now:
+            # A time to come keeps a memory out of every run: a clock ahead of this one, or a
+            # time edited by hand so that retention never erases it. Only the chain tells.
+            try:
+                collections.deque(records(store, StreamKey(info.stream_id)), maxlen=0)
+            except Exception as e:  # reported, as any memory that fails
+                errors.append(f"{info.stream_id}: {type(e).__name__}: {e}")
+            continue
         if now - info.last_recorded_at <= idle_for:
             continue
         try:

@@ -173,3 +173,19 @@ def test_a_memory_whose_torn_newest_record_was_acknowledged_is_still_erased(back
     # out, and the erasure still names the stored head (seq 2), not the one before it.
     assert (report.purged, report.skipped, report.errors) == (("conv",), (), ())
     assert _erased(store, "conv")
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-by-hand"])
+def test_a_time_moved_into_the_future_to_escape_retention_is_reported(backend, keyed):
+    store = _open(backend, keyed)
+    _say(store, "a-kept", "2026-01-01", "hello", "hi", "bye")
+    _say(store, "b-idle", "2026-01-01", "question", "answer")
+    # Not the head: a record the run never needed to read, dated so the memory looks active.
+    backend.tamper(store, "a-kept", 1, "recorded_at", "2099-01-01T00:00:00.000000Z")
+    report = _retention_at("2026-04-01", store)
+    # Check the memory is not silently kept past retention: it is an error line naming it
+    # (and, its history not reading, not erased either).
+    assert report.purged == ("b-idle",)
+    (error,) = report.errors
+    assert error.startswith("a-kept: ChainIntegrityError")
+    assert not _erased(store, "a-kept")
