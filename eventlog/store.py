@@ -256,14 +256,26 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
 
     # ---------------------------------------------------------------- reading
 
-    def streams(self, *, include_system: bool = False) -> list[StreamInfo]:
+    def streams(
+        self,
+        *,
+        include_system: bool = False,
+        on_damage: Callable[[ChainIntegrityError], object] | None = None,
+    ) -> list[StreamInfo]:
         """List memory ids with their event count and first and last activity.
 
         Args:
             include_system: Also list chatledger's own ``~sys:`` streams (compaction runs).
+            on_damage: Called with the error of each stream whose rows no store writes (a
+                time or key edited by hand), which is then left out of the list; None
+                (default): the first such stream raises it. For jobs that go over every
+                memory (compaction): one damaged memory must not stop the work on the others.
 
         Returns:
             One entry per stream that has records, ordered by stream key.
+
+        Raises:
+            ChainIntegrityError: A stream's rows are no store's (only without ``on_damage``).
         """
         from eventlog.models import parse_time
         from eventlog.vouch import REMEDY
@@ -287,11 +299,15 @@ class EventStore(LedgerRows, LedgerVerify, LedgerNames):
                 raise refuse(key, last_seq, f"a row no store writes ({e})") from None
             return (*row[:3], *times)
 
-        rows = [
-            checked(row)
-            for row in sorted(self._stream_rows(), key=lambda r: (type(r[0]) is not str, str(r[0])))
-            if include_system or type(row[0]) is not str or not row[0].startswith(SYSTEM_PREFIX)
-        ]
+        rows = []
+        for row in sorted(self._stream_rows(), key=lambda r: (type(r[0]) is not str, str(r[0]))):
+            if include_system or type(row[0]) is not str or not row[0].startswith(SYSTEM_PREFIX):
+                try:
+                    rows.append(checked(row))
+                except ChainIntegrityError as e:
+                    if on_damage is None:
+                        raise
+                    on_damage(e)
         stored = self._name_rows() if self._names is not None else {}
         named = self._named((row[0] for row in rows), stored)
         return [

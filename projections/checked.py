@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from eventlog.errors import ChainIntegrityError
@@ -31,6 +32,7 @@ __all__ = [
     "read_checked_rows",
     "records",
     "row_pages",
+    "seq_at_checked",
 ]
 
 PAGE = 2_000
@@ -63,6 +65,25 @@ def read_checked(store: EventStore, memory_id: MemoryId, **bounds: Any) -> list[
             memory_id, skip, **{**bounds, "limit": limit + len(skip)}
         )
         return found[:limit]
+
+
+def seq_at_checked(store: EventStore, memory_id: MemoryId, at: datetime) -> int | None:
+    """``store.seq_at(memory_id, at)``: the last seq recorded at or before ``at`` (None: none),
+    vouched for. The store finds it by the stored times alone, a column anyone with write
+    access can edit: a record's time moved past ``at`` makes the answer an earlier seq, whose
+    view is genuine and would be served as what the memory showed at ``at``. So the records on
+    both sides of the answer are read as every read is (each record's time is under its hash),
+    which refuses such an edit. One or two records more than the view itself reads.
+
+    Raises:
+        ChainIntegrityError: A record beside the answer does not verify.
+    """
+    found = store.seq_at(memory_id, at)
+    if found is None:
+        read_checked(store, memory_id, limit=1)
+    else:
+        read_checked(store, memory_id, gt=found - 1, lte=found + 1)
+    return found
 
 
 def read_checked_rows(

@@ -1,8 +1,10 @@
 """Compaction: window snapshots for idle memories, an opt-in purge, and a thin scheduler.
 
 :func:`compact` is a plain function over any :class:`EventStore`. For every memory idle longer
-than ``idle_for`` it saves the window at the head as a snapshot, so the next cold open reads
-one row instead of the events the window refers to. It never changes history: records, hashes,
+than ``idle_for`` it saves the window at the head as a snapshot: derived data beside the log,
+which no read serves (a snapshot row is not under the chain, so anyone with write access to
+the database could change it; a cold open reads the events the window refers to). It never
+changes history: records, hashes,
 ``as_of`` answers and ``verify()`` are the same afterwards. Only when ``purge_idle_for`` is
 given does it erase memories idle longer than that with ``EventStore.erase``: their content
 goes, each record's skeleton (seq, time, commitment, hashes) and a ``memory_erased`` receipt stay,
@@ -16,6 +18,7 @@ run is logged in the store's ``~sys:compaction`` stream.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -27,11 +30,12 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from eventlog.errors import ConcurrencyError, StoreClosedError
+from eventlog.errors import ChainIntegrityError, ConcurrencyError, StoreClosedError
 from eventlog.ids import MemoryId, StreamKey
 from eventlog.models import CompactionRun, LoggedEvent, StreamInfo
 from eventlog.serialization import encode_event, logged_event
 from eventlog.store import RECEIPT_KINDS, EventStore
+from projections.checked import read_checked, records
 from projections.meta import EMPTYING_KINDS, WindowMeta
 from projections.provider import ChatMemoryProvider
 from projections.replay import view_at
@@ -162,9 +166,14 @@ def compact(
     * a compacted or purged id is dropped from every provider in ``providers``.
 
     Ids whose head is a purge tombstone, or whose head event records no window (not written
-    by a chatledger memory), are skipped. One id failing does not stop the run; it is listed
-    in ``errors``. The run is then appended to the ``~sys:compaction`` stream (see
-    :func:`compaction_runs`).
+    by a chatledger memory), are skipped. An id is judged by its records as its memory reads
+    them (vouched for by the chain), and erased only once its whole history reads: one that
+    does not (edited by hand; a forger without the chain key) is listed in ``errors`` and
+    kept, damage and all, for an operator to restore or quarantine. So is one with a time
+    after ``now`` that does not read (moved there by hand, it would keep the memory out of
+    every run; a genuine one, a clock ahead, is left alone). One id failing does not
+    stop the run; it is listed in ``errors``. The run is then appended to the
+    ``~sys:compaction`` stream (see :func:`compaction_runs`).
 
     Args:
         store: The store to compact.
@@ -205,7 +214,21 @@ def compact(
         "unchanged": [],
     }
     errors: list[str] = []
-    for info in store.streams():
+
+    def damaged(e: ChainIntegrityError) -> None:
+        # A row of one memory edited by hand must not stop the run for all the others (nor
+        # get that memory listed with a made-up time: it is reported and left alone).
+        errors.append(f"{e.stream_id}: {type(e).__name__}: {e}")
+
+    for info in store.streams(on_damage=damaged):
+        if info.last_recorded_at > now:
+            # A time to come keeps a memory out of every run: a clock ahead of this one, or a
+            # time edited by hand so that retention never erases it. Only the chain tells.
+            try:
+                collections.deque(records(store, StreamKey(info.stream_id)), maxlen=0)
+            except Exception as e:  # reported, as any memory that fails
+                errors.append(f"{info.stream_id}: {type(e).__name__}: {e}")
+            continue
         if now - info.last_recorded_at <= idle_for:
             continue
         try:
@@ -252,9 +275,12 @@ def _compact_one(
 ) -> Outcome:
     # The raw key, never the decoded id re-encoded: one less way to address the wrong stream.
     key = StreamKey(info.stream_id)
-    # Re-read the head: streams() is a listing, and a writer may have appended since.
-    newest = store.read(key, desc=True, limit=1)
-    if not newest:
+    # Re-read the head: streams() is a listing, and a writer may have appended since. Read as
+    # the memory reads it (vouched for by the chain): its time decides an irreversible erasure,
+    # and a raw read would take a time edited by hand for the truth.
+    stored = store.read(key, desc=True, limit=1)  # raw: the seq a writer appends after
+    newest = read_checked(store, key, desc=True, limit=1)
+    if not stored or not newest:
         return "skipped"
     head = newest[0]
     idle = now - head.recorded_at
@@ -264,8 +290,15 @@ def _compact_one(
         return "skipped"  # erased or purged, and nothing written since
     if purge_idle_for is not None and idle > purge_idle_for:
         reason = f"idle for more than {purge_idle_for}"
+        # The whole history first, as the memory would serve it: an erasure blanks a record
+        # whose content was edited by hand, which then verifies again - the evidence of the
+        # damage would go with the content. A memory that does not read is reported, kept.
+        # Up to the stored head: a newest record acknowledged as damaged (quarantine) is left
+        # out of the checked read, and an erasure expecting the seq before it never matched.
+        last = stored[0].seq
+        collections.deque(records(store, key, lte=last), maxlen=0)
         try:
-            _erase_idle(store, key, head.seq, reason)
+            _erase_idle(store, key, last, reason)
         except ConcurrencyError:
             return "skipped"  # a writer came back: it is not idle, and nothing was erased
         return "purged"

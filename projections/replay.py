@@ -34,6 +34,7 @@ from projections.checked import (
     quarantined_seqs,
     read_checked,
     records,
+    seq_at_checked,
 )
 from projections.meta import EMPTYING_KINDS, Refs, WindowMeta
 from projections.window import (
@@ -327,7 +328,7 @@ def resolve_seq(
         msg = "as_of needs exactly one of seq= or at="
         raise ValueError(msg)
     if at is not None:
-        found = store.seq_at(memory_id, at)
+        found = seq_at_checked(store, memory_id, at)
         if found is None:  # before every event read: before the memory, or purged
             purged_before(store, memory_id, 0, f"as_of(at={at.isoformat()})")
         return 0 if found is None else found

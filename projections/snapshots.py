@@ -1,8 +1,10 @@
 """Window snapshots: the materialized window saved beside the log by compaction.
 
 A snapshot is derived data (the log stays the truth): the window's entries with their messages
-inline, so a cold open of an idle memory reads one row instead of the events its window refers
-to. Loading is best-effort: a snapshot that does not match the head is still a cache of entries.
+inline. Its row is not under the hash chain, so no read serves it as a memory's window (a
+cold open reads the events its window refers to, vouched for by the chain): anyone with write
+access to the database could change it, keyed ledger or not. Loading is best-effort: a
+snapshot that does not match the head is still a cache of entries.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ def save_window_snapshot(
 def load_window_snapshot(
     store: EventStore, memory_id: MemoryId, lte: int, identity: str | None = None
 ) -> dict[tuple[int, int], Entry]:
-    """Entries of the newest snapshot at or before ``lte``, by ref ({} when there is none)."""
+    """Entries of the newest snapshot at or before ``lte``, by ref ({} when there is none).
+
+    Not vouched for by the chain (see the module docstring): for inspecting compaction's
+    output, never for serving a window."""
     snapshot = store.load_snapshot(memory_id, SNAPSHOT_NAME, lte=lte)
     if snapshot is None:
         return {}

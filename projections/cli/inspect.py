@@ -18,6 +18,7 @@ from eventlog.models import Record, format_time
 from projections import readmodel as model
 from projections.adapters.langgraph_events import is_thread_memory
 from projections.audit import Change, diff_stream, explain
+from projections.checked import seq_at_checked
 from projections.cli import ledger, sessions
 from projections.cli.args import PROG, shell_id
 from projections.cli.errors import UsageError
@@ -221,7 +222,7 @@ def show(args: argparse.Namespace, store: EventStore) -> int:
         check_seq("--as-of", args.as_of, head, key)
         seq = args.as_of
     elif args.at is not None:
-        seq = store.seq_at(key, args.at) or 0
+        seq = seq_at_checked(store, key, args.at) or 0  # a time edited by hand: refused
     else:
         seq = head
     memory_id = memory_id_from_key(key)

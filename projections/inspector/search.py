@@ -20,6 +20,7 @@ from eventlog.messages import ChatMessage
 from eventlog.models import MessageAdded, MessagesSet, Record
 from eventlog.serialization import decode_event
 from eventlog.store import EventStore
+from projections.checked import seq_at_checked
 from projections.grammar import parse_when
 from projections.readmodel import describe
 from projections.replay import read_checked
@@ -193,7 +194,7 @@ def jump_seq(store: EventStore, key: str, to: str) -> int:
     except argparse.ArgumentTypeError as e:  # its message names the format
         msg = f"jump to {text[:40]!r}: write a seq (like 12) or an ISO 8601 time ({e})"
         raise ValueError(msg) from None
-    seq_at = store.seq_at(stream, moment)
+    seq_at = seq_at_checked(store, stream, moment)  # a time edited by hand: refused
     if not seq_at:
         msg = f"no event of this memory was recorded at or before {moment.isoformat()}"
         raise ValueError(msg)

@@ -61,3 +61,23 @@ def test_keep_system_first_without_a_policy_is_refused(cli, subsecond) -> None:
     result = cli("--db", subsecond, "show", "c", "--keep-system-first")
     assert result.returncode == 2
     assert "pass it with --policy SPEC" in result.stderr
+
+
+def test_show_at_refuses_a_time_moved_past_it_by_hand(cli, tmp_path) -> None:
+    """The stored times find the seq; a record's time edited past `--at` made them name the
+    record before it, whose genuine view was shown as the one at that time."""
+    import sqlite3
+
+    path = tmp_path / "t.db"
+    with SQLiteEventStore(path) as store:
+        for day, text in enumerate(("one", "two", "three", "four", "five"), 1):
+            with freeze_time(datetime(2026, 1, day, tzinfo=UTC)):
+                MessageWindowChatMemory("c", max_messages=2, store=store).add(UserMessage(text))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET recorded_at = '2026-01-03T23:00:00.000000Z' WHERE seq = 3")
+    conn.close()
+    result = cli("--db", path, "show", "c", "--at", "2026-01-03 12:00")
+    # Check it refuses, naming the record, instead of "after seq 2" (one, two).
+    assert result.returncode != 0
+    assert "breaks at seq 3" in result.stderr
+    assert "Traceback" not in result.stderr
