@@ -68,6 +68,14 @@ without migrating it (read-only): reads check all but the head."""
 
 
 def _refuse(key: str, seq: int, reason: str) -> ChainIntegrityError:
+    if reason.startswith(KEYED_CHAIN):
+        # Not damage: a store opened without the chain key cannot check a keyed record, and
+        # "restore from a backup" would send the reader after a loss that did not happen.
+        return ChainIntegrityError(
+            key,
+            seq,
+            f"{reason}; not served (nothing is known to be damaged: the CLI takes --key-file)",
+        )
     return ChainIntegrityError(key, seq, f"{reason}; {REMEDY}")
 
 

@@ -423,3 +423,20 @@ def test_a_record_deleted_inside_the_range_is_named(store):
     del store._streams["m"][2]
     error = _refused(store, "seq 3 is missing", gt=1, lte=4)
     assert error.seq == 3
+
+
+def test_a_keyed_read_without_the_key_names_the_key_not_a_restore(tmp_path):
+    # Nothing is damaged: sending the reader to restore a backup would be a wrong remedy.
+    from eventlog import SQLiteEventStore
+
+    path = tmp_path / "keyed.db"
+    with SQLiteEventStore(path, chain_key=b"k" * 32) as store:
+        store.append("m", batch("hello"))
+    with (
+        SQLiteEventStore(path, read_only=True) as store,
+        pytest.raises(ChainIntegrityError) as refused,
+    ):
+        store.read_verified("m")
+    message = str(refused.value)
+    assert "chain_key=" in message and "--key-file" in message
+    assert "backup" not in message
