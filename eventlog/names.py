@@ -39,6 +39,7 @@ from eventlog.ids import (
 )
 from eventlog.keyring import (
     Keyring,
+    KeyringError,
     KeyUnavailableError,
     SealBrokenError,
     is_sealed,
@@ -46,6 +47,7 @@ from eventlog.keyring import (
     seal,
     subject_of,
 )
+from eventlog.validation import shown
 
 if TYPE_CHECKING:
     from eventlog.recorder import LedgerTx
@@ -65,6 +67,8 @@ IDS_SETTING: Final = "ids"
 """Setting naming where a ledger's id key lives: ``keyring``, ``chain`` or ``stored``."""
 IDS_KEY_SETTING: Final = "ids_key"
 """Setting holding the id key (hex) of a ``stored`` ledger."""
+IDS_KEY_ID_SETTING: Final = "ids_key_id"
+"""Setting naming the keyring key id of a ``keyring`` ledger's id key (an id, not the key)."""
 _KEYRING_SUBJECT: Final = SYSTEM_PREFIX + "ids"
 _CHAIN_LABEL: Final = b"chatledger.ids.v1"
 _MODES: Final = ("keyring", "chain", "stored")
@@ -110,6 +114,7 @@ class IdKeyring:
         keyring: Keyring | None,
         chain_key: bytes | None,
         where: str,
+        key_id: str | None = None,
     ) -> None:
         if mode not in _MODES:
             msg = (
@@ -121,6 +126,7 @@ class IdKeyring:
         self.mode = mode
         self._keyring = keyring if mode == "keyring" else None
         self._where = where
+        self._key_id = key_id
         self._key: bytes | None = None
         if mode == "stored":
             try:
@@ -152,7 +158,22 @@ class IdKeyring:
                     "by its id"
                 )
                 raise ChainKeyError(operation, msg)
-            self._key = self._keyring.current(_KEYRING_SUBJECT)[1]
+            if self._key_id is None:  # a ledger created before its id key's id was recorded
+                self._key = self._keyring.current(_KEYRING_SUBJECT)[1]
+                return self._key
+            # get(), not current(): another ledger's keyring (or a new, empty one) would
+            # answer current() with a key of its own, and every id would silently map to
+            # another pseudonym - reads empty, appends split into new streams.
+            key = self._keyring.get(self._key_id)
+            if key is None:
+                raise KeyringError(
+                    operation,
+                    f"{self._where}'s memory ids are keyed under key {shown(self._key_id)} of "
+                    f"its keyring, which {self._keyring!r} does not hold: it is another "
+                    "ledger's keyring, a new one, or an older copy; pass the keyring this "
+                    "ledger was created with (CLI: --keyring FILE)",
+                )
+            self._key = key
             return self._key
         msg = (
             f"{operation} of {self._where}: its memory ids are keyed under its chain key "
@@ -230,6 +251,7 @@ def settle_ids(
     def look(tx: LedgerTx) -> bool:
         settings["mode"] = tx.setting(IDS_SETTING)
         settings["key"] = tx.setting(IDS_KEY_SETTING)
+        settings["key_id"] = tx.setting(IDS_KEY_ID_SETTING)
         return settings["mode"] is None and store._want_erasable_ids
 
     if read(look):
@@ -255,6 +277,11 @@ def settle_ids(
                 tx.put_setting(IDS_SETTING, mode)
                 if stored is not None:
                     tx.put_setting(IDS_KEY_SETTING, stored)
+                if store._keyring is not None:
+                    # Recorded so a later open with another keyring is refused, not served.
+                    key_id = store._keyring.current(_KEYRING_SUBJECT)[0]
+                    tx.put_setting(IDS_KEY_ID_SETTING, key_id)
+                    settings["key_id"] = key_id
                 settings["mode"], settings["key"] = mode, stored
             return True
 
@@ -267,4 +294,5 @@ def settle_ids(
             keyring=store._keyring,
             chain_key=store._key,
             where=where,
+            key_id=settings["key_id"],
         )
