@@ -283,7 +283,11 @@ class SQLiteEventStore(SQLiteErasure):
             rows = self._build(key, head, items, self._now())
             seal, moved = self._sealing(key, rows, imports=imports)
             if name is not None:
-                conn.execute(PUT_NAME, name)
+                # Checked again under the write lock: an erasure by another process between
+                # the check above and here destroyed the key the cached row is sealed under,
+                # and a row put back so would name nobody (erase_subject of anyone would then
+                # take this memory's new messages for a leftover of an erasure).
+                conn.execute(PUT_NAME, self._name_row(key) or name)
             try:
                 for row in rows:
                     mac = seal if row is rows[-1] else ""

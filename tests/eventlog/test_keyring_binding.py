@@ -4,12 +4,14 @@ Its memory ids map to pseudonyms under an id key held in the keyring. Another le
 (or a new, empty one: a mistyped --keyring path) used to answer with an id key of its own, so
 every id mapped to another pseudonym: reads came back empty, appends started a second stream
 of the same memory, and the right keyring could no longer read those streams' ids, so every
-later erase_subject of the ledger was refused.
+later erase_subject of the ledger was refused. Also: a names row checked against the keyring
+just before another process's erasure (SQLite).
 """
 
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import pytest
 
@@ -49,3 +51,40 @@ def test_another_keyring_is_refused_and_changes_nothing(backend, tmp_path: pathl
     right = backend.open(keyring=FileKeyring(tmp_path / "right.json"))
     assert texts(right.read(MEMORY)) == ["my passport number is X1234567"]
     assert len(right.erase_subject(("user-42",), reason="GDPR art. 17")) == 1
+
+
+class _ErasedMeanwhile(FileKeyring):
+    """The appending process's keyring; once armed, another process erases the subject just
+    after this one found its cached names row's key alive (before its write transaction)."""
+
+    erase: Any = None
+
+    def get(self, key_id: str) -> bytes | None:
+        key = super().get(key_id)
+        if self.erase is not None:
+            erase, self.erase = self.erase, None
+            erase()
+        return key
+
+
+@pytest.mark.skip_backend(
+    "memory", "postgres"
+)  # postgres: its names row still goes in before the stream lock
+def test_a_names_row_checked_just_before_an_erasure_is_sealed_under_a_live_key(
+    backend, tmp_path: pathlib.Path
+):
+    keys = tmp_path / "keys.json"
+    _ledger(backend, FileKeyring(keys))
+    eraser = backend.open(keyring=FileKeyring(keys))
+    ring = _ErasedMeanwhile(keys)
+    writer = backend.open(keyring=ring)
+    writer.append(MEMORY, batch("before"))  # its names row is now cached
+    ring.erase = lambda: eraser.erase_subject(("user-42",), reason="GDPR art. 17")
+    writer.append(MEMORY, batch("after the erasure"))
+    fresh = backend.open(keyring=FileKeyring(keys))
+    assert [i.memory_id for i in fresh.streams()] == [MEMORY]  # its names row opens
+    # Check an erasure of another subject leaves the new message alone.
+    fresh.append(("bob", "s1"), batch("bob's"))
+    fresh.erase_subject(("bob",), reason="GDPR art. 17")
+    kept = [r for r in fresh.read(MEMORY) if r.kind == "message_added" and not r.erased]
+    assert texts(kept) == ["after the erasure"]
