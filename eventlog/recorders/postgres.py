@@ -469,7 +469,7 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
             # Held through commit, so a second writer of this memory reads the head after it
             # instead of racing for the same seq (a conflict and retry).
             conn.execute(pgsql.BEGIN if conn.autocommit else pgsql.SET_READ_COMMITTED)
-            conn.execute(pgsql.LOCK, (lock,))
+            locked = conn.execute(pgsql.LOCK, (lock,))
             if rows is None:
                 fresh = self._head(conn, key)  # under the lock: the real head
                 actual = 0 if fresh is None else fresh.seq
@@ -483,7 +483,13 @@ class PostgresEventStore(PostgresRaces, PostgresErasure, PostgresSchema):
                     raise mismatch
                 rows = self._build(key, fresh, items, self._now())
             if name is not None:
-                conn.execute(self._q["put_name"], name)
+                # Checked again once the lock is held (an erasure holds it until its commit;
+                # in the pipeline the lock is only sent until a result is read): an erasure
+                # that committed between the first check and here destroyed the key the cached
+                # row is sealed under, and that row, committed with this transaction even when
+                # its insert loses the race, would name nobody.
+                locked.fetchall()
+                conn.execute(self._q["put_name"], self._name_row(key) or name)
             erased = self._erased.get(key, 0)
             after = erased_after(key, rows, erased) if brings_erasure(items) else erased
             sent.append((rows, conn.info.backend_pid))  # from here, it may land

@@ -67,9 +67,7 @@ class _ErasedMeanwhile(FileKeyring):
         return key
 
 
-@pytest.mark.skip_backend(
-    "memory", "postgres"
-)  # postgres: its names row still goes in before the stream lock
+@pytest.mark.skip_backend("memory")
 def test_a_names_row_checked_just_before_an_erasure_is_sealed_under_a_live_key(
     backend, tmp_path: pathlib.Path
 ):
