@@ -48,15 +48,16 @@ def test_sqlite_round_trip_and_exit_statuses(ledger, tmp_path):
     assert "Traceback" not in usage.stderr + broken.stderr
 
 
-def test_replay_on_a_terminal_goes_through_the_pager(ledger):
+def _on_a_terminal(*args: object, **env: str) -> str:
+    """What the command prints on a terminal (a pty) with these environment variables set;
+    it must exit 0."""
     main, child = pty.openpty()
-    env = {**os.environ, "PAGER": "cat", "COLUMNS": "200"}
     process = subprocess.Popen(
-        [str(EXE), "replay", "conv", "--db", str(ledger), "--to", "3"],
+        [str(EXE), *map(str, args)],
         stdin=child,
         stdout=child,
         stderr=child,
-        env=env,
+        env={**os.environ, **env},
     )
     os.close(child)
     chunks = []
@@ -71,6 +72,11 @@ def test_replay_on_a_terminal_goes_through_the_pager(ledger):
     assert process.wait(timeout=60) == 0
     os.close(main)
     out = b"".join(chunks).decode()
+    return out
+
+
+def test_replay_on_a_terminal_goes_through_the_pager(ledger):
+    out = _on_a_terminal("replay", "conv", "--db", ledger, "--to", "3", PAGER="cat", COLUMNS="200")
     assert "seq 3 " in out
     assert "seq 4 " not in out
 
@@ -109,27 +115,7 @@ def test_ids_on_a_narrow_terminal_are_folded_whole_never_cut(tmp_path):
         MessageWindowChatMemory(id=long_id, max_messages=3, store=store).add(
             a_message("user", "hi")
         )
-    main, child = pty.openpty()
-    process = subprocess.Popen(
-        [str(EXE), "ids", "--db", str(path)],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        env={**os.environ, "COLUMNS": "60", "NO_COLOR": "1"},
-    )
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the pty is closed once the process exits
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    assert process.wait(timeout=60) == 0
-    os.close(main)
-    out = b"".join(chunks).decode()
+    out = _on_a_terminal("ids", "--db", path, COLUMNS="60", NO_COLOR="1")
     assert "…" not in out
     cells = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
     assert len(cells) > 1  # folded
