@@ -330,7 +330,11 @@ class PostgresBase(EventStore):
             # No records: a seal there means they were deleted (see vouch.records_gone).
             sealed = conn.execute(self._q["head_seal"], (key,)).fetchone()
             if sealed is not None:
-                raise records_gone(key, sealed[0])
+                # Read again first: each statement sees what committed before it, and another
+                # writer's first record (committed with its seal) may have landed in between.
+                row = conn.execute(self._q["head"], (key,)).fetchone()
+                if row is None:
+                    raise records_gone(key, sealed[0])
         self._note_erased(key, 0 if row is None else int(row[3]))
         return None if row is None else StreamHead(row[0], row[1], row[2])
 

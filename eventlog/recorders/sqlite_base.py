@@ -189,7 +189,11 @@ class SQLiteBase(EventStore):
                 # each time, and the append that would re-seal over the loss with them).
                 sealed = conn.execute(HEAD_SEAL, (key,)).fetchone()
                 if sealed is not None:
-                    raise records_gone(key, sealed[0])
+                    # Read again first: outside a transaction, another writer's first record
+                    # (it and its seal commit together) may have landed between the two reads.
+                    row = conn.execute(HEAD_SEALED, (key,)).fetchone()
+                    if row is None:
+                        raise records_gone(key, sealed[0])
             erased = 0 if row is None or len(row) < 4 else row[3]
             if type(erased) is not int:
                 raise seal_not_int(key, row[0], erased)  # row is not None: erased is row[3]
